@@ -1,0 +1,1 @@
+"""The `metabonk` command (installed as metabonk_gym.cli)."""

@@ -1,0 +1,33 @@
+"""The `metabonk` command: a thin typer layer over library functions research code can call."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="metabonk",
+    help="Gymnasium game envs (GBA, Megabonk) with training, evaluation and benchmarks.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+
+
+#: Each module has `register(app)`; benchmarks add themselves to `metabonk_gym.cli.bench.bench_app`.
+COMMAND_MODULES = ("envs", "bench", "play", "train", "think", "bonklink", "skyemu")
+
+
+def _register_commands() -> None:
+    import importlib
+    import importlib.util
+
+    for name in COMMAND_MODULES:
+        module_name = f"metabonk_gym.cli.{name}"
+        if importlib.util.find_spec(module_name) is None:
+            continue
+        importlib.import_module(module_name).register(app)
+
+
+_register_commands()
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,132 @@
+"""Env frame rate against the raw mGBA core, stable-retro's own RetroEnv, and 2 vectorised envs.
+
+The raw baseline drives the very emulator object inside the env (stable-retro allows one per
+process) in a plain loop: step 4 frames, read the screen once. Rounds alternate raw and env so
+that machine noise hits both alike; medians are reported.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from metabonk_gym.gba.buttons import mask_to_retro
+
+
+def _raw_core_fps(env: Any, steps: int, frameskip: int, masks: list[int]) -> float:
+    em = env.unwrapped.backend._em
+    arrays = [mask_to_retro(m) for m in masks]
+    start = time.perf_counter()
+    for i in range(steps):
+        em.set_button_mask(arrays[i % len(arrays)], 0)
+        for _ in range(frameskip):
+            em.step()
+        em.get_screen()
+    return steps * frameskip / (time.perf_counter() - start)
+
+
+def _env_fps(env: gym.Env, steps: int, frameskip: int, actions: np.ndarray) -> float:
+    start = time.perf_counter()
+    for i in range(steps):
+        _, _, terminated, truncated, _ = env.step(int(actions[i % len(actions)]))
+        if terminated or truncated:
+            env.reset()
+    return steps * frameskip / (time.perf_counter() - start)
+
+
+def _retro_env_fps(game: str, steps: int, frameskip: int) -> float | None:
+    """stable-retro's RetroEnv on the same ROM (it copies all of RAM every frame)."""
+    import stable_retro as retro
+
+    from metabonk_gym.gba.integration import games_dir
+
+    retro.data.Integrations.add_custom_path(str(games_dir()))
+    env = retro.make(
+        f"{game}-GbAdvance",
+        state=retro.State.NONE,
+        inttype=retro.data.Integrations.CUSTOM_ONLY,
+        render_mode=None,
+    )
+    try:
+        env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        start = time.perf_counter()
+        done = 0
+        while done < steps:
+            action = rng.integers(0, 2, env.action_space.shape)
+            for _ in range(frameskip):  # RetroEnv steps one frame per call
+                env.step(action)
+            done += 1
+        return steps * frameskip / (time.perf_counter() - start)
+    finally:
+        env.close()
+
+
+def _vector_sps(env_id: str, num_envs: int, steps: int, kwargs: dict[str, Any]) -> float:
+    from metabonk_gym import make_vec
+
+    envs = make_vec(env_id, num_envs, **kwargs)
+    try:
+        envs.reset(seed=0)
+        rng = np.random.default_rng(0)
+        for _ in range(20):  # warm up the workers
+            envs.step(rng.integers(0, envs.single_action_space.n, num_envs))
+        start = time.perf_counter()
+        for _ in range(steps):
+            envs.step(rng.integers(0, envs.single_action_space.n, num_envs))
+        return steps * num_envs / (time.perf_counter() - start)
+    finally:
+        envs.close()
+
+
+def run(
+    env_id: str = "MetaBonk/BonkQuest-v0",
+    steps: int = 1500,
+    rounds: int = 3,
+    vector: bool = True,
+    retro_env: bool = True,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Measure and return every figure of `metabonk bench env`."""
+    import metabonk_gym  # noqa: F401
+
+    env = gym.make(env_id, **kwargs)
+    frameskip = env.unwrapped.frameskip
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    actions = rng.integers(0, env.action_space.n, 4096)
+    masks = [env.unwrapped.action_masks[a] for a in actions]
+    raw, wrapped = [], []
+    for _ in range(rounds):
+        raw.append(_raw_core_fps(env, steps, frameskip, masks))
+        env.reset(seed=0)
+        wrapped.append(_env_fps(env, steps, frameskip, actions))
+    game = env.unwrapped.integration.name
+    env.close()
+    del env
+    result: dict[str, Any] = {
+        "env_id": env_id,
+        "frameskip": frameskip,
+        "raw_core_fps": statistics.median(raw),
+        "env_fps": statistics.median(wrapped),
+    }
+    result["env_vs_raw"] = result["env_fps"] / result["raw_core_fps"]
+    if retro_env:
+        import gc
+
+        gc.collect()
+        fps = _retro_env_fps(game, steps, frameskip)
+        result["retro_env_fps"] = fps
+        result["retro_env_vs_raw"] = fps / result["raw_core_fps"] if fps else None
+    if vector:
+        one = _vector_sps(env_id, 1, steps, kwargs)
+        two = _vector_sps(env_id, 2, steps, kwargs)
+        result["vec1_steps_per_s"] = one
+        result["vec2_steps_per_s"] = two
+        result["vec2_vs_vec1"] = two / one
+        result["vec2_vs_single_env"] = two / (result["env_fps"] / frameskip)
+    return result

@@ -1,0 +1,1 @@
+"""BonkLink v1: Megabonk over TCP."""

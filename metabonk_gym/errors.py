@@ -1,0 +1,45 @@
+"""Errors raised by metabonk-gym. Each message names the problem and how to fix it."""
+
+from __future__ import annotations
+
+
+class MetabonkError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class RomNotFoundError(MetabonkError, FileNotFoundError):
+    """The ROM file does not exist."""
+
+
+class RomHashMismatchError(MetabonkError, ValueError):
+    """The ROM's SHA-1 differs from the one its integration was made for (`rom.sha`)."""
+
+
+class IntegrationError(MetabonkError, ValueError):
+    """An integration folder is missing a file or holds malformed JSON."""
+
+
+class UnknownStateError(MetabonkError, KeyError):
+    """No savestate or named start has this name."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+class CorruptSavestateError(MetabonkError, ValueError):
+    """A savestate file cannot be decoded or does not fit this core."""
+
+
+class UnknownVariableError(MetabonkError, KeyError):
+    """A RAM variable name that the integration's data.json does not define."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class InvalidActionError(MetabonkError, ValueError):
+    """An action outside the env's action space."""
+
+
+class RewardSpecError(MetabonkError, ValueError):
+    """A reward specification (preset name, dict or file) that cannot be built."""

@@ -1,0 +1,373 @@
+"""`GBAEnv`: a GBA game as a Gymnasium env, on the embedded mGBA core or on SkyEmu.
+
+Observations are screens (RGB or grayscale, optionally downscaled); actions are discrete button
+combinations or the 10 buttons as MultiBinary; `info` holds the game's RAM variables, read one
+by one (never a copy of all memory) so a step costs little more than emulating its frames.
+
+>>> import gymnasium as gym, metabonk_gym
+>>> env = gym.make("MetaBonk/BonkQuest-v0")
+>>> obs, info = env.reset(seed=1)
+>>> obs.shape, info["room"]
+((160, 240, 3), 1)
+>>> env.close()
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from metabonk_gym.errors import InvalidActionError, MetabonkError, UnknownStateError
+from metabonk_gym.gba.backend import (
+    SCREEN_SHAPE,
+    EmulatorBackend,
+    read_state_file,
+    write_state_file,
+)
+from metabonk_gym.gba.buttons import BUTTONS, buttons_to_mask, multibinary_to_mask
+from metabonk_gym.gba.integration import ArraySpec, Integration, Start
+from metabonk_gym.rewards import DoneCondition, build_reward
+
+BONK_MAGIC = 0x4B4E4F42
+COMMANDS = {"new_game": 1, "warp": 2}
+BOOT_FRAME_LIMIT = 600
+COMMAND_FRAME_LIMIT = 120
+
+
+class GBAEnv(gym.Env[np.ndarray, Any]):
+    """A GBA game; see the module docstring and README for every option."""
+
+    metadata = {"render_modes": ["rgb_array", "human"], "render_fps": 60}
+
+    def __init__(
+        self,
+        game: str | None = None,
+        rom: str | Path | None = None,
+        integration: str | Path | None = None,
+        state: str | None = None,
+        frameskip: int = 4,
+        action_space: str = "discrete",
+        obs_type: str = "rgb",
+        downscale: int = 1,
+        sticky_action_prob: float = 0.0,
+        reward: Any = "default",
+        render_mode: str | None = None,
+        backend: str = "embedded",
+        check_hash: bool = True,
+        **backend_kwargs: Any,
+    ) -> None:
+        if frameskip < 1:
+            raise ValueError(f"frameskip must be >= 1, not {frameskip}")
+        if not 0.0 <= sticky_action_prob < 1.0:
+            raise ValueError(f"sticky_action_prob must be in [0, 1), not {sticky_action_prob}")
+        if obs_type not in ("rgb", "grayscale"):
+            raise ValueError(f"obs_type must be 'rgb' or 'grayscale', not {obs_type!r}")
+        if action_space not in ("discrete", "multibinary"):
+            raise ValueError(
+                f"action_space must be 'discrete' or 'multibinary', not {action_space!r}"
+            )
+        if downscale not in (1, 2, 4, 8):
+            raise ValueError(f"downscale must be 1, 2, 4 or 8, not {downscale}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode must be one of {self.metadata['render_modes']}, not {render_mode!r}"
+            )
+
+        if game is not None:
+            self.integration = Integration.bundled(game)
+        elif integration is not None:
+            self.integration = Integration.from_folder(integration, rom=rom, check_hash=check_hash)
+        else:
+            raise MetabonkError(
+                "MetaBonk/GBA-v0 needs integration=FOLDER (stable-retro format: data.json, "
+                "scenario.json, metadata.json) and rom=PATH to your .gba file; see docs/integrations.md"
+            )
+        self.frameskip = int(frameskip)
+        self.obs_type = obs_type
+        self.downscale = int(downscale)
+        self.sticky_action_prob = float(sticky_action_prob)
+        self.render_mode = render_mode
+        self.state_name = state if state is not None else self.integration.default_state
+        if self.state_name is not None:
+            self.integration.resolve_state(
+                self.state_name
+            )  # unknown names fail here, listing valid ones
+
+        # actions
+        self._action_kind = action_space
+        if action_space == "discrete":
+            self.action_masks = [
+                buttons_to_mask(combo) for combo in self.integration.discrete_actions
+            ]
+            self.action_space = spaces.Discrete(len(self.action_masks))
+        else:
+            self.action_masks = []
+            self.action_space = spaces.MultiBinary(len(BUTTONS))
+
+        # observations
+        height, width = SCREEN_SHAPE[0] // self.downscale, SCREEN_SHAPE[1] // self.downscale
+        channels = 3 if obs_type == "rgb" else 1
+        self.observation_space = spaces.Box(0, 255, (height, width, channels), dtype=np.uint8)
+
+        # RAM variables: info, reward, done
+        variables = self.integration.variables
+        self.reward_fn = build_reward(
+            reward, self.integration.name, self.integration.scenario, set(variables)
+        )
+        self.done_condition = DoneCondition(self.integration.scenario)
+        needed = (
+            set(self.integration.info_names)
+            | self.reward_fn.variables
+            | self.done_condition.variables
+        )
+        for name in (self.integration.won_variable, self.integration.lost_variable):
+            if name:
+                needed.add(name)
+        self._var_names = [n for n in variables if n in needed]
+        self._var_specs = [(variables[n].address, variables[n].type) for n in self._var_names]
+        self._info_names = list(self.integration.info_names)
+
+        self._backend_name = backend
+        self.backend: EmulatorBackend = self._open_backend(backend, backend_kwargs)
+        self._boot_state: bytes | None = None
+        self._buttons = 0
+        self._frame: np.ndarray | None = None
+        self._vars: dict[str, int] = {}
+        self._window: Any = None
+
+    # ------------------------------------------------------------------ backend
+    def _open_backend(self, backend: str, kwargs: dict[str, Any]) -> EmulatorBackend:
+        if backend == "embedded":
+            if kwargs:
+                raise TypeError(
+                    f"unexpected arguments for the embedded backend: {', '.join(kwargs)}"
+                )
+            from metabonk_gym.gba.backend import RetroCore
+            from metabonk_gym.gba.integration import runnable_rom
+
+            return RetroCore(runnable_rom(self.integration.rom_path))
+        if backend == "skyemu":
+            from metabonk_gym.skyemu.backend import SkyEmuBackend
+
+            return SkyEmuBackend.open(self.integration.rom_path, **kwargs)
+        raise ValueError(f"backend must be 'embedded' or 'skyemu', not {backend!r}")
+
+    @property
+    def rom_path(self) -> Path:
+        """Path of the ROM this env runs."""
+        return self.integration.rom_path
+
+    # ------------------------------------------------------------------ gym API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        state = options.get("state", self.state_name)
+        game_seed = (
+            int(options["game_seed"])
+            if "game_seed" in options
+            else int(self.np_random.integers(2**31))
+        )
+        self._start(state, game_seed)
+        self._buttons = 0
+        self._vars = self._read_vars()
+        self.reward_fn.reset(self._vars)
+        self._frame = self.backend.screen()
+        if self.render_mode == "human":
+            self.render()
+        info = self._info()
+        info["game_seed"] = game_seed
+        return self._observation(), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        buttons = self._action_to_mask(action)
+        if self.sticky_action_prob > 0.0:
+            # ALE v5-style sticky actions: each frame keeps the previous buttons with probability p.
+            rolls = self.np_random.random(self.frameskip) < self.sticky_action_prob
+            for sticky in rolls:
+                if not sticky:
+                    self._buttons = buttons
+                self.backend.step(1, self._buttons)
+        else:
+            self._buttons = buttons
+            self.backend.step(self.frameskip, buttons)
+        self._frame = self.backend.screen()
+        self._vars = self._read_vars()
+        reward, terms = self.reward_fn.step(self._vars)
+        terminated = self.done_condition(self._vars)
+        info = self._info()
+        info["reward_terms"] = terms
+        if self.render_mode == "human":
+            self.render()
+        return self._observation(), reward, terminated, False, info
+
+    def render(self) -> np.ndarray | None:
+        if self._frame is None:
+            return None
+        if self.render_mode == "human":
+            from metabonk_gym.gba.window import show_frame
+
+            self._window = show_frame(
+                self._window, self._frame, self.metadata["render_fps"] / self.frameskip
+            )
+            return None
+        return self._frame.copy()
+
+    def close(self) -> None:
+        if self._window is not None:
+            from metabonk_gym.gba.window import close_window
+
+            close_window(self._window)
+            self._window = None
+        backend = getattr(self, "backend", None)
+        if backend is not None:
+            backend.close()
+            self.backend = None  # type: ignore[assignment]
+
+    # ------------------------------------------------------------------ RAM access
+    def read_memory(self, address: int, n: int) -> bytes:
+        """`n` bytes of the GBA bus at `address` (EWRAM, IWRAM, I/O, palette, VRAM, OAM)."""
+        return self.backend.read_bytes(address, n)
+
+    def read_variable(self, name: str) -> int:
+        """A data.json variable's current value."""
+        var = self.integration.variable(name)
+        return self.backend.read(var.address, var.type)
+
+    def write_variable(self, name: str, value: int) -> None:
+        """Poke a data.json variable (for tests, curricula and cheats)."""
+        var = self.integration.variable(name)
+        self.backend.write(var.address, var.type, value)
+
+    def read_array(self, name: str) -> np.ndarray:
+        """A RAM array from metabonk.json (e.g. `room_tiles`), as a numpy array of its shape."""
+        spec: ArraySpec = self.integration.array(name)
+        raw = self.backend.read_bytes(spec.address, spec.nbytes)
+        dtype = np.dtype(spec.type.replace("|", "<").replace("n", "u"))
+        return np.frombuffer(raw, dtype=dtype).reshape(spec.shape).copy()
+
+    def variables(self) -> dict[str, int]:
+        """Every data.json variable now (all of them, not only those in info)."""
+        names = list(self.integration.variables)
+        specs = [
+            (self.integration.variables[n].address, self.integration.variables[n].type)
+            for n in names
+        ]
+        return dict(zip(names, self.backend.read_many(specs)))
+
+    # ------------------------------------------------------------------ savestates
+    def save_state(self, path: str | Path | None = None) -> bytes:
+        """The machine state now; written to `path` as a stable-retro `.state` file if given.
+
+        Load it back with `reset(options={"state": path})`, or by name once it is in the
+        game's savestate folder.
+        """
+        state = self.backend.save_state()
+        if path is not None:
+            write_state_file(Path(path), state)
+        return state
+
+    def load_state(self, state: bytes) -> None:
+        """Restore a snapshot from `save_state()` (without starting a new episode)."""
+        self.backend.load_state(state)
+        self._vars = self._read_vars()
+        self._frame = self.backend.screen()
+
+    # ------------------------------------------------------------------ internals
+    def _start(self, state: str | Path | None, game_seed: int) -> None:
+        if self._boot_state is None:
+            self._boot_state = self._boot()
+        if state is None:
+            self.backend.load_state(self._boot_state)
+            if self.integration.has_command_interface:
+                self._command(COMMANDS["new_game"], 0, game_seed)
+            return
+        target = self.integration.resolve_state(state)
+        if isinstance(target, Start):
+            self.backend.load_state(self._boot_state)
+            if target.command not in COMMANDS:
+                raise UnknownStateError(
+                    f"start {target.name!r} has unknown command {target.command!r}"
+                )
+            self._command(COMMANDS[target.command], target.arg, game_seed)
+        else:
+            self.backend.load_state(read_state_file(target))
+
+    def _boot(self) -> bytes:
+        """Power on and, for games with the command interface, run until the game has booted."""
+        if self.integration.has_command_interface:
+            magic = self.integration.variables["magic"]
+            for _ in range(BOOT_FRAME_LIMIT):
+                self.backend.step(1, 0)
+                if self.backend.read(magic.address, magic.type) == BONK_MAGIC:
+                    break
+            else:
+                raise MetabonkError(
+                    f"{self.rom_path} did not boot within {BOOT_FRAME_LIMIT} frames"
+                )
+        return self.backend.save_state()
+
+    def _command(self, command: int, arg: int, game_seed: int) -> None:
+        """Run a host command (gba/README.md) and step until the game has executed it."""
+        variables = self.integration.variables
+        seed, cmd = variables["seed"], variables["cmd"]
+        self.backend.write(seed.address, seed.type, game_seed & 0xFFFFFFFF)
+        if "cmd_arg" in variables:
+            self.backend.write(variables["cmd_arg"].address, variables["cmd_arg"].type, arg)
+        self.backend.write(cmd.address, cmd.type, command)
+        for _ in range(COMMAND_FRAME_LIMIT):
+            self.backend.step(1, 0)
+            if self.backend.read(cmd.address, cmd.type) == 0:
+                return
+        raise MetabonkError(
+            f"the game did not execute command {command} within {COMMAND_FRAME_LIMIT} frames"
+        )
+
+    def _read_vars(self) -> dict[str, int]:
+        return dict(zip(self._var_names, self.backend.read_many(self._var_specs)))
+
+    def _info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {name: self._vars[name] for name in self._info_names}
+        return info
+
+    def _action_to_mask(self, action: Any) -> int:
+        if self._action_kind == "discrete":
+            try:
+                index = int(action)
+                valid = index == action and 0 <= index < len(self.action_masks)
+            except (TypeError, ValueError):
+                valid = False
+            if not valid:
+                raise InvalidActionError(
+                    f"invalid action {action!r}: {self.integration.name} takes an int in "
+                    f"0..{len(self.action_masks) - 1} (Discrete({len(self.action_masks)})); "
+                    "see env.unwrapped.integration.discrete_actions"
+                )
+            return self.action_masks[index]
+        pressed = np.asarray(action)
+        if pressed.shape != (len(BUTTONS),) or not np.isin(pressed, (0, 1)).all():
+            raise InvalidActionError(
+                f"invalid action {action!r}: MultiBinary(10) takes 10 values of 0/1 in the order "
+                f"{', '.join(BUTTONS)}"
+            )
+        return multibinary_to_mask(pressed)
+
+    def _observation(self) -> np.ndarray:
+        frame = self._frame
+        assert frame is not None
+        if self.downscale > 1:
+            k = self.downscale
+            h, w = frame.shape[0] // k, frame.shape[1] // k
+            frame = (
+                frame.reshape(h, k, w, k, 3).mean(axis=(1, 3), dtype=np.float32).astype(np.uint8)
+            )
+        if self.obs_type == "grayscale":
+            # ITU-R 601 luma, as gymnasium's GrayscaleObservation and ALE use.
+            gray = frame[..., 0] * 0.299 + frame[..., 1] * 0.587 + frame[..., 2] * 0.114
+            return gray.astype(np.uint8)[..., None]
+        return frame if self.downscale > 1 else frame.copy()

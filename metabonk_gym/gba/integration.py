@@ -1,0 +1,341 @@
+"""Integrations: a game's ROM plus its stable-retro-format description of RAM, reward and done.
+
+A folder holds `data.json` (RAM variables), `scenario.json` (default reward and done),
+`metadata.json` (default state), optionally `rom.gba` + `rom.sha`, `*.state` savestates, and this
+project's extension `metabonk.json` (discrete actions, info variables, RAM arrays, named starts).
+
+>>> quest = Integration.bundled("BonkQuest")
+>>> quest.variables["hp"].type
+'|u1'
+>>> "room1" in quest.state_names()
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from metabonk_gym.errors import (
+    IntegrationError,
+    RomHashMismatchError,
+    RomNotFoundError,
+    UnknownStateError,
+    UnknownVariableError,
+)
+from metabonk_gym.gba.buttons import BUTTONS, DEFAULT_DISCRETE
+
+BUNDLED_GAMES: tuple[str, ...] = ("BonkQuest", "BonkArena")
+_TYPE_RE = re.compile(r"^([<>=|])([uidn])([1248])$")
+
+
+def games_dir() -> Path:
+    """Folder of the bundled integrations (package data)."""
+    return Path(str(resources.files("metabonk_gym") / "games"))
+
+
+def savestates_dir(game: str) -> Path:
+    """Folder of a bundled game's savestates: the top-level `savestates/<game>/` (package data)."""
+    return Path(str(resources.files("metabonk_gym.savestates"))) / game
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A scalar in RAM: a bus address and a stable-retro type such as `<u2` or `|i1`."""
+
+    name: str
+    address: int
+    type: str
+
+    @property
+    def size(self) -> int:
+        return int(self.type[2])
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """A typed array in RAM (e.g. a room's tile map), read in one go."""
+
+    name: str
+    address: int
+    type: str
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        return count * int(self.type[2])
+
+
+@dataclass(frozen=True)
+class Start:
+    """A named start defined by a host command (see gba/README.md), reproducible on any backend."""
+
+    name: str
+    command: str  # "new_game" or "warp"
+    arg: int = 0
+
+
+@dataclass
+class Integration:
+    """Everything the env needs to know about one game."""
+
+    name: str
+    folder: Path
+    rom_path: Path
+    variables: dict[str, Variable]
+    scenario: dict[str, Any]
+    metadata: dict[str, Any]
+    info_names: list[str]
+    arrays: dict[str, ArraySpec] = field(default_factory=dict)
+    discrete_actions: list[tuple[str, ...]] = field(default_factory=lambda: list(DEFAULT_DISCRETE))
+    starts: dict[str, Start] = field(default_factory=dict)
+    savestate_dirs: list[Path] = field(default_factory=list)
+    extension: dict[str, Any] = field(default_factory=dict)
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def bundled(cls, game: str) -> Integration:
+        """The integration of a bundled game (`BonkQuest`, `BonkArena`)."""
+        if game not in BUNDLED_GAMES:
+            raise IntegrationError(
+                f"unknown bundled game {game!r}; bundled games: {', '.join(BUNDLED_GAMES)}. "
+                "For your own ROM use MetaBonk/GBA-v0 with rom= and integration=."
+            )
+        folder = games_dir() / f"{game}-GbAdvance"
+        return cls.from_folder(folder, extra_savestate_dirs=[savestates_dir(game)])
+
+    @classmethod
+    def from_folder(
+        cls,
+        folder: str | Path,
+        rom: str | Path | None = None,
+        check_hash: bool = True,
+        extra_savestate_dirs: list[Path] | None = None,
+    ) -> Integration:
+        """Load a stable-retro-format integration folder; `rom` overrides `folder/rom.gba`."""
+        folder = Path(folder).expanduser()
+        if not folder.is_dir():
+            raise IntegrationError(
+                f"integration folder {folder} does not exist. An integration is a folder with "
+                "data.json, scenario.json and metadata.json (stable-retro's format); see "
+                "docs/integrations.md"
+            )
+        data = _read_json(folder / "data.json", required=True)
+        scenario = _read_json(folder / "scenario.json", required=False) or {}
+        metadata = _read_json(folder / "metadata.json", required=False) or {}
+        extension = _read_json(folder / "metabonk.json", required=False) or {}
+
+        rom_path = Path(rom).expanduser() if rom is not None else folder / "rom.gba"
+        if not rom_path.is_file():
+            hint = (
+                "pass rom=PATH to the .gba file you own"
+                if rom is None
+                else "check the path, or omit rom= to use the integration's rom.gba"
+            )
+            raise RomNotFoundError(f"ROM file not found: {rom_path} ({hint})")
+        sha_file = folder / "rom.sha"
+        if check_hash and sha_file.is_file():
+            expected = (
+                sha_file.read_text().split()[0].strip().lower()
+                if sha_file.read_text().strip()
+                else ""
+            )
+            actual = rom_sha1(rom_path)
+            if expected and actual != expected:
+                raise RomHashMismatchError(
+                    f"ROM {rom_path} has SHA-1 {actual}, but the integration {folder} was made for "
+                    f"{expected} (rom.sha). Use the ROM the integration was written for, or pass "
+                    "check_hash=False if you know the RAM layout is the same."
+                )
+
+        variables = _parse_variables(data, folder)
+        info_names = list(extension.get("info") or variables)
+        for name in info_names:
+            if name not in variables:
+                raise IntegrationError(
+                    f"{folder / 'metabonk.json'}: info variable {name!r} is not in data.json"
+                )
+        arrays = {
+            name: ArraySpec(
+                name, int(spec["address"]), _check_type(spec["type"], folder), tuple(spec["shape"])
+            )
+            for name, spec in (extension.get("arrays") or {}).items()
+        }
+        actions = [tuple(a) for a in extension.get("discrete_actions", DEFAULT_DISCRETE)]
+        if not actions or actions[0]:
+            raise IntegrationError(f"{folder}: discrete_actions must start with the no-op []")
+        for combo in actions:
+            for button in combo:
+                if button not in BUTTONS:
+                    raise IntegrationError(
+                        f"{folder}: unknown button {button!r} in discrete_actions"
+                    )
+        starts = {
+            name: Start(name, str(spec.get("cmd", "new_game")), int(spec.get("arg", 0)))
+            for name, spec in (extension.get("starts") or {}).items()
+        }
+        return cls(
+            name=str(extension.get("name") or folder.name.split("-")[0]),
+            folder=folder,
+            rom_path=rom_path,
+            variables=variables,
+            scenario=scenario,
+            metadata=metadata,
+            info_names=info_names,
+            arrays=arrays,
+            discrete_actions=actions,
+            starts=starts,
+            savestate_dirs=[*(extra_savestate_dirs or []), folder],
+            extension=extension,
+        )
+
+    # ----------------------------------------------------------------- queries
+    @property
+    def has_command_interface(self) -> bool:
+        """True for games that follow gba/README.md (magic, frame, seed, cmd in RAM)."""
+        return all(v in self.variables for v in ("magic", "frame", "seed", "cmd"))
+
+    @property
+    def default_state(self) -> str | None:
+        return self.metadata.get("default_state")
+
+    @property
+    def won_variable(self) -> str | None:
+        return self.extension.get("won")
+
+    @property
+    def lost_variable(self) -> str | None:
+        return self.extension.get("lost")
+
+    def variable(self, name: str) -> Variable:
+        try:
+            return self.variables[name]
+        except KeyError:
+            raise UnknownVariableError(
+                f"unknown variable {name!r} for {self.name}; defined in {self.folder / 'data.json'}: "
+                f"{', '.join(sorted(self.variables))}"
+            ) from None
+
+    def array(self, name: str) -> ArraySpec:
+        try:
+            return self.arrays[name]
+        except KeyError:
+            raise UnknownVariableError(
+                f"unknown RAM array {name!r} for {self.name}; defined in metabonk.json: "
+                f"{', '.join(sorted(self.arrays)) or '(none)'}"
+            ) from None
+
+    def savestate_files(self) -> dict[str, Path]:
+        """Savestate name -> file, the first folder winning."""
+        found: dict[str, Path] = {}
+        for folder in self.savestate_dirs:
+            if folder.is_dir():
+                for path in sorted(folder.glob("*.state")):
+                    found.setdefault(path.stem, path)
+        return found
+
+    def state_names(self) -> list[str]:
+        """Every name `state=` accepts: named starts and savestate files."""
+        return sorted(set(self.starts) | set(self.savestate_files()))
+
+    def resolve_state(self, name: str | Path) -> Start | Path:
+        """A named start (preferred: it honours the seed) or a savestate file for `name`.
+
+        A path to a `.state` file is accepted too.
+        """
+        if isinstance(name, Path) or str(name).endswith(".state"):
+            path = Path(name).expanduser()
+            if not path.is_file():
+                raise UnknownStateError(f"savestate file not found: {path}")
+            return path
+        if self.has_command_interface and name in self.starts:
+            return self.starts[name]
+        files = self.savestate_files()
+        if name in files:
+            return files[name]
+        raise UnknownStateError(
+            f"unknown state {name!r} for {self.name}; valid states: {', '.join(self.state_names()) or '(none)'}. "
+            "Make a new one with env.unwrapped.save_state(path)."
+        )
+
+    def game_card(self) -> str | None:
+        """The game's rules for a language model (`game_card.md`), if the integration has one."""
+        path = self.folder / "game_card.md"
+        return path.read_text() if path.is_file() else None
+
+    def tiles(self) -> dict[str, Any] | None:
+        """Semantic tile classes (`tiles.json`), if the integration has them."""
+        return _read_json(self.folder / "tiles.json", required=False)
+
+
+#: mGBA 0.7 may take a ROM of at most this size that refers to EWRAM for a multiboot image.
+MULTIBOOT_GUESS_LIMIT = 256 * 1024
+
+
+def runnable_rom(path: Path) -> Path:
+    """`path`, or for a ROM small enough for mGBA 0.7 to mistake for a multiboot image, a copy
+    padded with 0xFF to 512 KiB in a temp dir (the original is never touched; a warning says so)."""
+    import tempfile
+    import warnings
+
+    size = path.stat().st_size
+    if size > MULTIBOOT_GUESS_LIMIT:
+        return path
+    padded = Path(tempfile.mkdtemp(prefix="metabonk-rom-")) / path.name
+    padded.write_bytes(path.read_bytes() + b"\xff" * (2 * MULTIBOOT_GUESS_LIMIT - size))
+    warnings.warn(
+        f"{path} is {size} bytes: mGBA 0.7 could take it for a multiboot image and show a white "
+        f"screen, so the env runs a copy padded with 0xFF to 512 KiB ({padded})",
+        stacklevel=3,
+    )
+    return padded
+
+
+def rom_sha1(path: Path) -> str:
+    return hashlib.sha1(Path(path).read_bytes()).hexdigest()
+
+
+def _read_json(path: Path, required: bool) -> dict[str, Any] | None:
+    if not path.is_file():
+        if required:
+            raise IntegrationError(f"integration file missing: {path}")
+        return None
+    try:
+        value = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise IntegrationError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise IntegrationError(f"{path} must hold a JSON object")
+    return value
+
+
+def _check_type(type_: str, folder: Path) -> str:
+    if not _TYPE_RE.match(type_):
+        raise IntegrationError(
+            f"{folder}: unsupported variable type {type_!r}; use stable-retro types such as "
+            "'|u1', '<u2', '<i4', '>u4'"
+        )
+    return type_
+
+
+def _parse_variables(data: dict[str, Any], folder: Path) -> dict[str, Variable]:
+    info = data.get("info")
+    if not isinstance(info, dict) or not info:
+        raise IntegrationError(f"{folder / 'data.json'} needs an 'info' object of variables")
+    out: dict[str, Variable] = {}
+    for name, spec in info.items():
+        try:
+            out[name] = Variable(name, int(spec["address"]), _check_type(spec["type"], folder))
+        except (KeyError, TypeError) as exc:
+            raise IntegrationError(
+                f"{folder / 'data.json'}: variable {name!r} needs address and type"
+            ) from exc
+    return out

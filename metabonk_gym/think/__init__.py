@@ -1,0 +1,1 @@
+"""metabonk_gym.think."""

@@ -1,0 +1,351 @@
+"""Check the BonkArena ROM on the raw stable-retro core (no env, no gymnasium).
+
+Shows: boot sets the magic; same seed + inputs give identical RAM, different seeds differ;
+random play dies (survival over 10 runs); a scripted kiting policy survives clearly longer;
+the level-up menu opens and A picks; warp to wave 5; winning at 5:00; raw core speed during
+busy play; screenshots in /tmp/bonkarena_*.png. Exits non-zero when a check fails.
+
+    python scripts/check_bonkarena.py [--rom PATH] [--runs 10] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import stable_retro as retro
+
+REPO = Path(__file__).resolve().parents[1]
+GAME_DIR = REPO / "metabonk_gym" / "games" / "BonkArena-GbAdvance"
+BASE = 0x02000000
+STATE_SIZE = 0x2B0
+CMD_NEW_GAME, CMD_WARP = 1, 2
+MAGIC = 0x4B4E4F42
+WIN_FRAMES = 18000
+
+# retro's GBA button order: B, -, SELECT, START, UP, DOWN, LEFT, RIGHT, A, -, L, R
+BUTTONS = ["B", None, "SELECT", "START", "UP", "DOWN", "LEFT", "RIGHT", "A", None, "L", "R"]
+
+
+def mask_of(buttons: list[str]) -> np.ndarray:
+    m = np.zeros(12, dtype=np.uint8)
+    for b in buttons:
+        m[BUTTONS.index(b)] = 1
+    return m
+
+
+META = json.loads((GAME_DIR / "metabonk.json").read_text())
+DATA = json.loads((GAME_DIR / "data.json").read_text())["info"]
+ACTIONS = [mask_of(a) for a in META["discrete_actions"]]
+A_NOOP, A_UP, A_DOWN, A_LEFT, A_RIGHT, A_UL, A_UR, A_DL, A_DR, A_A = range(10)
+# unit vectors of the move actions (y grows downwards)
+MOVES = {A_UP: (0, -1), A_DOWN: (0, 1), A_LEFT: (-1, 0), A_RIGHT: (1, 0),
+         A_UL: (-0.7071, -0.7071), A_UR: (0.7071, -0.7071),
+         A_DL: (-0.7071, 0.7071), A_DR: (0.7071, 0.7071)}
+
+FAILURES: list[str] = []
+
+
+def check(ok: bool, what: str) -> None:
+    print(("  ok    " if ok else "  FAIL  ") + what)
+    if not ok:
+        FAILURES.append(what)
+
+
+class Arena:
+    def __init__(self, rom: Path):
+        self.em = retro.RetroEmulator(str(rom))
+        self.gd = retro._retro.GameDataGlue()
+        self.em.configure_data(self.gd)
+        self.m = self.gd.memory
+
+    # -- memory ---------------------------------------------------------------------------
+    def get(self, name: str) -> int:
+        v = DATA[name]
+        return int(self.m.extract(v["address"], v["type"]))
+
+    def put(self, name: str, value: int) -> None:
+        v = DATA[name]
+        self.m.assign(v["address"], v["type"], int(value))
+
+    def array(self, name: str) -> np.ndarray:
+        a = META["arrays"][name]
+        size = int(a["type"][-1])
+        addr = a["address"]
+        return np.array([self.m.extract(addr + i * size, a["type"]) for i in range(a["shape"][0])])
+
+    def state_bytes(self) -> bytes:
+        return bytes(self.m.extract(BASE + i, "|u1") for i in range(STATE_SIZE))
+
+    def ewram(self) -> bytes:
+        blocks = self.m.blocks
+        return bytes(blocks[BASE])[: 256 * 1024] if BASE in blocks else self.state_bytes()
+
+    # -- stepping ---------------------------------------------------------------------------
+    def step(self, action: int = A_NOOP, frames: int = 1) -> None:
+        self.em.set_button_mask(ACTIONS[action], 0)
+        for _ in range(frames):
+            self.em.step()
+
+    def command(self, cmd: int, seed: int, arg: int = 0) -> None:
+        self.put("seed", seed)
+        self.put("cmd_arg", arg)
+        self.put("cmd", cmd)
+        for _ in range(10):
+            self.step(A_NOOP)
+            if self.get("cmd") == 0:
+                return
+        raise RuntimeError("the game did not take the command")
+
+    def new_game(self, seed: int) -> None:
+        self.command(CMD_NEW_GAME, seed)
+
+    def warp(self, seed: int, wave: int) -> None:
+        self.command(CMD_WARP, seed, wave)
+
+    def over(self) -> bool:
+        return bool(self.get("won") or self.get("lost"))
+
+    def save_png(self, name: str) -> str:
+        from PIL import Image
+
+        path = f"/tmp/bonkarena_{name}.png"
+        img = Image.fromarray(self.em.get_screen())
+        img.resize((480, 320), Image.NEAREST).save(path)
+        return path
+
+
+# -- policies --------------------------------------------------------------------------------
+def random_policy(rng: np.random.Generator):
+    def act(_game: Arena) -> int:
+        return int(rng.integers(0, len(ACTIONS)))
+    return act
+
+
+def kiting_policy(game: Arena) -> int:
+    """Run from the enemies: away from the nearby enemies' centroid, plus a sideways component
+    so the player circles instead of pinning itself to a wall, plus a pull back to the middle
+    near the walls. In the level-up menu, pick option 0 with A."""
+    if game.get("menu_open"):
+        return A_A
+    px, py = game.get("player_x"), game.get("player_y")
+    active = game.array("enemy_active").astype(bool)
+    ex, ey = game.array("enemy_x")[active], game.array("enemy_y")[active]
+    vx = vy = 0.0
+    if len(ex):
+        dx, dy = px - ex, py - ey
+        d2 = dx * dx + dy * dy + 1.0
+        w = 1.0 / d2  # close enemies count most: a weighted centroid
+        vx, vy = float((dx * w).sum()), float((dy * w).sum())
+        n = (vx * vx + vy * vy) ** 0.5 + 1e-9
+        vx, vy = vx / n, vy / n
+        # circle: add the perpendicular, counter-clockwise around the arena centre
+        cx, cy = px - 120, py - 84
+        tx, ty = -cy, cx
+        tn = (tx * tx + ty * ty) ** 0.5 + 1e-9
+        vx, vy = vx + 0.8 * tx / tn, vy + 0.8 * ty / tn
+    # walls: push back towards the middle when close to an edge
+    margin = 28
+    if px < 15 + margin:
+        vx += (15 + margin - px) / margin * 1.5
+    if px > 225 - margin:
+        vx -= (px - 225 + margin) / margin * 1.5
+    if py < 22 + margin:
+        vy += (22 + margin - py) / margin * 1.5
+    if py > 145 - margin:
+        vy -= (py - 145 + margin) / margin * 1.5
+    if abs(vx) < 1e-6 and abs(vy) < 1e-6:
+        return A_NOOP
+    return max(MOVES, key=lambda a: MOVES[a][0] * vx + MOVES[a][1] * vy)
+
+
+def play(game: Arena, policy, seed: int, hold: int = 4, max_frames: int = WIN_FRAMES + 600,
+         warp: int | None = None) -> dict:
+    if warp:
+        game.warp(seed, warp)
+    else:
+        game.new_game(seed)
+    frames = 0
+    while frames < max_frames and not game.over():
+        game.step(policy(game), hold)
+        frames += hold
+    return {k: game.get(k) for k in ("time_frames", "won", "lost", "kills", "level", "hp", "wave")}
+
+
+# -- checks ----------------------------------------------------------------------------------
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rom", type=Path, default=GAME_DIR / "rom.gba")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--quick", action="store_true", help="fewer and shorter runs")
+    args = ap.parse_args()
+    runs = 3 if args.quick else args.runs
+
+    game = Arena(args.rom)
+    print(f"ROM {args.rom}")
+
+    print("boot")
+    for _ in range(5):
+        game.step()
+    check(game.get("magic") == MAGIC, f"magic set at boot ({game.get('magic'):#x})")
+    f0 = game.get("frame")
+    game.step(A_NOOP, 10)
+    check(game.get("frame") == f0 + 10, "frame counter +1 per frame")
+    boot_state = game.em.get_state()
+    game.save_png("boot")
+
+    print("commands and determinism")
+    def run_inputs(seed: int) -> bytes:
+        game.em.set_state(boot_state)
+        game.new_game(seed)
+        rng = np.random.default_rng(123)
+        for _ in range(300):
+            game.step(int(rng.integers(0, 9)), 4)
+        return game.ewram()
+    game.em.set_state(boot_state)
+    count0 = game.get("cmd_count")
+    game.new_game(7)
+    check(game.get("cmd_ack") == CMD_NEW_GAME and game.get("cmd_count") == count0 + 1,
+          "CMD_NEW_GAME acknowledged (cmd_ack, cmd_count)")
+    check(game.get("hp") == game.get("max_hp") > 0 and game.get("time_frames") == 0
+          and game.get("level") == 1, "new game: full HP, level 1, time 0")
+    a, b, c = run_inputs(11), run_inputs(11), run_inputs(12)
+    check(a == b, "same seed + same inputs: identical EWRAM after 1200 frames")
+    check(a != c, "different seeds: different RAM")
+    game.em.set_state(boot_state)
+    game.new_game(11)
+    e1 = game.array("enemy_x").tolist()
+    game.step(A_NOOP, 200)
+    ex11 = (game.array("enemy_x").tolist(), game.array("enemy_y").tolist())
+    game.new_game(12)
+    game.step(A_NOOP, 200)
+    ex12 = (game.array("enemy_x").tolist(), game.array("enemy_y").tolist())
+    check(ex11 != ex12, "different seeds: different spawn positions")
+    del e1
+
+    print("level-up menu")
+    game.em.set_state(boot_state)
+    game.new_game(3)
+    game.put("xp", game.get("xp_next"))  # enough XP for a level
+    game.step(A_NOOP, 2)
+    check(game.get("menu_open") == 1, "menu opens when xp reaches xp_next")
+    opts = [game.get(f"menu_option{i}") for i in range(3)]
+    check(len(set(opts)) == 3 and all(0 <= o < 8 for o in opts), f"3 different offers {opts}")
+    t_menu = game.get("time_frames")
+    game.step(A_NOOP, 30)
+    check(game.get("time_frames") == t_menu, "play paused while the menu is open")
+    game.step(A_DOWN, 1)
+    game.step(A_NOOP, 1)
+    check(game.get("menu_cursor") == 1, "DOWN moves the cursor")
+    game.save_png("menu")
+    chosen = opts[1]
+    before = game.get(f"upg_{UPGRADE_NAMES[chosen]}")
+    game.step(A_A, 1)
+    game.step(A_NOOP, 1)
+    check(game.get("menu_open") == 0, "A closes the menu")
+    check(game.get(f"upg_{UPGRADE_NAMES[chosen]}") == before + 1,
+          f"A picked the option under the cursor ({UPGRADE_NAMES[chosen]})")
+    check(game.get("level") == 2, "level 2")
+
+    print("warp")
+    game.em.set_state(boot_state)
+    game.warp(5, 5)
+    check(game.get("wave") == 5 and game.get("time_s") == 240 and game.get("time_frames") == 4 * 3600,
+          "warp 5: wave 5 at 4:00")
+    check(game.get("level") > 1 and game.get("enemies") > 0,
+          f"warp 5: level {game.get('level')}, {game.get('enemies')} enemies (burst)")
+    game.step(A_NOOP, 90)
+    game.save_png("wave5")
+
+    print("winning")
+    game.em.set_state(boot_state)
+    game.warp(5, 5)
+    game.put("max_hp", 60000)
+    game.put("hp", 60000)
+    rng = np.random.default_rng(5)
+    t0 = time.perf_counter()
+    frames = 0
+    while not game.over() and frames < 4000:
+        if game.get("menu_open"):
+            game.step(A_A, 4)
+        else:
+            game.step(int(rng.integers(0, 9)), 4)
+        frames += 4
+    check(game.get("won") == 1 and game.get("time_frames") == WIN_FRAMES,
+          f"won at 5:00 (time_frames {game.get('time_frames')})")
+    fr = game.get("frame")
+    game.step(A_RIGHT, 60)
+    check(game.get("time_frames") == WIN_FRAMES and game.get("frame") == fr + 60,
+          "frozen after winning (frame counter still runs)")
+    game.save_png("won")
+
+    print("speed of the raw core during busy play")
+    game.em.set_state(boot_state)
+    game.warp(9, 5)
+    game.put("max_hp", 60000)
+    game.put("hp", 60000)
+    game.put("fire_cooldown", 15)
+    game.put("proj_count", 3)
+    rng = np.random.default_rng(9)
+    masks = [ACTIONS[int(rng.integers(1, 9))] for _ in range(3000 // 8)]
+    busy = []
+    t0 = time.perf_counter()
+    for i in range(3000):
+        if i % 8 == 0:
+            game.em.set_button_mask(masks[i // 8], 0)
+        game.em.step()
+        if i % 100 == 0:
+            busy.append(game.get("enemies"))
+    dt = time.perf_counter() - t0
+    fps = 3000 / dt
+    print(f"    {fps:.0f} frames/s over 3000 frames (enemies alive {min(busy)}..{max(busy)}, "
+          f"mean {statistics.mean(busy):.1f})")
+    check(fps > 2000, "raw core above 2000 frames/s")
+    game.save_png("busy")
+
+    print(f"random play ({runs} runs, actions held 4 frames)")
+    rand = []
+    for seed in range(runs):
+        game.em.set_state(boot_state)
+        r = play(game, random_policy(np.random.default_rng(1000 + seed)), seed,
+                 max_frames=6000 if args.quick else WIN_FRAMES + 600)
+        rand.append(r)
+        print(f"    seed {seed}: {r['time_frames'] / 60:6.1f} s  kills {r['kills']:3d}  "
+              f"level {r['level']:2d}  {'lost' if r['lost'] else 'won' if r['won'] else 'alive'}")
+    rs = [r["time_frames"] / 60 for r in rand]
+    print(f"    random: mean {statistics.mean(rs):.1f} s, median {statistics.median(rs):.1f} s, "
+          f"min {min(rs):.1f}, max {max(rs):.1f}")
+    check(all(r["lost"] for r in rand), "random play always dies")
+
+    print(f"kiting policy ({runs} runs)")
+    kite = []
+    for seed in range(runs):
+        game.em.set_state(boot_state)
+        r = play(game, kiting_policy, seed)
+        kite.append(r)
+        print(f"    seed {seed}: {r['time_frames'] / 60:6.1f} s  kills {r['kills']:3d}  "
+              f"level {r['level']:2d}  wave {r['wave']}  {'lost' if r['lost'] else 'WON'}")
+        if seed == 0:
+            game.save_png("kiting_end")
+    ks = [r["time_frames"] / 60 for r in kite]
+    print(f"    kiting: mean {statistics.mean(ks):.1f} s, median {statistics.median(ks):.1f} s, "
+          f"min {min(ks):.1f}, max {max(ks):.1f}, won {sum(r['won'] for r in kite)}/{runs}")
+    check(statistics.mean(ks) > 2 * statistics.mean(rs), "kiting survives more than twice as long as random")
+
+    print("screenshots: " + " ".join(sorted(str(p) for p in Path("/tmp").glob("bonkarena_*.png"))))
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+UPGRADE_NAMES = ["damage", "firerate", "speed", "maxhp", "heal", "magnet", "multi", "armor"]
+
+if __name__ == "__main__":
+    sys.exit(main())

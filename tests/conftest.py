@@ -1,0 +1,46 @@
+"""Shared fixtures. stable-retro allows one emulator per process: every env a test opens must be
+closed before the next one opens (the fixtures do it; pytest-xdist gives each worker a process)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import gymnasium as gym
+import pytest
+
+import metabonk_gym  # noqa: F401  (registers the envs)
+
+os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+
+@pytest.fixture
+def make_env() -> Iterator:
+    """`make_env(id, **kwargs)` -> env; every env made is closed after the test."""
+    made: list[gym.Env] = []
+
+    def factory(env_id: str = "MetaBonk/BonkQuest-v0", **kwargs) -> gym.Env:
+        env = gym.make(env_id, **kwargs)
+        made.append(env)
+        return env
+
+    yield factory
+    for env in made:
+        env.close()
+
+
+@pytest.fixture
+def quest(make_env) -> gym.Env:
+    return make_env("MetaBonk/BonkQuest-v0")
+
+
+@pytest.fixture
+def arena(make_env) -> gym.Env:
+    return make_env("MetaBonk/BonkArena-v0")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_minari(tmp_path_factory, monkeypatch) -> None:
+    """Minari datasets go to a temp folder, never ~/.minari."""
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path_factory.getbasetemp() / "minari"))

@@ -1,0 +1,1 @@
+"""Observation wrappers (installed as metabonk_gym.wrappers)."""
