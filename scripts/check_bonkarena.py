@@ -128,39 +128,26 @@ def random_policy(rng: np.random.Generator):
 
 
 def kiting_policy(game: Arena) -> int:
-    """Run from the enemies: away from the nearby enemies' centroid, plus a sideways component
-    so the player circles instead of pinning itself to a wall, plus a pull back to the middle
-    near the walls. In the level-up menu, pick option 0 with A."""
+    """Simple kiting: run away from the centroid of the nearby enemies (weighted by closeness)
+    while circling the arena centre on a ring of about 45 px, away from the edges where enemies
+    spawn. In the level-up menu, pick option 0 with A."""
     if game.get("menu_open"):
         return A_A
     px, py = game.get("player_x"), game.get("player_y")
     active = game.array("enemy_active").astype(bool)
     ex, ey = game.array("enemy_x")[active], game.array("enemy_y")[active]
-    vx = vy = 0.0
+    cx, cy = px - 120.0, py - 84.0
+    r = (cx * cx + cy * cy) ** 0.5 + 1e-9
+    # circle counter-clockwise on the ring, pulled back onto it
+    vx, vy = -cy / r + (45 - r) / 30 * cx / r, cx / r + (45 - r) / 30 * cy / r
     if len(ex):
         dx, dy = px - ex, py - ey
         d2 = dx * dx + dy * dy + 1.0
-        w = 1.0 / d2  # close enemies count most: a weighted centroid
-        vx, vy = float((dx * w).sum()), float((dy * w).sum())
-        n = (vx * vx + vy * vy) ** 0.5 + 1e-9
-        vx, vy = vx / n, vy / n
-        # circle: add the perpendicular, counter-clockwise around the arena centre
-        cx, cy = px - 120, py - 84
-        tx, ty = -cy, cx
-        tn = (tx * tx + ty * ty) ** 0.5 + 1e-9
-        vx, vy = vx + 0.8 * tx / tn, vy + 0.8 * ty / tn
-    # walls: push back towards the middle when close to an edge
-    margin = 28
-    if px < 15 + margin:
-        vx += (15 + margin - px) / margin * 1.5
-    if px > 225 - margin:
-        vx -= (px - 225 + margin) / margin * 1.5
-    if py < 22 + margin:
-        vy += (22 + margin - py) / margin * 1.5
-    if py > 145 - margin:
-        vy -= (py - 145 + margin) / margin * 1.5
-    if abs(vx) < 1e-6 and abs(vy) < 1e-6:
-        return A_NOOP
+        w = 1.0 / (d2 * d2 ** 0.5)  # close enemies count most
+        ax, ay = float((dx * w).sum()), float((dy * w).sum())
+        n = (ax * ax + ay * ay) ** 0.5 + 1e-12
+        urgency = min(1.0, 40.0 / float(np.sqrt(d2.min())))  # 1 when an enemy is within 40 px
+        vx, vy = vx + 2.5 * urgency * ax / n, vy + 2.5 * urgency * ay / n
     return max(MOVES, key=lambda a: MOVES[a][0] * vx + MOVES[a][1] * vy)
 
 

@@ -12,11 +12,11 @@ typedef struct {
 
 /* Wave N starts at (N-1):00 and lasts until the end (wave 5 runs from 4:00 to 5:00). */
 static const WaveDef waves[NUM_WAVES] = {
-    {56, 12, 4, 0, 256, {8, 2, 0}},
-    {44, 16, 6, 1, 280, {6, 4, 0}},
-    {36, 20, 8, 3, 300, {5, 3, 2}},
-    {30, 22, 10, 5, 325, {4, 4, 2}},
-    {24, 24, 12, 8, 350, {3, 4, 3}},
+    {56, 12, 3, 0, 256, {8, 2, 0}},
+    {38, 18, 6, 2, 272, {6, 4, 0}},
+    {30, 20, 8, 5, 296, {5, 3, 2}},
+    {24, 24, 10, 9, 320, {4, 4, 3}},
+    {18, 24, 14, 14, 352, {3, 4, 4}},
 };
 
 typedef struct {
@@ -28,9 +28,9 @@ typedef struct {
 } KindDef;
 
 static const KindDef kinds[EK_COUNT] = {
-    {100, 5, 6, 1, 10},  /* slime: slow, average */
-    {180, 3, 4, 1, 8},   /* bat: fast, fragile, zig-zags */
-    {80, 16, 12, 3, 11}, /* brute: slow, tough, hits hard */
+    {100, 5, 8, 1, 10},  /* slime: slow, average */
+    {160, 3, 6, 1, 8},   /* bat: fast, fragile, zig-zags */
+    {80, 16, 16, 3, 11}, /* brute: slow, tough, hits hard */
 };
 
 void enemies_clear(void) {

@@ -23,7 +23,7 @@ enum {
     UPG_SPEED = 2,    /* +0.19 px/frame move speed */
     UPG_MAXHP = 3,    /* +15 max HP and heal 15 */
     UPG_HEAL = 4,     /* heal half of max HP */
-    UPG_MAGNET = 5,   /* +8 px gem pickup radius */
+    UPG_MAGNET = 5,   /* +12 px gem magnet radius */
     UPG_MULTI = 6,    /* +1 projectile per shot */
     UPG_ARMOR = 7,    /* -1 contact damage taken */
 };

@@ -241,7 +241,7 @@ static void draw_xp(void) {
 }
 
 static const char *const upgrade_names[NUM_UPGRADES] = {
-    "DAMAGE +2", "FIRE RATE +", "SPEED +", "MAX HP +15", "HEAL 50%", "MAGNET +8", "MULTISHOT +1", "ARMOR +1",
+    "DAMAGE +2", "FIRE RATE +", "SPEED +", "MAX HP +15", "HEAL 50%", "MAGNET +12", "MULTISHOT +1", "ARMOR +1",
 };
 
 #define BOX_X 3
@@ -252,7 +252,7 @@ static void box(int y0, int h) {
 }
 
 static void draw_menu(void) {
-    box(5, 10);
+    box(5, 11);
     put(BOX_X + 7, 6, "LEVEL UP!", PAL_YELLOW);
     for (int k = 0; k < 3; k++) {
         int sel = k == g.menu_cursor, id = g.menu_options[k];
@@ -267,7 +267,7 @@ static void draw_menu(void) {
         *b = 0;
         put(BOX_X + 1, 8 + 2 * k, line, sel ? PAL_YELLOW : PAL_WHITE);
     }
-    put(BOX_X + 1, 13, "UP/DOWN MOVE   A PICK", PAL_GREEN);
+    put(BOX_X + 2, 14, "UP/DOWN MOVE  A PICK", PAL_GREEN);
 }
 
 static void draw_end(int won) {

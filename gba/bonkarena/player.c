@@ -1,11 +1,11 @@
 /* The player: d-pad movement, damage, experience, the level-up menu and the upgrades. */
 #include "game.h"
 
-#define BASE_HP 60
+#define BASE_HP 100
 #define BASE_DAMAGE 3
-#define BASE_COOLDOWN 45
+#define BASE_COOLDOWN 36
 #define BASE_SPEED 320 /* 1.25 px/frame */
-#define BASE_PICKUP 10
+#define BASE_PICKUP 24
 
 /* Highest level of each upgrade; 0 = unlimited (HEAL). */
 static const u8 upgrade_max[NUM_UPGRADES] = {8, 6, 5, 8, 0, 5, 4, 5};
@@ -30,7 +30,7 @@ void upgrade_apply(int id) {
     case UPG_SPEED: g.player_speed += 48; break;
     case UPG_MAXHP: g.max_hp += 15; g.hp += 15; break;
     case UPG_HEAL: g.hp += g.max_hp >> 1; break;
-    case UPG_MAGNET: g.pickup_radius += 8; break;
+    case UPG_MAGNET: g.pickup_radius += 12; break;
     case UPG_MULTI: g.proj_count++; break;
     case UPG_ARMOR: g.armor++; break;
     }

@@ -104,15 +104,25 @@ void gem_drop(int x, int y, int value) {
     g.gems++;
 }
 
+/* Gems within pickup_radius (on both axes) fly to the player, 3 px a frame; collected within
+ * GEM_REACH px. */
+#define GEM_REACH 6
+#define GEM_SPEED 3
 void gems_update(void) {
     int r = g.pickup_radius;
     for (int i = 0; i < MAX_GEMS; i++) {
         if (!g.gem_value[i]) continue;
-        if (iabs(g.gem_x[i] - g.player_x) <= r && iabs(g.gem_y[i] - g.player_y) <= r) {
-            int v = g.gem_value[i];
-            g.gem_value[i] = 0;
-            g.gems--;
-            player_gain_xp(v);
+        int dx = g.player_x - g.gem_x[i], dy = g.player_y - g.gem_y[i];
+        if (iabs(dx) > r || iabs(dy) > r) continue;
+        if (iabs(dx) > GEM_REACH || iabs(dy) > GEM_REACH) {
+            int d = dir16(dx, dy);
+            g.gem_x[i] = (s16)(g.gem_x[i] + ((GEM_SPEED * dir_cos[d] + 128) >> 8));
+            g.gem_y[i] = (s16)(g.gem_y[i] + ((GEM_SPEED * dir_sin(d) + 128) >> 8));
+            continue;
         }
+        int v = g.gem_value[i];
+        g.gem_value[i] = 0;
+        g.gems--;
+        player_gain_xp(v);
     }
 }

@@ -16,7 +16,7 @@ import io
 import math
 import struct
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -30,6 +30,7 @@ __all__ = [
     "MAX_FRAME_PIXELS",
     "MAX_OPTIONS",
     "MAX_STATE_LEN",
+    "NEUTRAL_ACTION",
     "STAT_MAGIC",
     "Action",
     "BonkLinkProtocolError",
@@ -41,6 +42,7 @@ __all__ = [
     "decode_7bit_int",
     "decode_action_payload",
     "decode_frame",
+    "decode_frame_and_size",
     "decode_packet",
     "decode_state",
     "encode_7bit_int",
@@ -319,7 +321,9 @@ def decode_state(data: bytes | bytearray | memoryview) -> GameState:
     buf = memoryview(data)
     size = len(buf)
     if size < _HEAD.size:
-        raise BonkLinkProtocolError(f"state truncated: {size} bytes, fixed fields need {_HEAD.size}")
+        raise BonkLinkProtocolError(
+            f"state truncated: {size} bytes, fixed fields need {_HEAD.size}"
+        )
     (px, py, pz, vx, vy, vz, hp, max_hp, game_time, playing, paused, n_enemies) = _HEAD.unpack_from(
         buf, 0
     )
@@ -429,21 +433,52 @@ def read_frame_header(data: bytes | bytearray | memoryview) -> tuple[str, int, i
                 f"got {len(data) - _RAW_HEAD.size}"
             )
         return fmt, width, height
-    image = _open_jpeg(data)
-    return fmt, image.size[0], image.size[1]
+    width, height = _jpeg_size(data)
+    return fmt, width, height
 
 
-def _open_jpeg(data: bytes | bytearray | memoryview):  # -> PIL.JpegImagePlugin.JpegImageFile
-    from PIL import Image
+# JPEG start-of-frame markers (baseline, extended, progressive, lossless; Huffman or arithmetic).
+_SOF_MARKERS = frozenset(
+    (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF)
+)
+_MAX_JPEG_MARKERS = 4096
 
-    try:
-        image = Image.open(io.BytesIO(data), formats=("JPEG",))
-    except Exception as exc:  # Pillow raises many types on garbage
-        raise BonkLinkProtocolError(f"bad JPEG frame: {exc}") from exc
-    width, height = image.size
-    if width <= 0 or height <= 0 or width * height > MAX_FRAME_PIXELS:
-        raise BonkLinkProtocolError(f"JPEG frame size {width}x{height} out of range")
-    return image
+
+def _jpeg_size(data: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """Read a JPEG's (width, height) from its SOF segment, checking it against the caps.
+
+    Walks the marker segments from SOI by their lengths (a bounded number of steps), so the
+    pixel count is known and checked before any decoder allocates the image.
+    """
+    size = len(data)
+    pos = 2
+    for _ in range(_MAX_JPEG_MARKERS):
+        if pos + 4 > size:
+            raise BonkLinkProtocolError("JPEG frame truncated before its frame header")
+        if data[pos] != 0xFF:
+            raise BonkLinkProtocolError(f"bad JPEG frame: no marker at byte {pos}")
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker == 0x01 or 0xD0 <= marker <= 0xD7:  # markers without a segment
+            pos += 2
+            continue
+        if marker in (0x00, 0xD8, 0xD9, 0xDA):
+            raise BonkLinkProtocolError("bad JPEG frame: no frame header before the image data")
+        seg_len = (data[pos + 2] << 8) | data[pos + 3]
+        if seg_len < 2:
+            raise BonkLinkProtocolError("bad JPEG frame: bad segment length")
+        if marker in _SOF_MARKERS:
+            if seg_len < 8 or pos + 9 > size:
+                raise BonkLinkProtocolError("JPEG frame header truncated")
+            height = (data[pos + 5] << 8) | data[pos + 6]
+            width = (data[pos + 7] << 8) | data[pos + 8]
+            if width <= 0 or height <= 0 or width * height > MAX_FRAME_PIXELS:
+                raise BonkLinkProtocolError(f"JPEG frame size {width}x{height} out of range")
+            return width, height
+        pos += 2 + seg_len
+    raise BonkLinkProtocolError("bad JPEG frame: too many marker segments")
 
 
 def decode_frame(
@@ -452,34 +487,59 @@ def decode_frame(
     """Decode a frame into a top-down uint8 RGB array of shape (H, W, 3).
 
     Raw frames are stored bottom-to-top (Unity's order) and are flipped here. With ``size``
-    (height, width) the image is also resized; JPEGs then use the decoder's DCT scaling, which
-    is several times faster than a full decode.
+    (height, width) the image is also resized; JPEGs then use the decoder's DCT scaling
+    (1/2, 1/4, 1/8), which is several times faster than a full decode.
     """
+    return decode_frame_and_size(data, size)[0]
+
+
+def decode_frame_and_size(
+    data: bytes | bytearray | memoryview, size: tuple[int, int] | None = None
+) -> tuple[np.ndarray, int, int]:
+    """Like :func:`decode_frame`, also returning the frame's own ``(width, height)``."""
     from PIL import Image
 
-    fmt, width, height = read_frame_header(data)
+    fmt, width, height = read_frame_header(data)  # sizes are checked before decoding
     try:
         if fmt == "raw_rgb":
             # ystep=-1: Pillow reads the rows bottom-up, i.e. flips them for free.
-            image = Image.frombuffer(
-                "RGB", (width, height), bytes(data[_RAW_HEAD.size :]), "raw", "RGB", 0, -1
-            )
+            pixels = memoryview(data)[_RAW_HEAD.size :]
+            image = Image.frombuffer("RGB", (width, height), pixels, "raw", "RGB", 0, -1)
         else:
-            image = _open_jpeg(data)
-            if size is not None:
-                image.draft("RGB", (size[1], size[0]))
-            image = image.convert("RGB")
+            image = _decode_jpeg(bytes(data), width, height, size)
         if size is not None and image.size != (size[1], size[0]):
             factor = image.size[0] // size[1]
             if factor > 1 and image.size == (size[1] * factor, size[0] * factor):
                 image = image.reduce(factor)
             else:
                 image = image.resize((size[1], size[0]), Image.Resampling.BILINEAR)
-        return np.array(image, dtype=np.uint8)
+        out = np.frombuffer(image.tobytes(), np.uint8).reshape(image.size[1], image.size[0], 3)
+        return out.copy(), width, height
     except BonkLinkProtocolError:
         raise
     except Exception as exc:  # truncated or corrupt image data
         raise BonkLinkProtocolError(f"bad {fmt} frame: {exc}") from exc
+
+
+def _decode_jpeg(data: bytes, width: int, height: int, size: tuple[int, int] | None) -> Any:
+    """Decode straight into RGB with libjpeg's DCT scaling; fall back to ``Image.open`` for
+    what the direct path cannot do (e.g. CMYK JPEGs)."""
+    from PIL import Image
+
+    scale = 1
+    if size is not None:
+        ratio = min(width // max(1, size[1]), height // max(1, size[0]))
+        scale = next(s for s in (8, 4, 2, 1) if ratio >= s)
+    scaled = ((width + scale - 1) // scale, (height + scale - 1) // scale)
+    try:
+        return Image.frombytes("RGB", scaled, data, "jpeg", "RGB", "", scale, 0)
+    except Exception:
+        image = Image.open(io.BytesIO(data), formats=("JPEG",))
+        if image.size != (width, height):
+            raise BonkLinkProtocolError("JPEG frame size changed while decoding") from None
+        if size is not None:
+            image.draft("RGB", (size[1], size[0]))
+        return image.convert("RGB")
 
 
 def encode_frame_raw(rgb: np.ndarray) -> bytes:

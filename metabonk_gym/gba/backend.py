@@ -107,19 +107,23 @@ class RetroCore:
         self._em.configure_data(self._data)
         self._memory = self._data.memory
         self._buttons = -1
+        self._retro_masks: dict[int, np.ndarray] = {}
         self._power_on = self._em.get_state()
 
     # emulation ------------------------------------------------------------------
     def step(self, frames: int, buttons: int) -> None:
         if buttons != self._buttons:
-            self._em.set_button_mask(mask_to_retro(buttons), 0)
+            retro_mask = self._retro_masks.get(buttons)
+            if retro_mask is None:
+                retro_mask = self._retro_masks[buttons] = mask_to_retro(buttons)
+            self._em.set_button_mask(retro_mask, 0)
             self._buttons = buttons
         em_step = self._em.step
         for _ in range(frames):
             em_step()
 
     def screen(self) -> np.ndarray:
-        return self._em.get_screen()
+        return self._em.get_screen()  # a new array on every call: callers may keep it
 
     # memory ---------------------------------------------------------------------
     def read(self, address: int, type_: str) -> int:
@@ -136,7 +140,8 @@ class RetroCore:
                 if start <= address < start + len(block):
                     return bytes(block[address - start : address - start + n])
         extract = self._memory.extract
-        words = [extract(a, "<u8") for a in range(address, address + n - n % 8, 8)]
+        # extract returns "<u8" as a signed 64-bit value: mask it back to unsigned
+        words = [extract(a, "<u8") & 0xFFFFFFFFFFFFFFFF for a in range(address, address + n - n % 8, 8)]
         head = struct.pack(f"<{len(words)}Q", *words)
         tail = bytes(extract(a, "|u1") for a in range(address + n - n % 8, address + n))
         return head + tail

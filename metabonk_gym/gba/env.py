@@ -310,6 +310,13 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
                 raise MetabonkError(
                     f"{self.rom_path} did not boot within {BOOT_FRAME_LIMIT} frames"
                 )
+            if getattr(self.backend, "aligns_frame_counter", False):
+                # Emulators stop frames at different scanlines, so another emulator may see the
+                # booted game one game frame later than the embedded core, which shows frame 0
+                # here: set the game's own clock to that origin so trajectories line up on it.
+                frame = self.integration.variables["frame"]
+                if self.backend.read(frame.address, frame.type) != 0:
+                    self.backend.write(frame.address, frame.type, 0)
         return self.backend.save_state()
 
     def _command(self, command: int, arg: int, game_seed: int) -> None:
@@ -370,4 +377,4 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
             # ITU-R 601 luma, as gymnasium's GrayscaleObservation and ALE use.
             gray = frame[..., 0] * 0.299 + frame[..., 1] * 0.587 + frame[..., 2] * 0.114
             return gray.astype(np.uint8)[..., None]
-        return frame if self.downscale > 1 else frame.copy()
+        return frame  # the backend returns a fresh array each step (render() hands out copies)

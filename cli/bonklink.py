@@ -1,0 +1,115 @@
+"""``metabonk bonklink-sim``: serve the stand-in arena game over BonkLink v1.
+
+The lead's ``cli/main.py`` calls :func:`register` on its Typer app.
+"""
+
+from __future__ import annotations
+
+import time
+from enum import Enum
+
+import typer
+
+__all__ = ["register"]
+
+
+class FrameFormatChoice(str, Enum):
+    """Frame encodings the plugin supports."""
+
+    jpeg = "jpeg"
+    raw_rgb = "raw_rgb"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``bonklink-sim`` command to ``app``."""
+
+    @app.command("bonklink-sim")
+    def bonklink_sim(
+        port: int = typer.Option(5560, help="Port of the first instance."),
+        host: str = typer.Option("127.0.0.1", help="Address to bind (the plugin uses loopback)."),
+        realtime: bool = typer.Option(
+            True,
+            "--realtime/--lockstep",
+            help="Realtime pushes packets at --update-hz like the plugin; lockstep ticks once "
+            "per action received (fast training).",
+        ),
+        frame_format: FrameFormatChoice = typer.Option(
+            FrameFormatChoice.jpeg, help="Frame encoding (the plugin's FrameFormat)."
+        ),
+        plugin_stubs: bool = typer.Option(
+            False,
+            "--plugin-stubs",
+            help="Send the deployed plugin's constants: health 100/100, no enemies, no options.",
+        ),
+        instances: int = typer.Option(
+            1, min=1, help="Number of games, on ports port..port+n-1 (one process each)."
+        ),
+        update_hz: int = typer.Option(60, min=1, help="Ticks per second (the plugin's UpdateHz)."),
+        jpeg_hz: int = typer.Option(
+            10, min=0, help="Frames per second (the plugin's JpegHz); 0 sends no frames."
+        ),
+        seed: int | None = typer.Option(None, help="Seed of the first game (instance i: seed+i)."),
+        stats: bool = typer.Option(
+            True, "--stats/--no-stats", help="Send the MBST trailer (kills, XP, level)."
+        ),
+        input_snapshot: bool = typer.Option(
+            False,
+            "--input-snapshot",
+            help="Append the HINP trailer (the applied input), like EnableInputSnapshot.",
+        ),
+        duration: float = typer.Option(0.0, help="Stop after this many seconds (0: run until ^C)."),
+    ) -> None:
+        """Run a headless Megabonk-like arena game serving BonkLink v1.
+
+        A stand-in for Megabonk with the BonkLink plugin, for tests and offline training; it is
+        not the game.
+        """
+        from metabonk_gym.bonklink.sim import BonkLinkSim, SimProcess
+
+        mode = "realtime" if realtime else "lockstep"
+        kwargs = {
+            "host": host,
+            "mode": mode,
+            "frame_format": frame_format.value,
+            "plugin_stubs": plugin_stubs,
+            "update_hz": update_hz,
+            "jpeg_hz": jpeg_hz,
+            "stats": stats,
+            "input_snapshot": input_snapshot,
+        }
+        what = f"{mode}, {frame_format.value}{', plugin stubs' if plugin_stubs else ''}"
+        run_for = duration if duration > 0 else None
+        if instances == 1:
+            sim = BonkLinkSim(port=port, seed=seed, **kwargs)
+            try:
+                bound = sim.bind()
+            except OSError as exc:
+                typer.echo(f"bonklink-sim: cannot listen on {host}:{port}: {exc}", err=True)
+                raise typer.Exit(1) from exc
+            typer.echo(f"bonklink-sim (stand-in game) listening on {host}:{bound} ({what})")
+            try:
+                sim.serve_forever(run_for)
+            except KeyboardInterrupt:
+                pass
+            finally:
+                sim.stop()
+            return
+        procs = []
+        try:
+            for i in range(instances):
+                proc = SimProcess(port=port + i, seed=None if seed is None else seed + i, **kwargs)
+                try:
+                    bound = proc.start()
+                except OSError as exc:
+                    typer.echo(f"bonklink-sim: instance on port {port + i}: {exc}", err=True)
+                    raise typer.Exit(1) from exc
+                procs.append(proc)
+                typer.echo(f"bonklink-sim (stand-in game) listening on {host}:{bound} ({what})")
+            end = None if run_for is None else time.monotonic() + run_for
+            while end is None or time.monotonic() < end:
+                time.sleep(0.2 if end is None else max(0.0, min(0.2, end - time.monotonic())))
+        except KeyboardInterrupt:
+            pass
+        finally:
+            for proc in procs:
+                proc.stop()

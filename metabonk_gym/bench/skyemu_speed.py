@@ -1,0 +1,97 @@
+"""Env steps per second over SkyEmu's HTTP control server, against the embedded core.
+
+Both envs run the same game, seed and random actions at the same frameskip in one process, in
+alternating rounds so that machine noise hits both alike; medians are reported with their
+ratio. The SkyEmu side is the test peer (the embedded core behind SkyEmu's HTTP protocol, in a
+subprocess) unless `skyemu_url` or `skyemu_binary` points at a real SkyEmu, so with the peer
+the figure is what the HTTP link costs; with a real SkyEmu, it is what users get.
+
+>>> from metabonk_gym.bench.skyemu_speed import run  # run("MetaBonk/BonkQuest-v0", steps=500)
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+
+def _steps_per_s(env: gym.Env, actions: np.ndarray) -> float:
+    env.reset(seed=0)
+    start = time.perf_counter()
+    for i, action in enumerate(actions):
+        _, _, terminated, truncated, _ = env.step(int(action))
+        if terminated or truncated:
+            env.reset(seed=i)
+    return len(actions) / (time.perf_counter() - start)
+
+
+def _requests_per_step(env: gym.Env, actions: np.ndarray) -> float:
+    """HTTP requests per env step (resets excluded)."""
+    client = env.unwrapped.backend.client
+    env.reset(seed=0)
+    before = client.requests
+    for action in actions:
+        env.step(int(action))
+    return (client.requests - before) / len(actions)
+
+
+def run(
+    env_id: str = "MetaBonk/BonkQuest-v0",
+    steps: int = 500,
+    rounds: int = 3,
+    frameskip: int = 4,
+    skyemu_url: str | None = None,
+    skyemu_binary: str | None = None,
+) -> dict[str, Any]:
+    """Measure and return every figure of `metabonk bench skyemu`."""
+    import metabonk_gym  # noqa: F401
+    from metabonk_gym.skyemu.fake_server import PeerProcess
+
+    embedded = gym.make(env_id, frameskip=frameskip)
+    peer = None
+    try:
+        if skyemu_url is None and skyemu_binary is None:
+            peer = PeerProcess(embedded.unwrapped.rom_path)
+            skyemu_url, server = peer.url, "test peer (embedded core behind SkyEmu's HTTP protocol)"
+        else:
+            server = skyemu_url or f"SkyEmu binary {skyemu_binary}"
+        kwargs = {"skyemu_url": skyemu_url} if skyemu_url else {"skyemu_binary": skyemu_binary}
+        sky = gym.make(env_id, frameskip=frameskip, backend="skyemu", **kwargs)
+        try:
+            actions = np.random.default_rng(0).integers(0, embedded.action_space.n, steps)
+            client = sky.unwrapped.backend.client
+            start = time.perf_counter()
+            for _ in range(200):
+                client.ping()
+            ping_ms = (time.perf_counter() - start) / 200 * 1000
+            embedded_sps, sky_sps = [], []
+            for _ in range(rounds):
+                embedded_sps.append(_steps_per_s(embedded, actions))
+                sky_sps.append(_steps_per_s(sky, actions))
+            requests = _requests_per_step(sky, actions[:100])
+            start = time.perf_counter()
+            sky.reset(seed=1)
+            reset_ms = (time.perf_counter() - start) * 1000
+        finally:
+            sky.close()
+    finally:
+        embedded.close()
+        if peer is not None:
+            peer.stop()
+    result: dict[str, Any] = {
+        "env_id": env_id,
+        "frameskip": frameskip,
+        "server": server,
+        "embedded_steps_per_s": statistics.median(embedded_sps),
+        "skyemu_steps_per_s": statistics.median(sky_sps),
+    }
+    result["skyemu_vs_embedded"] = result["skyemu_steps_per_s"] / result["embedded_steps_per_s"]
+    result["skyemu_frames_per_s"] = result["skyemu_steps_per_s"] * frameskip
+    result["http_requests_per_step"] = requests
+    result["ping_ms"] = ping_ms
+    result["skyemu_reset_ms"] = reset_ms
+    return result

@@ -1,0 +1,190 @@
+"""`ThinkAgent`: System 2 (a strategist) + System 1 (`DirectiveFollower`), a playable agent.
+
+What: `make_think_agent(env, model_path=...)` builds an agent that thinks when the `Director`
+says so and presses buttons with the follower every step; no RL involved. `metabonk play ENV
+--agent think --model M.gguf` reaches it through the training package's `make_agent`.
+`model_path` picks the strategist: a `.gguf` file (in-process llama-cpp-python, with
+`mmproj_path` for vision), a distilled `.pt` policy (`metabonk distill`), or `"oracle"`; a
+`base_url` selects an OpenAI-compatible server instead.
+Why an agent and not only the wrapper: `metabonk play` and `metabonk eval` drive agents over an
+env they create; the agent reads the game through `env.unwrapped` (RAM, screen), and thinking
+between two steps pauses the game exactly as `PauseToThink(mode="pause")` does.
+
+>>> import gymnasium as gym, metabonk_gym
+>>> env = gym.make("MetaBonk/BonkQuest-v0")
+>>> agent = make_think_agent(env, model_path="oracle")
+>>> obs, info = env.reset(seed=3)
+>>> action = agent.act(obs, info)
+>>> agent.directive.source, env.action_space.contains(action)
+('oracle', True)
+>>> agent.close(); env.close()
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from metabonk_gym.errors import MetabonkError
+from metabonk_gym.think.director import Director
+from metabonk_gym.think.directive import Directive
+from metabonk_gym.think.follower import DirectiveFollower, make_follower
+from metabonk_gym.think.games import GameAdapter, adapter_for
+from metabonk_gym.think.log import DecisionLog
+from metabonk_gym.think.prompts import system_prompt
+from metabonk_gym.think.strategist import Strategist, make_strategist
+from metabonk_gym.think.view import GameView
+
+
+def strategist_kind(
+    model_path: str | Path | None, base_url: str | None, backend: str | None
+) -> str:
+    """Which strategist the arguments ask for: `llama_cpp`, `openai`, `distilled` or `oracle`.
+
+    >>> strategist_kind("m.gguf", None, None), strategist_kind(None, "http://127.0.0.1:8000", None)
+    ('llama_cpp', 'openai')
+    >>> strategist_kind("policy.pt", None, None), strategist_kind("oracle", None, None)
+    ('distilled', 'oracle')
+    """
+    if backend:
+        return backend
+    if base_url:
+        return "openai"
+    if model_path is None:
+        raise MetabonkError(
+            "the think agent needs a strategist: --model M.gguf (a GGUF model, with --mmproj for "
+            "vision), --model policy.pt (from `metabonk distill`), --model oracle, or a server's "
+            "base_url (see `metabonk serve-vlm`)"
+        )
+    text = str(model_path)
+    if text == "oracle":
+        return "oracle"
+    if text.endswith(".pt"):
+        return "distilled"
+    return "llama_cpp"
+
+
+class ThinkAgent:
+    """Strategist + follower over one env; see the module docstring."""
+
+    def __init__(
+        self,
+        env: gym.Env,
+        strategist: Strategist,
+        adapter: GameAdapter | None = None,
+        follower: DirectiveFollower | None = None,
+        **director_kwargs: Any,
+    ) -> None:
+        self.env = env
+        self.adapter = adapter or adapter_for(env)
+        self.follower = follower or make_follower(env, self.adapter)
+        self.director = Director(strategist, self.adapter, **director_kwargs)
+        self._step = 0
+        self._started = False
+
+    @property
+    def directive(self) -> Directive:
+        """The directive in force."""
+        return self.director.directive
+
+    def reset(self, obs: Any = None, info: dict[str, Any] | None = None, seed: int | None = None) -> None:
+        """Start of an episode (`act` calls it on its first call if nobody did)."""
+        self._begin(GameView.capture(self.env, info, 0, obs), seed)
+
+    def _begin(self, view: GameView, seed: int | None = None) -> None:
+        self._step = 0
+        self.follower.reset(seed)
+        self.director.reset(view)
+        self._started = True
+
+    def act(self, obs: Any, info: dict[str, Any] | None = None, reward: float | None = None) -> int:
+        """The action for `obs` (thinking first when it is time); `reward` of the last step feeds
+        the directive outcomes in the decision log."""
+        if not self._started:
+            view = GameView.capture(self.env, info, 0, obs)
+            self._begin(view)
+        else:
+            self._step += 1
+            view = GameView.capture(self.env, info, self._step, obs)
+            self.director.update(view, reward)
+        return self.follower.act(view, self.director.directive)
+
+    __call__ = act
+
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray, Any]:
+        """stable-baselines3-style `predict` (single env) for evaluation loops."""
+        if episode_start is not None and bool(np.asarray(episode_start).reshape(-1)[0]):
+            self._started = False
+        return np.asarray(self.act(observation)), state
+
+    def info(self) -> dict[str, Any]:
+        """`info["think"]`-style counters."""
+        return {**self.director.info(), "directive": self.directive.to_dict()}
+
+    def close(self) -> None:
+        """End the episode's bookkeeping and release the strategist."""
+        self.director.close()
+
+
+def make_think_agent(
+    env: gym.Env,
+    model_path: str | Path | None = None,
+    mmproj_path: str | Path | None = None,
+    base_url: str | None = None,
+    model: str = "default",
+    backend: str | None = None,
+    chat_handler: str = "auto",
+    timeout_s: float = 10.0,
+    mode: str = "pause",
+    think_every: int = 0,
+    log_dir: str | Path | None = None,
+    vision: bool | None = None,
+    **kwargs: Any,
+) -> ThinkAgent:
+    """The think agent for `env` (see the module docstring for how the strategist is chosen).
+
+    Extra keyword arguments go to the `Director` (`cooldown_steps`, `min_confidence`) or to the
+    backend (`n_ctx`, `n_gpu_layers`, `api_key`, `response_format`, ...).
+    """
+    adapter = adapter_for(env)
+    director_keys = {"cooldown_steps", "min_confidence", "history_len"}
+    director_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in director_keys}
+    kind = strategist_kind(model_path, base_url, backend)
+    game_card = _game_card(env)
+    backend_kwargs: dict[str, Any] = dict(kwargs)
+    if kind == "llama_cpp":
+        backend_kwargs.update(model_path=model_path, mmproj_path=mmproj_path, chat_handler=chat_handler)
+    elif kind == "openai":
+        backend_kwargs.update(base_url=base_url, model=model, vision=bool(vision))
+    elif kind == "distilled":
+        backend_kwargs.update(model_path=model_path)
+    strategist = make_strategist(adapter, kind, game_card=game_card, timeout_s=timeout_s, **backend_kwargs)
+    log = (
+        DecisionLog(log_dir, game=adapter.spec.game, meta={"system_prompt": system_prompt(adapter, game_card), **strategist.describe()})
+        if log_dir is not None
+        else None
+    )
+    return ThinkAgent(
+        env,
+        strategist,
+        adapter=adapter,
+        mode=mode,
+        timeout_s=timeout_s,
+        think_every=think_every,
+        log=log,
+        **director_kwargs,
+    )
+
+
+def _game_card(env: gym.Env) -> str | None:
+    integration = getattr(env.unwrapped, "integration", None)
+    return integration.game_card() if integration is not None and hasattr(integration, "game_card") else None

@@ -1,0 +1,341 @@
+"""Backends that turn a prompt (+ an image) into the text of a directive.
+
+What: `LlamaCppBackend` runs a GGUF in-process with llama-cpp-python (vision through an mmproj and
+the family's multimodal chat handler; every layer on the GPU when the build offloads);
+`OpenAIBackend` posts to any OpenAI-compatible `/v1/chat/completions` endpoint (llama.cpp's or
+llama-cpp-python's server, vLLM, SGLang, Ollama) with httpx, images as data URIs, and the schema as
+`response_format`. `make_backend(kind, ...)` builds either.
+Why two: one in-process model per env is simplest; 8-16 envs sharing one central server get
+batching and prefix caching. Both honour a deadline: the in-process backend streams and stops decoding
+once it has passed, the HTTP one gives httpx the time left. Errors are raised as
+`BackendError` / `ThinkTimeout` and turned into fallback directives by the caller
+(`metabonk_gym.think.thinker`); nothing here is called from the env loop directly.
+
+>>> make_backend("llama_cpp", model_path="/nonexistent/model.gguf")
+Traceback (most recent call last):
+...
+metabonk_gym.think.backends.ModelFileNotFoundError: model file not found: /nonexistent/model.gguf (pass model_path= the path of a .gguf file; `python -m metabonk_gym.think.testing DIR` writes a tiny test model)
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import threading
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metabonk_gym.errors import MetabonkError
+
+#: Answers larger than this are refused (a directive is a few hundred bytes).
+MAX_RESPONSE_BYTES = 1 << 20
+
+
+class BackendError(MetabonkError, RuntimeError):
+    """A backend failed to answer (connection closed, HTTP error, model error)."""
+
+
+class ThinkTimeout(BackendError, TimeoutError):
+    """The answer did not come before the deadline."""
+
+
+class ModelFileNotFoundError(MetabonkError, FileNotFoundError):
+    """A GGUF model or mmproj path that does not exist."""
+
+
+@dataclass(frozen=True)
+class ThinkRequest:
+    """One call: the constant system prompt, the per-call text, an optional PNG, the schema."""
+
+    system: str
+    user: str
+    schema: dict[str, Any]
+    image_png: bytes | None = None
+    max_tokens: int = 256
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A backend's raw answer with token counts (None when the backend does not report them)."""
+
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+def png_bytes(image: np.ndarray) -> bytes:
+    """Encode an RGB (H, W, 3) or grayscale (H, W[, 1]) uint8 image as PNG."""
+    from PIL import Image
+
+    array = np.asarray(image)
+    if array.ndim == 3 and array.shape[2] == 1:
+        array = array[..., 0]
+    buffer = io.BytesIO()
+    Image.fromarray(array.astype(np.uint8)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def data_uri(png: bytes) -> str:
+    """A `data:image/png;base64,...` URI, how OpenAI-style APIs take inline images."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def chat_messages(request: ThinkRequest, image: bool) -> list[dict[str, Any]]:
+    """OpenAI chat messages: the system prompt first (a constant prefix servers can cache)."""
+    if image and request.image_png is not None:
+        content: Any = [
+            {"type": "image_url", "image_url": {"url": data_uri(request.image_png)}},
+            {"type": "text", "text": request.user},
+        ]
+    else:
+        content = request.user
+    return [{"role": "system", "content": request.system}, {"role": "user", "content": content}]
+
+
+class Backend(ABC):
+    """Answers `ThinkRequest`s; `vision` says whether images reach the model."""
+
+    name: str = "backend"
+    vision: bool = False
+
+    @abstractmethod
+    def complete(self, request: ThinkRequest, deadline: float) -> Completion:
+        """Answer before `deadline` (a `time.monotonic()` value) or raise `ThinkTimeout`."""
+
+    def close(self) -> None:
+        """Release the model or connection."""
+
+    def describe(self) -> dict[str, Any]:
+        """What to log about this backend."""
+        return {"backend": self.name, "vision": self.vision}
+
+
+class LlamaCppBackend(Backend):
+    """A GGUF model in this process (llama-cpp-python). See the module docstring."""
+
+    name = "llama_cpp"
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        mmproj_path: str | Path | None = None,
+        chat_handler: str = "auto",
+        n_ctx: int = 8192,
+        n_gpu_layers: int | None = None,
+        n_threads: int | None = None,
+        temperature: float = 0.0,
+        seed: int = 0,
+        verbose: bool = False,
+    ) -> None:
+        self.model_path = _existing(model_path, "model")
+        self.mmproj_path = _existing(mmproj_path, "mmproj") if mmproj_path is not None else None
+        try:
+            import llama_cpp
+            from llama_cpp import llama_chat_format
+        except ImportError as exc:  # pragma: no cover - the think extra installs it
+            raise MetabonkError(
+                "backend='llama_cpp' needs llama-cpp-python: pip install 'metabonk-gym[think]'"
+            ) from exc
+        self.family: str | None = None
+        handler = None
+        if self.mmproj_path is not None:
+            from metabonk_gym.think.families import resolve_family
+
+            family = resolve_family(self.model_path, self.mmproj_path, chat_handler)
+            self.family = family.name
+            handler_cls = getattr(llama_chat_format, family.handler)
+            handler = handler_cls(clip_model_path=str(self.mmproj_path), verbose=verbose)
+        if n_gpu_layers is None:
+            n_gpu_layers = -1 if llama_cpp.llama_supports_gpu_offload() else 0
+        self.n_gpu_layers = n_gpu_layers
+        self.temperature = float(temperature)
+        self.vision = handler is not None
+        self._lock = threading.Lock()
+        try:
+            self.llm = llama_cpp.Llama(
+                model_path=str(self.model_path),
+                chat_handler=handler,
+                n_ctx=n_ctx,
+                n_gpu_layers=n_gpu_layers,
+                n_threads=n_threads,
+                seed=seed,
+                verbose=verbose,
+            )
+        except ValueError as exc:
+            raise BackendError(f"llama-cpp-python could not load {self.model_path}: {exc}") from exc
+
+    def complete(self, request: ThinkRequest, deadline: float) -> Completion:
+        # Streamed so decoding can stop at the deadline between two tokens (an exception raised
+        # in a logits processor is swallowed by the ctypes sampler callback). Prompt evaluation
+        # itself cannot be interrupted: the caller stops waiting at the deadline regardless.
+        with self._lock:
+            if time.monotonic() > deadline:
+                raise ThinkTimeout("the deadline passed before the model was free")
+            pieces: list[str] = []
+            n_chunks = 0
+            try:
+                stream: Any = self.llm.create_chat_completion(
+                    messages=chat_messages(request, self.vision),  # type: ignore[arg-type]
+                    response_format={"type": "json_object", "schema": request.schema},
+                    max_tokens=request.max_tokens,
+                    temperature=self.temperature,
+                    stream=True,
+                )
+                for chunk in stream:
+                    n_chunks += 1
+                    delta = chunk["choices"][0].get("delta") or {}
+                    if delta.get("content"):
+                        pieces.append(delta["content"])
+                    if time.monotonic() > deadline:
+                        stream.close()
+                        raise ThinkTimeout(f"decoding stopped at the deadline after {n_chunks} tokens")
+            except ThinkTimeout:
+                raise
+            except Exception as exc:
+                raise BackendError(f"llama-cpp-python failed: {type(exc).__name__}: {exc}") from exc
+            total = int(getattr(self.llm, "n_tokens", 0))
+        completion_tokens = len(pieces)
+        return Completion("".join(pieces), max(0, total - completion_tokens) or None, completion_tokens)
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            with self._lock:
+                llm.close()
+            self.llm = None  # type: ignore[assignment]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "model": str(self.model_path),
+            "mmproj": str(self.mmproj_path) if self.mmproj_path else None,
+            "family": self.family,
+            "n_gpu_layers": self.n_gpu_layers,
+            "vision": self.vision,
+        }
+
+
+class OpenAIBackend(Backend):
+    """An OpenAI-compatible chat endpoint over HTTP. See the module docstring.
+
+    `response_format="json_object"` sends `{"type": "json_object", "schema": ...}` (llama.cpp's
+    and llama-cpp-python's servers); `"json_schema"` sends OpenAI's
+    `{"type": "json_schema", "json_schema": {...}}` (vLLM, SGLang, Ollama, OpenAI);
+    `"none"` sends no constraint (the answer is still parsed and validated).
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8000/v1",
+        model: str = "default",
+        api_key: str | None = None,
+        vision: bool = False,
+        temperature: float = 0.0,
+        response_format: str = "json_object",
+    ) -> None:
+        import httpx
+
+        if response_format not in ("json_object", "json_schema", "none"):
+            raise ValueError(
+                f"response_format must be 'json_object', 'json_schema' or 'none', not {response_format!r}"
+            )
+        self.base_url = base_url.rstrip("/")
+        if not self.base_url.endswith("/v1"):
+            self.base_url += "/v1"
+        self.model = model
+        self.vision = bool(vision)
+        self.temperature = float(temperature)
+        self.response_format = response_format
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(headers=headers)
+
+    def _payload(self, request: ThinkRequest) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": chat_messages(request, self.vision),
+            "max_tokens": request.max_tokens,
+            "temperature": self.temperature,
+        }
+        if self.response_format == "json_object":
+            payload["response_format"] = {"type": "json_object", "schema": request.schema}
+        elif self.response_format == "json_schema":
+            payload["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "directive", "schema": request.schema, "strict": True},
+            }
+        return payload
+
+    def complete(self, request: ThinkRequest, deadline: float) -> Completion:
+        import httpx
+
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ThinkTimeout("the deadline passed before the request was sent")
+        url = f"{self.base_url}/chat/completions"
+        try:
+            with self._client.stream(
+                "POST", url, json=self._payload(request), timeout=httpx.Timeout(left)
+            ) as response:
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_RESPONSE_BYTES:
+                        raise BackendError(f"{url} sent more than {MAX_RESPONSE_BYTES} bytes")
+                    if time.monotonic() > deadline:
+                        raise ThinkTimeout(f"{url} was still sending at the deadline")
+                status = response.status_code
+        except httpx.TimeoutException as exc:
+            raise ThinkTimeout(f"no answer from {url} within the deadline") from exc
+        except httpx.RemoteProtocolError as exc:
+            raise BackendError(f"{url} closed the connection without a full answer: {exc}") from exc
+        except httpx.HTTPError as exc:
+            raise BackendError(f"request to {url} failed: {type(exc).__name__}: {exc}") from exc
+        if status != 200:
+            snippet = bytes(body[:200]).decode("utf-8", "replace")
+            raise BackendError(f"{url} answered HTTP {status}: {snippet}")
+        try:
+            result = json.loads(body)
+            text = result["choices"][0]["message"].get("content") or ""
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise BackendError(f"{url} sent a body that is not a chat completion: {exc}") from exc
+        usage = result.get("usage") or {}
+        return Completion(str(text), usage.get("prompt_tokens"), usage.get("completion_tokens"))
+
+    def close(self) -> None:
+        self._client.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "base_url": self.base_url, "model": self.model, "vision": self.vision}
+
+
+def make_backend(kind: str, **kwargs: Any) -> Backend:
+    """`"llama_cpp"` (model_path=, mmproj_path=, chat_handler=, ...) or `"openai"` (base_url=,
+    model=, api_key=, vision=, ...)."""
+    if kind == "llama_cpp":
+        if kwargs.get("model_path") is None:
+            raise MetabonkError("backend='llama_cpp' needs model_path= the path of a .gguf file")
+        return LlamaCppBackend(**kwargs)
+    if kind == "openai":
+        return OpenAIBackend(**kwargs)
+    raise ValueError(f"backend must be 'llama_cpp' or 'openai', not {kind!r}")
+
+
+def _existing(path: str | Path, what: str) -> Path:
+    resolved = Path(path).expanduser()
+    if not resolved.is_file():
+        hint = (
+            "pass model_path= the path of a .gguf file; `python -m metabonk_gym.think.testing DIR` "
+            "writes a tiny test model"
+            if what == "model"
+            else "pass mmproj_path= the vision projector .gguf that belongs to the model"
+        )
+        raise ModelFileNotFoundError(f"{what} file not found: {resolved} ({hint})")
+    return resolved

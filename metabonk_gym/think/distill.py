@@ -1,0 +1,287 @@
+"""Distil System 2 into System 1: a small net that predicts the directive from the observation.
+
+What: `distill(logdir, out)` reads a decision log (`metabonk_gym.think.log`), and trains a small
+CNN + MLP (torch) on its calls: inputs are the logged frame (downscaled) and the numeric `info`
+values, targets the directive's action, target tile (x, y) or menu option. The checkpoint holds
+the weights, the game, the action list and the input normalisation. `DistilledStrategist` loads it
+and answers like any strategist (in about a millisecond), so `PauseToThink(backend="distilled",
+model_path=...)`, `metabonk play --agent think --model policy.pt` and `metabonk eval` run it.
+Why: a VLM that thinks for seconds is a teacher; the student answers every step for free. Fallback
+directives are not learnt (they say nothing about the game).
+
+>>> import tempfile
+>>> load_dataset(tempfile.mkdtemp())  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+FileNotFoundError: no decision log at .../decisions.jsonl; record one with PauseToThink(log_dir=...)
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import io
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metabonk_gym.errors import MetabonkError
+from metabonk_gym.think.directive import Directive, DirectiveError
+from metabonk_gym.think.games import GameAdapter, adapter_for_name
+from metabonk_gym.think.log import read_decisions
+from metabonk_gym.think.prompts import HistoryItem
+from metabonk_gym.think.strategist import Strategist, ThinkResult, done_future
+from metabonk_gym.think.view import GameView
+from metabonk_gym.utils import atomic_write_bytes
+
+IMAGE_SHAPE = (40, 60)  # frames are averaged 4x4 to 40x60 RGB
+DEFAULT_FRAMES = 240
+
+
+@dataclass
+class Dataset:
+    """Arrays for training: images (N,3,40,60) float, vectors (N,V), labels (N,) each."""
+
+    game: str
+    images: np.ndarray
+    vectors: np.ndarray
+    actions: np.ndarray
+    xs: np.ndarray  # grid_w means "no tile"
+    ys: np.ndarray
+    options: np.ndarray  # n_options means "no option"
+    vector_keys: list[str]
+
+
+def frame_input(frame: np.ndarray) -> np.ndarray:
+    """A frame as the net's image input: (3, 40, 60) float32 in [0, 1] (4x4 mean pooling)."""
+    f = np.asarray(frame, np.float32)
+    if f.ndim == 2:
+        f = np.repeat(f[..., None], 3, axis=2)
+    if f.shape[2] == 1:
+        f = np.repeat(f, 3, axis=2)
+    h, w = IMAGE_SHAPE
+    if f.shape[:2] != (h * 4, w * 4):
+        from PIL import Image
+
+        f = np.asarray(Image.fromarray(f.astype(np.uint8)).resize((w * 4, h * 4)), np.float32)
+    pooled = f.reshape(h, 4, w, 4, 3).mean(axis=(1, 3)) / 255.0
+    return np.ascontiguousarray(pooled.transpose(2, 0, 1), dtype=np.float32)
+
+
+def load_dataset(logdir: str | Path, adapter: GameAdapter | None = None) -> Dataset:
+    """The learnable calls of a decision log (non-fallback directives that have a frame)."""
+    from PIL import Image
+
+    logdir = Path(logdir)
+    records = read_decisions(logdir)
+    meta_game = _log_game(logdir)
+    adapter = adapter or adapter_for_name(meta_game)
+    spec = adapter.spec
+    usable = [r for r in records if r.get("frame") and r["directive"]["source"] != "fallback"]
+    if not usable:
+        raise MetabonkError(
+            f"{logdir} has no learnable calls (non-fallback directives with frames); record with "
+            "PauseToThink(log_dir=..., log_frames=True) and a working strategist"
+        )
+    keys = sorted({k for r in usable for k, v in (r.get("info") or {}).items() if isinstance(v, (int, float))})
+    images, vectors, actions, xs, ys, options = [], [], [], [], [], []
+    for record in usable:
+        d = record["directive"]
+        if d["action"] not in spec.actions:
+            continue
+        with Image.open(logdir / record["frame"]) as img:
+            images.append(frame_input(np.asarray(img.convert("RGB"))))
+        info = record.get("info") or {}
+        vectors.append([float(info.get(k, 0.0)) for k in keys])
+        actions.append(spec.actions.index(d["action"]))
+        target = d.get("target") or {}
+        xs.append(int(target.get("x", spec.grid_w)))
+        ys.append(int(target.get("y", spec.grid_h)))
+        options.append(int(target.get("option", spec.n_options)))
+    return Dataset(
+        spec.game,
+        np.stack(images),
+        np.asarray(vectors, np.float32).reshape(len(images), len(keys)),
+        np.asarray(actions, np.int64),
+        np.asarray(xs, np.int64),
+        np.asarray(ys, np.int64),
+        np.asarray(options, np.int64),
+        keys,
+    )
+
+
+def _log_game(logdir: Path) -> str:
+    for line in (logdir / "decisions.jsonl").read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record.get("type") == "meta" and record.get("game"):
+            return str(record["game"])
+    return ""
+
+
+def _build_net(n_vec: int, n_actions: int, grid_w: int, grid_h: int, n_options: int) -> Any:
+    import torch
+    from torch import nn
+
+    class DirectiveNet(nn.Module):
+        """Frame CNN + info MLP -> action, x, y, option heads (each with a 'none' class)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Sequential(
+                nn.Conv2d(3, 16, 5, stride=2), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2), nn.ReLU(),
+                nn.AdaptiveAvgPool2d((4, 6)), nn.Flatten(),
+            )
+            self.body = nn.Sequential(nn.Linear(32 * 24 + n_vec, 128), nn.ReLU())
+            self.action = nn.Linear(128, n_actions)
+            self.x = nn.Linear(128, grid_w + 1)
+            self.y = nn.Linear(128, grid_h + 1)
+            self.option = nn.Linear(128, n_options + 1)
+
+        def forward(self, image: torch.Tensor, vector: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            h = self.body(torch.cat([self.conv(image), vector], dim=1))
+            return self.action(h), self.x(h), self.y(h), self.option(h)
+
+    return DirectiveNet()
+
+
+def distill(
+    logdir: str | Path,
+    out: str | Path,
+    epochs: int = 40,
+    seed: int = 0,
+    lr: float = 3e-3,
+    val_fraction: float = 0.2,
+) -> dict[str, Any]:
+    """Train on `logdir`'s decision log, write the checkpoint to `out`; returns the figures
+    (samples, action accuracy and tile accuracy on a held-out split)."""
+    import torch
+    from torch.nn import functional as F
+
+    torch.manual_seed(seed)
+    data = load_dataset(logdir)
+    spec = adapter_for_name(data.game).spec
+    n = len(data.actions)
+    order = np.random.default_rng(seed).permutation(n)
+    n_val = int(n * val_fraction) if n >= 10 else 0
+    val, train = order[:n_val], order[n_val:]
+    scale = np.maximum(np.abs(data.vectors).max(axis=0), 1.0).astype(np.float32)
+    net = _build_net(len(data.vector_keys), len(spec.actions), spec.grid_w, spec.grid_h, spec.n_options)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    tensors = [
+        torch.from_numpy(a)
+        for a in (data.images, data.vectors / scale, data.actions, data.xs, data.ys, data.options)
+    ]
+
+    def batch(idx: np.ndarray) -> list[Any]:
+        index = torch.from_numpy(idx)
+        return [t[index] for t in tensors]
+
+    for _ in range(epochs):
+        net.train()
+        for chunk in np.array_split(np.random.default_rng(seed + _).permutation(train), max(1, len(train) // 64)):
+            img, vec, act, x, y, opt_t = batch(chunk)
+            la, lx, ly, lo = net(img, vec)
+            loss = F.cross_entropy(la, act) + F.cross_entropy(lx, x) + F.cross_entropy(ly, y) + F.cross_entropy(lo, opt_t)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    figures: dict[str, Any] = {"samples": n, "train": len(train), "val": len(val), "epochs": epochs}
+    net.eval()
+    check = val if len(val) else train
+    with torch.no_grad():
+        img, vec, act, x, y, _o = batch(check)
+        la, lx, ly, _lo = net(img, vec)
+        figures["action_accuracy"] = float((la.argmax(1) == act).float().mean())
+        figures["tile_accuracy"] = float(((lx.argmax(1) == x) & (ly.argmax(1) == y)).float().mean())
+        figures["split"] = "val" if len(val) else "train"
+    buffer = io.BytesIO()
+    torch.save(
+        {
+            "format": "metabonk-distilled-v1",
+            "game": data.game,
+            "actions": list(spec.actions),
+            "vector_keys": data.vector_keys,
+            "vector_scale": scale.tolist(),
+            "state_dict": net.state_dict(),
+            "figures": figures,
+        },
+        buffer,
+    )
+    atomic_write_bytes(Path(out), buffer.getvalue())
+    return figures
+
+
+class DistilledStrategist(Strategist):
+    """Answers with a `distill`ed net; invalid predictions become fallbacks like any model's."""
+
+    name = "distilled"
+
+    def __init__(self, path: str | Path, adapter: GameAdapter, frames: int = DEFAULT_FRAMES) -> None:
+        import torch
+
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"distilled policy not found: {path} (make one with `metabonk distill LOGDIR`)")
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        if ckpt.get("format") != "metabonk-distilled-v1":
+            raise MetabonkError(f"{path} is not a policy written by `metabonk distill`")
+        if ckpt["game"] != adapter.spec.game:
+            raise MetabonkError(f"{path} was distilled for {ckpt['game']}, not {adapter.spec.game}")
+        self.adapter = adapter
+        self.path = path
+        self.frames = frames
+        self.keys: list[str] = list(ckpt["vector_keys"])
+        self.scale = np.asarray(ckpt["vector_scale"], np.float32)
+        spec = adapter.spec
+        self.net = _build_net(len(self.keys), len(spec.actions), spec.grid_w, spec.grid_h, spec.n_options)
+        self.net.load_state_dict(ckpt["state_dict"])
+        self.net.eval()
+
+    def request(
+        self, view: GameView, history: Sequence[HistoryItem], trigger: str, note: str | None = None
+    ) -> cf.Future[ThinkResult]:
+        start = time.perf_counter()
+        return done_future(self._predict(view, start))
+
+    def _predict(self, view: GameView, start: float) -> ThinkResult:
+        import torch
+
+        spec = self.adapter.spec
+        vector = np.asarray([[float(view.info.get(k, view.get(k))) for k in self.keys]], np.float32) / self.scale
+        with torch.no_grad():
+            la, lx, ly, lo = self.net(torch.from_numpy(frame_input(view.frame)[None]), torch.from_numpy(vector))
+        probs = torch.softmax(la, 1)[0]
+        action = spec.actions[int(probs.argmax())]
+        x, y, option = int(lx.argmax()), int(ly.argmax()), int(lo.argmax())
+        if action in spec.option_actions:
+            target: dict[str, int] | None = {"option": option if option < spec.n_options else 0}
+        elif action in spec.tile_actions or (x < spec.grid_w and y < spec.grid_h):
+            x = x if x < spec.grid_w else int(lx[0, : spec.grid_w].argmax())
+            y = y if y < spec.grid_h else int(ly[0, : spec.grid_h].argmax())
+            target = {"x": x, "y": y}
+        else:
+            target = None
+        data = {
+            "goal": f"{action} (distilled)",
+            "reasoning": "",
+            "action": action,
+            "target": target,
+            "duration_frames": self.frames,
+            "confidence": round(float(probs.max()), 4),
+        }
+        try:
+            directive: Directive = spec.validate(data, source="distilled")
+        except DirectiveError as exc:
+            return ThinkResult.fallback(spec, "invalid", str(exc), time.perf_counter() - start)
+        return ThinkResult(directive, time.perf_counter() - start, raw=json.dumps(data))
+
+    def describe(self) -> dict[str, Any]:
+        return {"strategist": self.name, "model": str(self.path)}

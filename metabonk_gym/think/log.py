@@ -1,0 +1,140 @@
+"""The decision log: one JSONL line per think call (plus its PNG frame) and one per outcome.
+
+What: `DecisionLog(folder)` appends to `folder/decisions.jsonl`: a `meta` line (game, system
+prompt, strategist), a `call` line per call (trigger, per-call prompt text, RAM state, raw output,
+parsed directive, fallback reason, latency in seconds and frames, tokens, the frame's PNG path)
+and an `outcome` line when that directive ends (status, frames, reward gained, HP lost).
+`read_decisions(folder)` joins calls with their outcomes.
+Why: it is the record to debug a strategist with, the data `metabonk distill` learns from, and
+the source of the directive success rate. Lines are appended whole with one write each, so a
+crash loses at most the line being written; PNGs are written atomically.
+
+>>> import tempfile, numpy as np
+>>> from metabonk_gym.think.directive import Directive
+>>> from metabonk_gym.think.view import GameView
+>>> from metabonk_gym.think.strategist import ThinkResult
+>>> log = DecisionLog(tempfile.mkdtemp(), game="Demo")
+>>> view = GameView("Demo", 5, np.zeros((160, 240, 3), np.uint8), {"hp": 3}, {"hp": 3})
+>>> d = Directive("door", "", "wait", None, 60, 0.5)
+>>> log.record_call(1, view, "start", "pause", ThinkResult(d, 0.1, raw="{}"))
+>>> log.record_outcome(1, {"status": "expired", "frames": 60})
+>>> [r["outcome"]["status"] for r in read_decisions(log.folder)]
+['expired']
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from metabonk_gym.think.strategist import ThinkResult
+from metabonk_gym.think.view import GameView
+from metabonk_gym.utils import atomic_write_bytes
+
+LOG_NAME = "decisions.jsonl"
+
+
+class DecisionLog:
+    """Append-only decision log in `folder` (created if needed)."""
+
+    def __init__(
+        self,
+        folder: str | Path,
+        game: str = "",
+        frames: bool = True,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.folder = Path(folder)
+        (self.folder / "frames").mkdir(parents=True, exist_ok=True)
+        self.path = self.folder / LOG_NAME
+        self.frames = frames
+        self._lock = threading.Lock()
+        self._run = f"{int(time.time())}-{id(self) & 0xFFFF:04x}"
+        self._write({"type": "meta", "run": self._run, "game": game, "time": time.time(), **(meta or {})})
+
+    def _write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, default=_jsonable, separators=(",", ":")) + "\n"
+        with self._lock, open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(line)
+            handle.flush()
+
+    def record_call(
+        self,
+        call_id: int,
+        view: GameView,
+        trigger: str,
+        mode: str,
+        result: ThinkResult,
+        episode: int = 0,
+        state: dict[str, Any] | None = None,
+        latency_frames: int | None = None,
+    ) -> None:
+        """One call: what went in, what came out, how long it took."""
+        frame_path = None
+        if self.frames:
+            from metabonk_gym.think.backends import png_bytes
+
+            frame_path = f"frames/{self._run}-{call_id:06d}.png"
+            atomic_write_bytes(self.folder / frame_path, png_bytes(view.frame))
+        request = result.request
+        self._write(
+            {
+                "type": "call",
+                "run": self._run,
+                "id": call_id,
+                "time": time.time(),
+                "episode": episode,
+                "step": view.step,
+                "trigger": trigger,
+                "mode": mode,
+                "user": request.user if request is not None else None,
+                "image_sent": bool(request is not None and request.image_png is not None),
+                "state": state,
+                "info": {k: v for k, v in view.info.items() if isinstance(v, (int, float, bool))},
+                "raw": result.raw,
+                "directive": result.directive.to_dict(),
+                "fallback": result.category,
+                "error": result.error,
+                "latency_s": result.latency_s,
+                "latency_frames": latency_frames,
+                "prompt_tokens": result.prompt_tokens,
+                "completion_tokens": result.completion_tokens,
+                "frame": frame_path,
+            }
+        )
+
+    def record_outcome(self, call_id: int, outcome: dict[str, Any]) -> None:
+        """How the directive of call `call_id` ended."""
+        self._write({"type": "outcome", "run": self._run, "id": call_id, "time": time.time(), **outcome})
+
+
+def read_decisions(folder: str | Path) -> list[dict[str, Any]]:
+    """Every `call` record of `folder/decisions.jsonl` with its `outcome` (None if it never
+    ended); several runs may share a folder. Broken lines (a crash mid-write) are skipped."""
+    path = Path(folder) / LOG_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"no decision log at {path}; record one with PauseToThink(log_dir=...)")
+    calls: dict[tuple[str, int], dict[str, Any]] = {}
+    outcomes: dict[tuple[str, int], dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        key = (record.get("run", ""), record.get("id", -1))
+        if record.get("type") == "call":
+            calls[key] = record
+        elif record.get("type") == "outcome":
+            outcomes[key] = record
+    return [{**call, "outcome": outcomes.get(key)} for key, call in calls.items()]
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)

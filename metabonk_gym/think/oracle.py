@@ -1,0 +1,107 @@
+"""The oracle strategist: reads RAM (secrets included) and gives perfect advice, instantly.
+
+What: for BonkQuest it knows where each key lies and which chest of the sage's hall holds one
+(`key_chest`), so it sends System 1 straight along the shortest quest: key, door, next room, ...,
+treasure, detouring for a heart when HP is low. For BonkArena it picks upgrades by a fixed priority,
+flees when hurt or crowded, and otherwise fights and collects gems.
+Why: `metabonk bench think` measures what perfect thinking is worth with the `DirectiveFollower`
+(the ceiling a VLM could reach), and tests run the whole think loop without a model.
+
+>>> from metabonk_gym.think.games import adapter_for_name
+>>> OracleStrategist(adapter_for_name("BonkQuest")).name
+'oracle'
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from metabonk_gym.think.directive import Directive
+from metabonk_gym.think.games import CELL, NONE, QUEST_TILE_IDS, ArenaAdapter, GameAdapter, QuestAdapter
+from metabonk_gym.think.prompts import HistoryItem
+from metabonk_gym.think.strategist import Strategist, ThinkResult, done_future
+from metabonk_gym.think.view import GameView
+
+#: BonkArena upgrade ids by preference (multishot, damage, fire rate, max HP, armor, speed, magnet, heal).
+ARENA_PRIORITY = (6, 0, 1, 3, 7, 2, 5, 4)
+
+
+class OracleStrategist(Strategist):
+    """Perfect advice from RAM; answers in microseconds."""
+
+    name = "oracle"
+
+    def __init__(self, adapter: GameAdapter) -> None:
+        self.adapter = adapter
+
+    def request(
+        self, view: GameView, history: Sequence[HistoryItem], trigger: str, note: str | None = None
+    ) -> cf.Future[ThinkResult]:
+        start = time.perf_counter()
+        if isinstance(self.adapter, QuestAdapter):
+            directive = quest_advice(view)
+        elif isinstance(self.adapter, ArenaAdapter):
+            directive = arena_advice(view, self.adapter)
+        else:
+            directive = self.adapter.spec.fallback("the oracle does not know this game")
+        return done_future(ThinkResult(directive, time.perf_counter() - start))
+
+
+def _d(goal: str, action: str, target: dict[str, int] | None, frames: int = 1200) -> Directive:
+    return Directive(goal, "read from RAM", action, target, frames, 1.0, source="oracle")
+
+
+def quest_advice(view: GameView) -> Directive:
+    """The next step of the shortest BonkQuest playthrough from this state."""
+    room, keys, hp = view.get("room"), view.get("keys"), view.get("hp")
+    tiles = view.arrays.get("room_tiles")
+    if view.get("treasure_x") != NONE:
+        return _d("take the treasure", "collect", {"x": view.get("treasure_x"), "y": view.get("treasure_y")})
+    if tiles is not None and hp <= 2:
+        hearts = np.argwhere(tiles == QUEST_TILE_IDS["heart"])
+        if len(hearts):
+            y, x = hearts[0]
+            return _d("heal with the heart", "collect", {"x": int(x), "y": int(y)}, 600)
+    exit_x, exit_y = view.get("exit_x"), view.get("exit_y")
+    door_open = tiles is not None and exit_x != NONE and int(tiles[exit_y, exit_x]) == QUEST_TILE_IDS["door"]
+    if door_open:
+        return _d("go through the open door", "go_to", {"x": exit_x, "y": exit_y})
+    if keys > 0 and exit_x != NONE:
+        return _d("unlock the door with the key", "open", {"x": exit_x, "y": exit_y})
+    if view.get("key_x") != NONE:
+        return _d("pick up the key", "collect", {"x": view.get("key_x"), "y": view.get("key_y")})
+    if tiles is not None:
+        chests = [(int(x), int(y)) for y, x in np.argwhere(np.isin(tiles, [QUEST_TILE_IDS["chest"], QUEST_TILE_IDS["chest_open"]]))]
+        index = view.get("key_chest")
+        if room == 2 and 0 <= index < len(chests):
+            x, y = chests[index]  # argwhere is in reading order, as the game counts chests
+            if int(tiles[y, x]) == QUEST_TILE_IDS["chest"]:
+                return _d("open the chest with the key", "open", {"x": x, "y": y})
+    return _d("look around", "explore", None, 240)
+
+
+def arena_advice(view: GameView, adapter: ArenaAdapter) -> Directive:
+    """A sound BonkArena plan from RAM: upgrades by priority, flee when hurt or crowded."""
+    if view.get("menu_open"):
+        options = [int(o) for o in view.arrays.get("menu_options", np.zeros(3, int))]
+        rank = {u: i for i, u in enumerate(ARENA_PRIORITY)}
+        if view.get("hp") * 2 < view.get("max_hp") and 4 in options:
+            best = options.index(4)
+        else:
+            best = min(range(len(options)), key=lambda i: rank.get(options[i], 99))
+        return _d("take the best upgrade", "choose_upgrade", {"option": best}, 120)
+    px, py = view.get("player_x"), view.get("player_y")
+    enemies = adapter.enemies(view)
+    close = [e for e in enemies if (e[0] - px) ** 2 + (e[1] - py) ** 2 < 40**2]
+    if view.get("hp") * 3 < view.get("max_hp") or len(close) >= 3:
+        return _d("get away from the enemies", "flee", None, 60)
+    gems = adapter.gems(view)
+    safe = [g for g in gems if all((g[0] - e[0]) ** 2 + (g[1] - e[1]) ** 2 > 32**2 for e in enemies)]
+    if safe:
+        gx, gy = min(safe, key=lambda g: (g[0] - px) ** 2 + (g[1] - py) ** 2)
+        return _d("collect XP gems", "collect", {"x": gx // CELL, "y": gy // CELL}, 90)
+    return _d("fight from a distance", "attack", None, 90)

@@ -1,0 +1,209 @@
+"""Strategists: whatever produces directives (a VLM through a backend, the oracle, a distilled net).
+
+What: `Strategist.request(view, history, trigger)` returns a `Future[ThinkResult]` that always
+resolves to a directive, never to an exception: failures become the game's fallback directive with
+the reason (`timeout`, `backend: ...`, `invalid: ...`). `ModelStrategist` builds the prompt, runs
+the backend in one worker thread and parses the answer; `deadline_result` bounds how long a caller
+waits.
+Why futures: the same strategist serves `mode="pause"` (wait up to `timeout_s`) and `mode="async"`
+(poll every step while the game runs on), and a stuck model can never stall the env loop.
+
+>>> from metabonk_gym.think.games import adapter_for_name
+>>> spec = adapter_for_name("BonkQuest").spec
+>>> r = ThinkResult.fallback(spec, "timeout", "no answer within 0.5 s", latency_s=0.5)
+>>> r.directive.source, r.category
+('fallback', 'timeout')
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from metabonk_gym.think.backends import Backend, BackendError, Completion, ThinkRequest, ThinkTimeout
+from metabonk_gym.think.directive import Directive, DirectiveError, DirectiveSpec, parse_directive
+from metabonk_gym.think.games import GameAdapter
+from metabonk_gym.think.prompts import HistoryItem, PromptBuilder
+from metabonk_gym.think.view import GameView
+
+#: Fallback categories counted in `info["think"]["fallback_reasons"]`.
+FALLBACK_CATEGORIES = ("timeout", "backend", "invalid")
+
+
+@dataclass
+class ThinkResult:
+    """The outcome of one call: the directive (maybe a fallback), the raw text, timings, tokens."""
+
+    directive: Directive
+    latency_s: float
+    raw: str | None = None
+    error: str | None = None
+    category: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    request: ThinkRequest | None = field(default=None, repr=False)
+
+    @classmethod
+    def fallback(
+        cls, spec: DirectiveSpec, category: str, message: str, latency_s: float, **kwargs: Any
+    ) -> ThinkResult:
+        """A result carrying the safe directive; `category` is one of FALLBACK_CATEGORIES."""
+        return cls(
+            spec.fallback(f"{category}: {message}"),
+            latency_s,
+            error=message,
+            category=category,
+            **kwargs,
+        )
+
+
+class Strategist(ABC):
+    """Produces directives. Subclasses: `ModelStrategist`, `OracleStrategist`, `DistilledStrategist`."""
+
+    name = "strategist"
+    vision = False
+
+    @abstractmethod
+    def request(
+        self, view: GameView, history: Sequence[HistoryItem], trigger: str, note: str | None = None
+    ) -> cf.Future[ThinkResult]:
+        """Start thinking about `view`; the future resolves to a `ThinkResult`, never raises."""
+
+    def close(self) -> None:
+        """Release models, threads, connections."""
+
+    def describe(self) -> dict[str, Any]:
+        """What to log about this strategist."""
+        return {"strategist": self.name}
+
+
+def done_future(result: ThinkResult) -> cf.Future[ThinkResult]:
+    """A future that is already resolved (for strategists that answer at once)."""
+    future: cf.Future[ThinkResult] = cf.Future()
+    future.set_result(result)
+    return future
+
+
+class ModelStrategist(Strategist):
+    """A language model behind a `Backend`, with the prompt from a `PromptBuilder`."""
+
+    name = "model"
+
+    def __init__(self, backend: Backend, builder: PromptBuilder, timeout_s: float = 10.0) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, not {timeout_s}")
+        self.backend = backend
+        self.builder = builder
+        self.spec = builder.adapter.spec
+        self.timeout_s = float(timeout_s)
+        self.vision = backend.vision
+        self._pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="metabonk-think")
+
+    def request(
+        self, view: GameView, history: Sequence[HistoryItem], trigger: str, note: str | None = None
+    ) -> cf.Future[ThinkResult]:
+        start = time.monotonic()
+        deadline = start + self.timeout_s
+        try:
+            req = self.builder.build(view, history, trigger, self.vision, note)
+        except Exception as exc:  # a prompt bug must not stop the game
+            return done_future(
+                ThinkResult.fallback(self.spec, "invalid", f"prompt: {type(exc).__name__}: {exc}", 0.0)
+            )
+        return self._pool.submit(self._answer, req, start, deadline)
+
+    def _answer(self, req: ThinkRequest, start: float, deadline: float) -> ThinkResult:
+        completion: Completion | None = None
+        try:
+            completion = self.backend.complete(req, deadline)
+            directive = parse_directive(completion.text, self.spec)
+        except ThinkTimeout as exc:
+            return ThinkResult.fallback(self.spec, "timeout", str(exc), time.monotonic() - start, request=req)
+        except BackendError as exc:
+            return ThinkResult.fallback(self.spec, "backend", str(exc), time.monotonic() - start, request=req)
+        except DirectiveError as exc:
+            assert completion is not None
+            return ThinkResult.fallback(
+                self.spec,
+                "invalid",
+                str(exc),
+                time.monotonic() - start,
+                raw=completion.text,
+                prompt_tokens=completion.prompt_tokens,
+                completion_tokens=completion.completion_tokens,
+                request=req,
+            )
+        except Exception as exc:  # anything else is a backend bug: still never raise
+            return ThinkResult.fallback(
+                self.spec, "backend", f"{type(exc).__name__}: {exc}", time.monotonic() - start, request=req
+            )
+        latency = time.monotonic() - start
+        if latency > self.timeout_s:
+            return ThinkResult.fallback(
+                self.spec, "timeout", f"answered after {latency:.2f} s > {self.timeout_s} s", latency,
+                raw=completion.text, request=req,
+            )
+        return ThinkResult(
+            directive,
+            latency,
+            raw=completion.text,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            request=req,
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.backend.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {"strategist": self.name, "timeout_s": self.timeout_s, **self.backend.describe()}
+
+
+def deadline_result(
+    future: cf.Future[ThinkResult], spec: DirectiveSpec, started: float, timeout_s: float
+) -> ThinkResult:
+    """Wait for `future` until `started + timeout_s` (monotonic), then give up with a fallback."""
+    try:
+        return future.result(timeout=max(0.0, started + timeout_s - time.monotonic()))
+    except cf.TimeoutError:
+        future.cancel()
+        return ThinkResult.fallback(
+            spec, "timeout", f"no answer within {timeout_s} s", time.monotonic() - started
+        )
+    except Exception as exc:  # a strategist broke its contract; still no exception in the env loop
+        return ThinkResult.fallback(spec, "backend", f"{type(exc).__name__}: {exc}", time.monotonic() - started)
+
+
+def make_strategist(
+    adapter: GameAdapter,
+    backend: str | Backend | Strategist,
+    game_card: str | None = None,
+    timeout_s: float = 10.0,
+    max_tokens: int = 256,
+    env: Any = None,
+    builder: PromptBuilder | None = None,
+    **backend_kwargs: Any,
+) -> Strategist:
+    """A strategist from a name (`llama_cpp`, `openai`, `oracle`, `distilled`), a `Backend` or a
+    ready `Strategist`. `backend_kwargs` go to the backend (model_path=, base_url=, ...)."""
+    if isinstance(backend, Strategist):
+        return backend
+    if backend == "oracle":
+        from metabonk_gym.think.oracle import OracleStrategist
+
+        return OracleStrategist(adapter)
+    if backend == "distilled":
+        from metabonk_gym.think.distill import DistilledStrategist
+
+        return DistilledStrategist(backend_kwargs["model_path"], adapter)
+    if isinstance(backend, str):
+        from metabonk_gym.think.backends import make_backend
+
+        backend = make_backend(backend, **backend_kwargs)
+    builder = builder or PromptBuilder(adapter, game_card, max_tokens=max_tokens)
+    return ModelStrategist(backend, builder, timeout_s)

@@ -1,0 +1,207 @@
+"""`train_bc`: behavioural cloning from a Minari dataset into an SB3 PPO policy.
+
+The `imitation` library would be the usual tool, but imitation 1.0.1 pins gymnasium ~=0.29 and
+stable-baselines3 ~=2.2, which cannot be installed beside stable-retro 1.0.1 (gymnasium >= 1.0).
+So BC is trained here directly over SB3's policy API (`policy.evaluate_actions`): the result is a
+PPO model of exactly the class and preprocessing `train ppo` builds from the same config, and
+`train ppo --init-from DIR/model.zip` fine-tunes it.
+
+Besides the action log-likelihood, the value head is fitted to the dataset's discounted returns
+(`bc_value_coef`), so PPO fine-tuning does not start with a random critic whose first updates
+would wash out the cloned policy.
+
+>>> discounted_returns(np.array([0.0, 0.0, 1.0]), 0.5).tolist()
+[0.25, 0.5, 1.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from metabonk_gym.training.config import TrainConfig, config_to_yaml, resolve_config
+from metabonk_gym.training.errors import DatasetError
+from metabonk_gym.training.ppo import TrainResult
+from metabonk_gym.training.rundir import RunDir, model_metadata, save_model
+
+
+class SpacesEnv(gym.Env):
+    """An env that only has spaces: lets SB3 build a policy without starting an emulator."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        self.observation_space = observation_space
+        self.action_space = action_space
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        return self.observation_space.sample(), 0.0, True, False, {}
+
+
+def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
+    out = np.zeros(len(rewards), dtype=np.float64)
+    running = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        running = float(rewards[t]) + gamma * running
+        out[t] = running
+    return out
+
+
+def dataset_arrays(dataset: Any, cfg: TrainConfig, source: tuple[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(policy observations (N, H, W, C*stack), actions (N,), discounted returns (N,))."""
+    from metabonk_gym.training.envs import convert_frames, stack_episode
+
+    target = (cfg.obs_type, cfg.downscale)
+    xs, ys, gs = [], [], []
+    for episode in dataset.iterate_episodes():
+        if len(episode.actions) == 0:
+            continue
+        frames = convert_frames(np.asarray(episode.observations[:-1]), source, target)
+        xs.append(stack_episode(frames, cfg.frame_stack))
+        ys.append(np.asarray(episode.actions, dtype=np.int64).reshape(-1))
+        gs.append(discounted_returns(np.asarray(episode.rewards), cfg.gamma))
+    if not xs:
+        raise DatasetError(f"dataset {dataset.spec.dataset_id} has no steps")
+    return np.concatenate(xs), np.concatenate(ys), np.concatenate(gs).astype(np.float32)
+
+
+def train_bc(
+    env_id: str,
+    dataset_id: str,
+    run_dir: str | Path,
+    *,
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    val_fraction: float = 0.1,
+    progress: bool = False,
+) -> TrainResult:
+    """Clone the dataset's actions into a PPO policy saved as `run_dir/model.zip`.
+
+    TensorBoard gets `bc/loss`, `bc/accuracy`, `bc/val_accuracy`, `bc/value_loss` and
+    `bc/entropy` per epoch.
+    """
+    import torch
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from metabonk_gym.training.datasets import check_dataset_fits, load_dataset
+    from metabonk_gym.training.envs import probe_env, stacked_space
+    from metabonk_gym.training.policies import make_ppo
+
+    cfg = resolve_config(env_id, config_file, overrides)
+    run = RunDir(Path(run_dir))
+    run.check_new()
+    dataset = load_dataset(dataset_id)
+    obs_space, action_space, _ = probe_env(env_id, cfg)
+    kwargs = check_dataset_fits(dataset, env_id, action_space, cfg.frameskip)
+    source = (str(kwargs.get("obs_type", "rgb")), int(kwargs.get("downscale", 1)))
+    x, y, g = dataset_arrays(dataset, cfg, source)
+    policy_space = stacked_space(obs_space, cfg.frame_stack)  # type: ignore[arg-type]
+    if x.shape[1:] != policy_space.shape:
+        raise DatasetError(f"dataset frames become {x.shape[1:]}, the policy wants {policy_space.shape}")
+
+    run.path.mkdir(parents=True, exist_ok=True)
+    run.write_config(config_to_yaml(cfg))
+    run.write_state(env_id=env_id, algo="bc", status="running", dataset=dataset_id)
+
+    torch.set_num_threads(cfg.torch_threads)
+    rng = np.random.default_rng(cfg.seed)
+    order = rng.permutation(len(x))
+    n_val = int(len(x) * val_fraction) if len(x) >= 20 else 0
+    val, train = order[:n_val], order[n_val:]
+
+    venv = DummyVecEnv([lambda: SpacesEnv(policy_space, action_space)])
+    model = make_ppo(cfg, venv)
+    policy = model.policy
+    channel_first = model.observation_space.shape != policy_space.shape
+    logger = configure(str(run.tensorboard), ["tensorboard"])
+    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.bc_learning_rate)
+
+    def batch(indices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        obs = x[indices]
+        if channel_first:
+            obs = np.transpose(obs, (0, 3, 1, 2))
+        return (
+            torch.as_tensor(obs, device=policy.device),
+            torch.as_tensor(y[indices], device=policy.device),
+            torch.as_tensor(g[indices], device=policy.device),
+        )
+
+    def accuracy(indices: np.ndarray) -> float:
+        if len(indices) == 0:
+            return float("nan")
+        hits = 0
+        with torch.no_grad():
+            for start in range(0, len(indices), 512):
+                obs, act, _ = batch(indices[start : start + 512])
+                dist = policy.get_distribution(obs)
+                hits += int((dist.distribution.probs.argmax(dim=1) == act).sum())
+        return hits / len(indices)
+
+    progress_bar = _progress(cfg.bc_epochs) if progress else None
+    stats: dict[str, float] = {}
+    try:
+        policy.set_training_mode(True)
+        for epoch in range(cfg.bc_epochs):
+            rng.shuffle(train)
+            totals = {"loss": 0.0, "value_loss": 0.0, "entropy": 0.0}
+            batches = 0
+            for start in range(0, len(train), cfg.bc_batch_size):
+                obs, act, ret = batch(train[start : start + cfg.bc_batch_size])
+                values, log_prob, entropy = policy.evaluate_actions(obs, act)
+                value_loss = torch.nn.functional.mse_loss(values.flatten(), ret)
+                ent = entropy.mean() if entropy is not None else torch.zeros(())
+                loss = -log_prob.mean() - cfg.bc_ent_coef * ent + cfg.bc_value_coef * value_loss
+                optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                totals["loss"] += float(loss)
+                totals["value_loss"] += float(value_loss)
+                totals["entropy"] += float(ent)
+                batches += 1
+            policy.set_training_mode(False)
+            stats = {k: v / max(batches, 1) for k, v in totals.items()}
+            stats["accuracy"] = accuracy(train)
+            if n_val:
+                stats["val_accuracy"] = accuracy(val)
+            policy.set_training_mode(True)
+            for key, value in stats.items():
+                logger.record(f"bc/{key}", value)
+            logger.dump(step=epoch + 1)
+            if progress_bar is not None:
+                progress_bar.update(1, stats)
+        policy.set_training_mode(False)
+        meta = model_metadata(env_id, "bc", cfg.to_dict(), dataset=dataset_id, samples=int(len(x)), **stats)
+        save_model(model, run.model, meta)
+        run.write_state(status="finished", num_timesteps=0, samples=int(len(x)), **stats)
+    finally:
+        if progress_bar is not None:
+            progress_bar.close()
+        logger.close()
+        venv.close()
+    return TrainResult(run_dir=run.path, model_path=run.model, num_timesteps=0, extra={"samples": int(len(x)), **stats})
+
+
+class _progress:
+    """A rich progress bar over BC epochs."""
+
+    def __init__(self, total: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.bar = Progress(TextColumn("[bold]BC"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[extra]}"))
+        self.bar.start()
+        self.task = self.bar.add_task("bc", total=total, extra="")
+
+    def update(self, n: int, stats: Mapping[str, float]) -> None:
+        extra = "  ".join(f"{k} {v:.3f}" for k, v in stats.items() if k in ("loss", "accuracy", "val_accuracy"))
+        self.bar.update(self.task, advance=n, extra=extra)
+
+    def close(self) -> None:
+        self.bar.stop()

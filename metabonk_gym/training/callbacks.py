@@ -1,0 +1,248 @@
+"""SB3 callbacks: game variables, win rate and reward terms in TensorBoard, episode videos,
+atomic checkpoints and a rich progress bar.
+
+They read what the envs already return (`info` holds the game's RAM variables and per-term
+rewards; `VecMonitor` adds `info["episode"]`), so logging costs no extra emulator work except
+while a video is being recorded.
+
+>>> stats = EpisodeStats(window=2)
+>>> stats.add(1.0, 10, True); stats.add(0.0, 5, False); stats.add(3.0, 7, True)
+>>> stats.episodes, stats.win_rate(), stats.mean_return()
+(3, 0.5, 1.5)
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+
+from metabonk_gym.training.rundir import RunDir, save_model
+from metabonk_gym.training.video import add_gif_summary, tensorboard_writer, write_mp4
+
+
+@dataclass
+class EpisodeStats:
+    """Rolling episode statistics shared by the logger, the progress bar and curricula."""
+
+    window: int = 100
+    episodes: int = 0
+    returns: deque = field(default_factory=deque)
+    lengths: deque = field(default_factory=deque)
+    wins: deque = field(default_factory=deque)
+
+    def __post_init__(self) -> None:
+        self.returns = deque(maxlen=self.window)
+        self.lengths = deque(maxlen=self.window)
+        self.wins = deque(maxlen=self.window)
+
+    def add(self, ret: float, length: int, won: bool | None) -> None:
+        self.episodes += 1
+        self.returns.append(float(ret))
+        self.lengths.append(int(length))
+        if won is not None:
+            self.wins.append(bool(won))
+
+    def clear(self) -> None:
+        self.episodes = 0
+        self.returns.clear()
+        self.lengths.clear()
+        self.wins.clear()
+
+    def win_rate(self) -> float | None:
+        return float(np.mean(self.wins)) if self.wins else None
+
+    def mean_return(self) -> float | None:
+        return float(np.mean(self.returns)) if self.returns else None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+class GameStatsCallback(BaseCallback):
+    """Episode return, length and win rate (`info["success"]`: the config's goal, else the game's
+    `won`), the game's variables at episode end (`game/<name>`) and the return of each reward
+    term (`reward_terms/<name>`)."""
+
+    def __init__(self, variables: list[str], stats: EpisodeStats | None = None, prefix: str = "") -> None:
+        super().__init__()
+        self.variables = list(variables)
+        self.stats = stats if stats is not None else EpisodeStats()
+        self.prefix = prefix
+        self._terms: list[dict[str, float]] = []
+        self.on_episode: list[Callable[[int, dict[str, Any]], None]] = []
+
+    def _init_callback(self) -> None:
+        self._terms = [defaultdict(float) for _ in range(self.training_env.num_envs)]
+
+    def _on_step(self) -> bool:
+        infos = self.locals["infos"]
+        dones = self.locals["dones"]
+        for i, info in enumerate(infos):
+            for name, value in (info.get("reward_terms") or {}).items():
+                self._terms[i][name] += float(value)
+            if not dones[i]:
+                continue
+            episode = info.get("episode") or {}
+            key = "success" if "success" in info else "won"
+            won = bool(info[key]) if key in info else None
+            self.stats.add(episode.get("r", 0.0), episode.get("l", 0), won)
+            for name in self.variables:
+                if name in info and _is_number(info[name]):
+                    self.logger.record_mean(f"{self.prefix}game/{name}", float(info[name]))
+            for name, total in self._terms[i].items():
+                self.logger.record_mean(f"{self.prefix}reward_terms/{name}", total)
+            self._terms[i] = defaultdict(float)
+            for hook in self.on_episode:
+                hook(i, info)
+        if self.stats.episodes:
+            self.logger.record(f"{self.prefix}episode/count", self.stats.episodes)
+            self.logger.record(f"{self.prefix}episode/return_mean", self.stats.mean_return())
+            self.logger.record(f"{self.prefix}episode/length_mean", float(np.mean(self.stats.lengths)))
+            win_rate = self.stats.win_rate()
+            if win_rate is not None:
+                self.logger.record(f"{self.prefix}episode/win_rate", win_rate)
+        return True
+
+
+class VideoCallback(BaseCallback):
+    """Every `every` steps, records env 0 for up to `length` steps (or to the end of its episode)
+    into TensorBoard (`video/episode`, an animated GIF) and `videos/step_<N>.mp4`."""
+
+    def __init__(self, every: int, length: int, run: RunDir, fps: float = 15.0) -> None:
+        super().__init__()
+        self.every = int(every)
+        self.length = int(length)
+        self.run = run
+        self.fps = fps
+        self._next = 0
+        self._frames: list[np.ndarray] | None = None
+        self._start_step = 0
+        self.videos_written = 0
+
+    def _init_callback(self) -> None:
+        steps = int(self.model.num_timesteps)
+        self._next = (steps // self.every + 1) * self.every if steps and self.every > 0 else 0
+
+    def _render(self) -> np.ndarray:
+        return np.asarray(self.training_env.env_method("render", indices=[0])[0])
+
+    def _on_step(self) -> bool:
+        if self.every <= 0:
+            return True
+        if self._frames is None and self.num_timesteps >= self._next:
+            self._frames = [self._render()]
+            self._start_step = self.num_timesteps
+            self._next = (self.num_timesteps // self.every + 1) * self.every
+            return True
+        if self._frames is not None:
+            done = bool(self.locals["dones"][0])
+            if not done:
+                self._frames.append(self._render())
+            if done or len(self._frames) >= self.length:
+                self._flush()
+        return True
+
+    def _flush(self) -> None:
+        frames = np.stack(self._frames or [])
+        self._frames = None
+        if len(frames) < 2:
+            return
+        writer = tensorboard_writer(self.logger)
+        if writer is not None:
+            add_gif_summary(writer, "video/episode", frames, self._start_step, self.fps)
+        write_mp4(self.run.videos / f"step_{self._start_step:09d}.mp4", frames, self.fps)
+        self.videos_written += 1
+
+    def _on_training_end(self) -> None:
+        if self._frames is not None:
+            self._flush()
+
+
+class CheckpointCallback(BaseCallback):
+    """Every `every` steps, an atomic `checkpoints/step_<N>.zip` (with the metabonk metadata);
+    keeps the newest `keep`."""
+
+    def __init__(self, every: int, run: RunDir, metadata: Callable[[], dict[str, Any]], keep: int = 3) -> None:
+        super().__init__()
+        self.every = int(every)
+        self.run = run
+        self.metadata = metadata
+        self.keep = keep
+        self._next = 0
+        self.saved: list[str] = []
+
+    def _init_callback(self) -> None:
+        steps = int(self.model.num_timesteps)
+        self._next = (steps // self.every + 1) * self.every if self.every > 0 else 0
+
+    def save_now(self, model: Any) -> str:
+        """Save `model` as `checkpoints/step_<its step count>.zip` now (also used on Ctrl-C)."""
+        steps = int(model.num_timesteps)
+        path = self.run.checkpoint_path(steps)
+        save_model(model, path, self.metadata())
+        self.run.prune_checkpoints(self.keep)
+        self.run.write_state(num_timesteps=steps, last_checkpoint=str(path.name))
+        self.saved.append(path.name)
+        return str(path)
+
+    def _on_step(self) -> bool:
+        if self.every > 0 and self.num_timesteps >= self._next:
+            self.save_now(self.model)
+            self._next = (self.num_timesteps // self.every + 1) * self.every
+        return True
+
+
+class RichProgressCallback(BaseCallback):
+    """A rich progress bar: steps, speed, episodes, recent return and win rate."""
+
+    def __init__(self, total_steps: int, stats: EpisodeStats, description: str = "training") -> None:
+        super().__init__()
+        self.total_steps = total_steps
+        self.stats = stats
+        self.description = description
+        self._progress: Any = None
+        self._task: Any = None
+        self._last = 0.0
+
+    def _on_training_start(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[extra]}"),
+            transient=False,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task(
+            self.description, total=self.total_steps, completed=self.num_timesteps, extra=""
+        )
+
+    def _on_step(self) -> bool:
+        now = time.monotonic()
+        if self._progress is not None and now - self._last > 0.25:
+            self._last = now
+            extra = f"episodes {self.stats.episodes}"
+            mean = self.stats.mean_return()
+            if mean is not None:
+                extra += f"  return {mean:.2f}"
+            win = self.stats.win_rate()
+            if win is not None:
+                extra += f"  win {win:.2f}"
+            self._progress.update(self._task, completed=self.num_timesteps, extra=extra)
+        return True
+
+    def _on_training_end(self) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=self.num_timesteps)
+            self._progress.stop()
+            self._progress = None

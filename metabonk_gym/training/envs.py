@@ -1,0 +1,238 @@
+"""Training envs: SB3 vector envs of MetaBonk games, and the preprocessing a trained policy needs.
+
+The games allow one emulator per process, so training always steps envs in subprocesses
+(SB3's `SubprocVecEnv`, whose worker protocol PPO's `env_method` and auto-reset expect), with
+`VecMonitor` for episode statistics and `VecFrameStack` for Atari-style frame stacking. Grayscale
+and downscaling happen inside the env (`obs_type=`, `downscale=`), which is cheaper than a wrapper
+and is the exact transform `convert_frames` reproduces for recorded datasets.
+
+>>> import numpy as np
+>>> frames = np.zeros((2, 160, 240, 3), np.uint8)
+>>> convert_frames(frames, ("rgb", 1), ("grayscale", 4)).shape
+(2, 40, 60, 1)
+>>> stack_episode(np.ones((3, 2, 2, 1), np.uint8), 2)[0, 0, 0].tolist()
+[0, 1]
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from metabonk_gym.training.config import TrainConfig
+from metabonk_gym.training.errors import ConfigError, DatasetError
+
+
+class StartWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Chooses each episode's start: a state (name or `.state` file) and a game seed from a list.
+
+    Curricula change the start of running envs through `set_start` (via `VecEnv.env_method`),
+    and swarm mode saves a milestone state with `save_start_state`.
+    """
+
+    def __init__(self, env: gym.Env, state: str | None = None, game_seeds: Sequence[int] | None = None) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, state=state, game_seeds=game_seeds)
+        gym.Wrapper.__init__(self, env)
+        self.start_state = state
+        self.game_seeds = list(game_seeds) if game_seeds else None
+        self._rng = np.random.default_rng()
+
+    def set_start(self, state: str | None, game_seeds: Sequence[int] | None = None) -> None:
+        """Start the next episodes from `state` (and draw game seeds from `game_seeds`)."""
+        self.start_state = state
+        self.game_seeds = list(game_seeds) if game_seeds else None
+
+    def save_start_state(self, path: str) -> str:
+        """Write the machine state now to `path` (a stable-retro `.state` file)."""
+        self.env.unwrapped.save_state(path)  # type: ignore[attr-defined]
+        return path
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        options = dict(options or {})
+        if self.start_state is not None:
+            options.setdefault("state", self.start_state)
+        if self.game_seeds:
+            options.setdefault("game_seed", int(self._rng.choice(self.game_seeds)))
+        return self.env.reset(seed=seed, options=options or None)
+
+
+class GoalWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Ends the episode with `info["success"] = True` once a game variable meets a condition
+    (e.g. `rooms_visited >= 2`: left the first room). Without a goal, `success` is `won`."""
+
+    def __init__(self, env: gym.Env, goal: dict[str, Any] | None = None) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, goal=goal)
+        gym.Wrapper.__init__(self, env)
+        self.goal = dict(goal) if goal else None
+        if self.goal is not None:
+            from metabonk_gym.rewards.terms import check_op
+
+            self._test = check_op(self.goal.get("op", "equal"))
+            self._reference = int(self.goal.get("reference", 0))
+            self._variable = str(self.goal["variable"])
+
+    def _success(self, info: dict[str, Any]) -> bool:
+        if self.goal is None:
+            return bool(info.get("won", False))
+        if self._variable in info:
+            value = info[self._variable]
+        else:
+            value = self.env.unwrapped.read_variable(self._variable)  # type: ignore[attr-defined]
+        return bool(self._test(int(value), self._reference))
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        info["success"] = False
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        info["success"] = self._success(info)
+        return obs, reward, terminated or info["success"], truncated, info
+
+
+def make_env(env_id: str, cfg: TrainConfig, **extra: Any) -> gym.Env:
+    """One env per the config (in this process): `gym.make` + goal + start wrappers."""
+    import metabonk_gym  # noqa: F401  (registers the ids)
+
+    _check_env_id(env_id)
+    env = gym.make(env_id, **{**cfg.env_kwargs_for_make(), **extra})
+    if cfg.goal is not None:
+        integration = getattr(env.unwrapped, "integration", None)
+        if integration is not None and cfg.goal["variable"] not in integration.variables:
+            env.close()
+            raise ConfigError(
+                f"goal variable {cfg.goal['variable']!r} is not a variable of {integration.name}; "
+                f"valid: {', '.join(sorted(integration.variables))}"
+            )
+    return StartWrapper(GoalWrapper(env, cfg.goal), game_seeds=cfg.game_seeds)
+
+
+def _build_env(env_id: str, cfg: TrainConfig) -> gym.Env:
+    """Runs inside a worker: Ctrl-C is left to the trainer, which saves a checkpoint and closes us."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return make_env(env_id, cfg)
+
+
+def env_factory(env_id: str, cfg: TrainConfig) -> Callable[[], gym.Env]:
+    """A picklable zero-argument function that builds one training env (for a subprocess)."""
+    return partial(_build_env, env_id, cfg)
+
+
+def make_train_venv(env_id: str, cfg: TrainConfig, n_envs: int | None = None) -> Any:
+    """`SubprocVecEnv` (one process per env) + `VecMonitor` + `VecFrameStack` per `cfg`."""
+    from stable_baselines3.common.vec_env import SubprocVecEnv, VecFrameStack, VecMonitor
+
+    count = n_envs if n_envs is not None else cfg.n_envs
+    venv: Any = SubprocVecEnv([env_factory(env_id, cfg) for _ in range(count)])
+    venv = VecMonitor(venv)
+    if cfg.frame_stack > 1:
+        venv = VecFrameStack(venv, cfg.frame_stack, channels_order="last")
+    return venv
+
+
+def probe_env(env_id: str, cfg: TrainConfig) -> tuple[spaces.Space, spaces.Space, list[str]]:
+    """Build one env in this process and close it: checks the ROM, state, reward and kwargs
+    before a run directory is touched, and returns (observation space, action space, info names).
+    """
+    env = make_env(env_id, cfg)
+    try:
+        integration = getattr(env.unwrapped, "integration", None)
+        names = list(integration.info_names) if integration is not None else []
+        return env.observation_space, env.action_space, names
+    finally:
+        env.close()
+
+
+def _check_env_id(env_id: str) -> None:
+    import metabonk_gym
+
+    short = env_id.split(":")[-1]
+    if short not in gym.registry:
+        raise ConfigError(
+            f"unknown env id {env_id!r}; registered MetaBonk envs: {', '.join(metabonk_gym.ENV_IDS)} "
+            "(see `metabonk list`)"
+        )
+
+
+def stacked_space(space: spaces.Box, frame_stack: int) -> spaces.Box:
+    """The observation space after `VecFrameStack(frame_stack)` on the last axis."""
+    if frame_stack <= 1:
+        return space
+    low = np.repeat(space.low, frame_stack, axis=-1)
+    high = np.repeat(space.high, frame_stack, axis=-1)
+    return spaces.Box(low=low, high=high, dtype=space.dtype)  # type: ignore[arg-type]
+
+
+def convert_frames(frames: np.ndarray, source: tuple[str, int], target: tuple[str, int]) -> np.ndarray:
+    """Frames recorded as `source` (obs_type, downscale) converted to `target`, bit for bit as the
+    env computes them (downscale by block means, then ITU-R 601 luma).
+
+    Only full-resolution RGB converts to anything; other pairs must be equal.
+    """
+    if tuple(source) == tuple(target):
+        return frames
+    if tuple(source) != ("rgb", 1):
+        raise DatasetError(
+            f"dataset observations are {source[0]} downscale {source[1]}, the config wants {target[0]} "
+            f"downscale {target[1]}; only full-size RGB (obs_type rgb, downscale 1) converts. Record "
+            "again with the config's obs_type/downscale, or set them in the config to match the dataset"
+        )
+    obs_type, k = target
+    out = frames
+    if k > 1:
+        n, h, w = frames.shape[0], frames.shape[1] // k, frames.shape[2] // k
+        out = frames.reshape(n, h, k, w, k, 3).mean(axis=(2, 4), dtype=np.float32).astype(np.uint8)
+    if obs_type == "grayscale":
+        gray = out[..., 0] * 0.299 + out[..., 1] * 0.587 + out[..., 2] * 0.114
+        out = gray.astype(np.uint8)[..., None]
+    return out
+
+
+def stack_episode(frames: np.ndarray, frame_stack: int) -> np.ndarray:
+    """Frames of one episode (T, H, W, C) -> (T, H, W, C * frame_stack), zero-padded at the start,
+    the newest frame last: what `VecFrameStack(channels_order="last")` gives a policy."""
+    if frame_stack <= 1:
+        return frames
+    t, h, w, c = frames.shape
+    out = np.zeros((t, h, w, c * frame_stack), dtype=frames.dtype)
+    for j in range(frame_stack):
+        shift = frame_stack - 1 - j  # slot j holds the frame `shift` steps back
+        if shift < t:
+            out[shift:, :, :, j * c : (j + 1) * c] = frames[: t - shift]
+    return out
+
+
+class FrameStacker:
+    """Online frame stack for one env, identical to `VecFrameStack` (zeros after a reset)."""
+
+    def __init__(self, frame_stack: int) -> None:
+        self.frame_stack = frame_stack
+        self._stack: np.ndarray | None = None
+
+    def reset(self, obs: np.ndarray) -> np.ndarray:
+        self._stack = np.zeros((*obs.shape[:-1], obs.shape[-1] * self.frame_stack), dtype=obs.dtype)
+        return self.add(obs)
+
+    def current(self) -> np.ndarray:
+        if self._stack is None:
+            raise RuntimeError("FrameStacker.current() before reset()")
+        return self._stack
+
+    def add(self, obs: np.ndarray) -> np.ndarray:
+        if self._stack is None:
+            return self.reset(obs)
+        c = obs.shape[-1]
+        self._stack = np.roll(self._stack, -c, axis=-1)
+        self._stack[..., -c:] = obs
+        return self._stack
+

@@ -1,0 +1,26 @@
+"""Errors of the training layer: each names the problem and the fix, and is raised before anything
+of a run directory or dataset is touched.
+
+>>> issubclass(ConfigError, MetabonkError)
+True
+"""
+
+from __future__ import annotations
+
+from metabonk_gym.errors import MetabonkError
+
+
+class ConfigError(MetabonkError, ValueError):
+    """A training config (file, flags or plan) with an unknown key or a bad value."""
+
+
+class RunDirError(MetabonkError, ValueError):
+    """A run directory that cannot be used as asked (exists without --resume, missing, ...)."""
+
+
+class CheckpointError(MetabonkError, ValueError):
+    """A missing, corrupt or incompatible model checkpoint."""
+
+
+class DatasetError(MetabonkError, ValueError):
+    """A Minari dataset that is missing, corrupt or does not fit the env."""

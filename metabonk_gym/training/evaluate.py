@@ -1,0 +1,183 @@
+"""`evaluate`: fixed-seed episodes of any agent, a JSON report, best/worst videos and a ladder.
+
+Episode i is reset with seed `seed + i`, so two models evaluated with the same seed meet the same
+game seeds. Videos are streamed to disk while each episode runs (an episode is never held in
+memory); only the best and the worst are kept. The ladder is a JSON file of every evaluation so
+far, ranked by win rate then mean return.
+
+>>> summarize([{"return": 1.0, "won": True, "length": 5}, {"return": 3.0, "won": False, "length": 7}])
+{'mean_return': 2.0, 'std_return': 1.0, 'win_rate': 0.5, 'mean_length': 6.0}
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metabonk_gym.training.errors import ConfigError
+from metabonk_gym.training.rollout import EpisodeResult, episode_config, run_episode
+from metabonk_gym.utils import atomic_write_text
+
+
+def summarize(episodes: list[Mapping[str, Any]]) -> dict[str, float]:
+    returns = np.asarray([e["return"] for e in episodes], dtype=np.float64)
+    return {
+        "mean_return": float(returns.mean()) if len(returns) else 0.0,
+        "std_return": float(returns.std()) if len(returns) else 0.0,
+        "win_rate": float(np.mean([bool(e["won"]) for e in episodes])) if episodes else 0.0,
+        "mean_length": float(np.mean([e["length"] for e in episodes])) if episodes else 0.0,
+    }
+
+
+def evaluate(
+    env_id: str,
+    agent: str,
+    *,
+    episodes: int = 10,
+    seed: int = 0,
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    out: str | Path | None = None,
+    video_dir: str | Path | None = None,
+    ladder: str | Path | None = None,
+    on_episode: Callable[[EpisodeResult], None] | None = None,
+) -> dict[str, Any]:
+    """Evaluate `agent` (a model PATH.zip, "scripted", "random", ...) and return the report.
+
+    `out` writes the report as JSON; `video_dir` keeps `best.mp4` and `worst.mp4`; `ladder`
+    adds this evaluation to a ranking file.
+    """
+    from metabonk_gym.experts.base import make_agent
+    from metabonk_gym.training.envs import make_env
+
+    if episodes < 1:
+        raise ConfigError(f"--episodes must be >= 1, not {episodes}")
+    if ladder is not None and Path(ladder).suffix != ".json":
+        raise ConfigError(f"--ladder {ladder} must be a .json file")
+    cfg = episode_config(env_id, agent, config_file, overrides)
+    env = make_env(env_id, cfg)
+    results: list[EpisodeResult] = []
+    videos: dict[str, str] = {}
+    try:
+        actor = make_agent(agent, env, seed=seed)
+        fps = 60.0 / cfg.frameskip
+        kept: dict[int, Path] = {}
+        for i in range(episodes):
+            stream = None
+            if video_dir is not None:
+                from metabonk_gym.training.video import Mp4Stream
+
+                stream = Mp4Stream(Path(video_dir) / f".episode_{i:04d}.mp4", fps)
+            try:
+                result = run_episode(env, actor, index=i, seed=seed + i, on_frame=stream.add if stream else None)
+            finally:
+                if stream is not None:
+                    stream.close()
+            results.append(result)
+            if stream is not None:
+                kept[i] = stream.path
+                _keep_extremes(kept, results)
+            if on_episode is not None:
+                on_episode(result)
+        if video_dir is not None:
+            videos = _publish_videos(kept, results, Path(video_dir))
+    finally:
+        env.close()
+    report = make_report(env_id, agent, cfg.to_dict(), seed, results)
+    report["videos"] = videos
+    if out is not None:
+        atomic_write_text(Path(out), json.dumps(report, indent=2))
+    if ladder is not None:
+        report["ladder_rank"] = update_ladder(Path(ladder), report)
+    return report
+
+
+def _order(results: list[EpisodeResult]) -> list[int]:
+    """Episode indices from worst to best (success first, then return)."""
+    return sorted(range(len(results)), key=lambda i: (results[i].success, results[i].ret, -i))
+
+
+def _keep_extremes(kept: dict[int, Path], results: list[EpisodeResult]) -> None:
+    order = _order(results)
+    keep = {order[0], order[-1]}
+    for index in list(kept):
+        if index not in keep:
+            kept.pop(index).unlink(missing_ok=True)
+
+
+def _publish_videos(kept: dict[int, Path], results: list[EpisodeResult], folder: Path) -> dict[str, str]:
+    order = _order(results)
+    out: dict[str, str] = {}
+    for label, index in (("worst", order[0]), ("best", order[-1])):
+        source = kept.get(index)
+        if source is None or not source.exists():
+            continue
+        target = folder / f"{label}.mp4"
+        target.write_bytes(source.read_bytes())
+        out[label] = str(target)
+        out[f"{label}_episode"] = str(index)
+    for path in kept.values():
+        path.unlink(missing_ok=True)
+    return out
+
+
+def make_report(env_id: str, agent: str, config: dict[str, Any], seed: int, results: list[EpisodeResult]) -> dict[str, Any]:
+    episodes = [r.to_dict() for r in results]
+    return {
+        "env_id": env_id,
+        "agent": agent,
+        "state": config.get("state"),
+        "reward": config.get("reward"),
+        "goal": config.get("goal"),
+        "seed": seed,
+        "n_episodes": len(episodes),
+        **summarize(episodes),
+        "game_win_rate": float(np.mean([r.won for r in results])) if results else 0.0,
+        "episodes": episodes,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+def _agent_name(agent: str) -> str:
+    path = Path(agent)
+    return str(path.resolve()) if agent.endswith(".zip") else agent
+
+
+def update_ladder(path: Path, report: Mapping[str, Any]) -> int:
+    """Add (or replace) this evaluation in the ladder file; returns its 1-based rank."""
+    entries: list[dict[str, Any]] = []
+    if path.exists():
+        try:
+            data = json.loads(path.read_text())
+            entries = list(data.get("entries", []))
+        except (json.JSONDecodeError, AttributeError) as exc:
+            raise ConfigError(f"ladder file {path} is not a metabonk ladder ({exc}); choose another file") from exc
+    entry = {
+        "agent": _agent_name(str(report["agent"])),
+        "env_id": report["env_id"],
+        "state": report.get("state"),
+        "reward": report.get("reward") if isinstance(report.get("reward"), str) else "custom",
+        "seed": report["seed"],
+        "episodes": report["n_episodes"],
+        "win_rate": report["win_rate"],
+        "mean_return": report["mean_return"],
+        "std_return": report["std_return"],
+        "created": report["created"],
+    }
+    same = ("agent", "env_id", "state", "reward", "seed", "episodes")
+    entries = [e for e in entries if tuple(e.get(k) for k in same) != tuple(entry[k] for k in same)]
+    entries.append(entry)
+    entries.sort(key=lambda e: (-float(e["win_rate"]), -float(e["mean_return"])))
+    atomic_write_text(path, json.dumps({"entries": entries}, indent=2))
+    return entries.index(entry) + 1
+
+
+def read_ladder(path: Path) -> list[dict[str, Any]]:
+    """The ranked entries of a ladder file."""
+    entries: list[dict[str, Any]] = json.loads(Path(path).read_text()).get("entries", [])
+    return entries

@@ -1,0 +1,268 @@
+"""`train_ppo`: SB3 PPO on subprocess envs, logged to TensorBoard, checkpointed atomically,
+resumable, and safe to stop with Ctrl-C.
+
+Everything that can be wrong with the input (env id, config keys, state, reward, `--init-from`
+model, run directory) is checked before the run directory is created or changed.
+
+>>> from metabonk_gym.training.config import TrainConfig
+>>> resume_changes(TrainConfig(), {"total_steps": 10, "n_envs": 4})
+['n_envs']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from metabonk_gym.training.config import (
+    MODEL_KEYS,
+    TrainConfig,
+    config_to_yaml,
+    resolve_config,
+)
+from metabonk_gym.training.errors import CheckpointError, ConfigError, RunDirError
+from metabonk_gym.training.rundir import RunDir, model_metadata, read_model_metadata, save_model
+
+#: Keys a `--resume` may change; the rest define the run.
+RESUME_MUTABLE: frozenset[str] = frozenset(
+    {"total_steps", "checkpoint_every", "keep_checkpoints", "video_every", "video_length", "win_window",
+     "device", "torch_threads"}
+)
+
+
+@dataclass
+class TrainResult:
+    """What a training call did; `to_dict()` is what the CLI prints as JSON."""
+
+    run_dir: Path
+    model_path: Path | None
+    num_timesteps: int
+    interrupted: bool = False
+    episodes: int = 0
+    win_rate: float | None = None
+    mean_return: float | None = None
+    checkpoints: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["run_dir"] = str(self.run_dir)
+        data["model_path"] = str(self.model_path) if self.model_path else None
+        return data
+
+
+def resume_changes(stored: TrainConfig, overrides: Mapping[str, Any]) -> list[str]:
+    """Keys in `overrides` that differ from `stored` and that a resume may not change."""
+    current = stored.to_dict()
+    return sorted(
+        k for k, v in overrides.items() if v is not None and k not in RESUME_MUTABLE and current.get(k) != v
+    )
+
+
+def check_compatible(model_path: Path, meta: Mapping[str, Any], cfg: TrainConfig, env_id: str) -> None:
+    """A model can start this run only if it saw the same frames and buttons the same way."""
+    theirs = meta.get("config", {})
+    diff = [k for k in MODEL_KEYS if k in theirs and theirs[k] != getattr(cfg, k)]
+    if diff:
+        detail = ", ".join(f"{k}: model {theirs[k]!r} vs config {getattr(cfg, k)!r}" for k in diff)
+        raise ConfigError(
+            f"{model_path} was trained with different preprocessing ({detail}); set these keys in the "
+            "config to the model's values"
+        )
+    their_env = str(meta.get("env_id", env_id)).split(":")[-1]
+    if their_env != env_id.split(":")[-1]:
+        raise ConfigError(f"{model_path} was trained on {their_env}, not {env_id}")
+
+
+def load_policy_params(path: Path, action_n: int | None) -> dict[str, Any]:
+    """The policy weights of a model zip, checked against the env's number of actions."""
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    try:
+        data, params, _ = load_from_zip_file(path, device="cpu")
+    except Exception as exc:  # torch and SB3 raise many kinds for a damaged file
+        raise CheckpointError(f"cannot load model {path}: {exc}") from exc
+    space = (data or {}).get("action_space")
+    if action_n is not None and space is not None and getattr(space, "n", action_n) != action_n:
+        raise CheckpointError(
+            f"{path} has {space.n} actions but the env has {action_n}; it was trained for another game "
+            "or action set"
+        )
+    return params
+
+
+def _tensorboard_logger(run: RunDir) -> Any:
+    from stable_baselines3.common.logger import configure
+
+    return configure(str(run.tensorboard), ["tensorboard"])
+
+
+def _write_text(logger: Any, tag: str, text: str, step: int) -> None:
+    from metabonk_gym.training.video import tensorboard_writer
+
+    writer = tensorboard_writer(logger)
+    if writer is not None:
+        writer.add_text(tag, "```\n" + text + "\n```", step)
+        writer.flush()
+
+
+def train_ppo(
+    env_id: str,
+    run_dir: str | Path,
+    *,
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    resume: bool = False,
+    init_from: str | Path | None = None,
+    progress: bool = False,
+    callbacks: Sequence[Any] = (),
+) -> TrainResult:
+    """Train (or continue) a PPO run in `run_dir`; see the module docstring.
+
+    `overrides` are config keys (flags); `callbacks` are extra SB3 callbacks. Ctrl-C
+    (KeyboardInterrupt) saves a checkpoint and model.zip and returns `interrupted=True`.
+    """
+    from metabonk_gym.training.envs import probe_env
+
+    run = RunDir(Path(run_dir))
+    overrides = dict(overrides or {})
+    resume_from: Path | None = None
+    start_steps = 0
+    if resume:
+        if init_from is not None:
+            raise ConfigError("--resume continues a run from its own checkpoints; drop --init-from")
+        run.check_resumable()
+        stored_env = run.read_state().get("env_id")
+        if stored_env and stored_env.split(":")[-1] != env_id.split(":")[-1]:
+            raise RunDirError(f"{run.path} is a run on {stored_env}, not {env_id}")
+        stored = resolve_config(env_id, base=run.read_config())
+        changed = resume_changes(stored, overrides)
+        if config_file is not None:
+            raise ConfigError("--resume uses the run's own config.yaml; drop --config (flags may change "
+                              f"only {', '.join(sorted(RESUME_MUTABLE))})")
+        if changed:
+            raise ConfigError(
+                f"--resume cannot change {', '.join(changed)} (the run was trained with its config.yaml); "
+                f"a resume may change only {', '.join(sorted(RESUME_MUTABLE))}"
+            )
+        cfg = resolve_config(env_id, base=run.read_config(), overrides=overrides)
+        resume_from, meta = run.resume_point()
+        start_steps = int(meta["num_timesteps"])
+        if start_steps >= cfg.total_steps:
+            raise RunDirError(
+                f"{run.path} already has {start_steps} steps of {cfg.total_steps}; pass a larger "
+                "--total-steps to continue it"
+            )
+    else:
+        cfg = resolve_config(env_id, config_file, overrides)
+        run.check_new()
+
+    _, action_space, info_names = probe_env(env_id, cfg)
+    init_params = None
+    if init_from is not None:
+        init_path = Path(init_from).expanduser()
+        check_compatible(init_path, read_model_metadata(init_path), cfg, env_id)
+        init_params = load_policy_params(init_path, getattr(action_space, "n", None))
+
+    run.path.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        run.write_config(config_to_yaml(cfg))
+    run.write_state(env_id=env_id, algo="ppo", status="running", total_steps=cfg.total_steps,
+                    init_from=str(init_from) if init_from else run.read_state().get("init_from"))
+    return _learn(env_id, run, cfg, info_names, resume_from, init_params, progress, callbacks,
+                  init_from=str(init_from) if init_from else None)
+
+
+def _learn(
+    env_id: str,
+    run: RunDir,
+    cfg: TrainConfig,
+    info_names: list[str],
+    resume_from: Path | None,
+    init_params: dict[str, Any] | None,
+    progress: bool,
+    extra_callbacks: Sequence[Any],
+    init_from: str | None = None,
+) -> TrainResult:
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import CallbackList
+
+    from metabonk_gym.training.callbacks import (
+        CheckpointCallback,
+        EpisodeStats,
+        GameStatsCallback,
+        RichProgressCallback,
+        VideoCallback,
+    )
+    from metabonk_gym.training.envs import make_train_venv
+    from metabonk_gym.training.policies import make_ppo
+
+    torch.set_num_threads(cfg.torch_threads)
+    venv = make_train_venv(env_id, cfg)
+    logger = None
+    progress_cb = None
+    try:
+        if resume_from is not None:
+            try:
+                model = PPO.load(resume_from, env=venv, device=cfg.device)
+            except Exception as exc:
+                raise CheckpointError(f"cannot resume from {resume_from}: {exc}") from exc
+        else:
+            model = make_ppo(cfg, venv)
+            if init_params is not None:
+                model.policy.load_state_dict(init_params["policy"])
+        logger = _tensorboard_logger(run)
+        model.set_logger(logger)
+        if resume_from is None:
+            _write_text(logger, "config", config_to_yaml(cfg), 0)
+
+        def metadata() -> dict[str, Any]:
+            return model_metadata(env_id, "ppo", cfg.to_dict(), init_from=init_from)
+
+        stats = EpisodeStats(window=cfg.win_window)
+        checkpoint_cb = CheckpointCallback(cfg.checkpoint_every, run, metadata, keep=cfg.keep_checkpoints)
+        cbs: list[Any] = [GameStatsCallback(info_names, stats), checkpoint_cb]
+        if cfg.video_every > 0:
+            cbs.append(VideoCallback(cfg.video_every, cfg.video_length, run, fps=60.0 / cfg.frameskip))
+        if progress:
+            progress_cb = RichProgressCallback(cfg.total_steps, stats, f"PPO {env_id.split('/')[-1]}")
+            cbs.append(progress_cb)
+        cbs.extend(extra_callbacks)
+        interrupted = False
+        try:
+            model.learn(
+                total_timesteps=cfg.total_steps - model.num_timesteps,
+                reset_num_timesteps=resume_from is None,
+                callback=CallbackList(cbs),
+            )
+        except KeyboardInterrupt:
+            interrupted = True
+            checkpoint_cb.save_now(model)
+        save_model(model, run.model, metadata())
+        run.write_state(
+            status="interrupted" if interrupted else "finished",
+            num_timesteps=model.num_timesteps,
+            episodes=stats.episodes,
+            win_rate=stats.win_rate(),
+            mean_return=stats.mean_return(),
+        )
+        return TrainResult(
+            run_dir=run.path,
+            model_path=run.model,
+            num_timesteps=int(model.num_timesteps),
+            interrupted=interrupted,
+            episodes=stats.episodes,
+            win_rate=stats.win_rate(),
+            mean_return=stats.mean_return(),
+            checkpoints=[p.name for _, p in run.list_checkpoints()],
+        )
+    finally:
+        if progress_cb is not None:
+            progress_cb._on_training_end()
+        if logger is not None:
+            logger.close()
+        venv.close()

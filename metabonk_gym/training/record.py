@@ -1,0 +1,216 @@
+"""`play` and `record`: run an agent (or a human) for episodes, optionally into a Minari dataset.
+
+A window closed mid-episode, or Ctrl-C, ends the current episode early. With a dataset, that
+partial episode is saved with its last step marked truncated when it has at least
+`min_partial_steps` steps, or dropped otherwise; the result says which. Complete episodes are
+never lost, and the dataset appears under its id only once recording has ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from metabonk_gym.training.rollout import EpisodeResult, Trajectory, episode_config, run_episode
+
+
+@dataclass
+class RecordResult:
+    """Episodes played, and what reached the dataset."""
+
+    episodes: list[EpisodeResult] = field(default_factory=list)
+    dataset_id: str | None = None
+    dataset_path: Path | None = None
+    saved_episodes: int = 0
+    saved_steps: int = 0
+    partial: str | None = None  # "saved as truncated" | "dropped" | None
+    stopped: bool = False
+    messages: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "episodes": [e.to_dict() for e in self.episodes],
+            "dataset_id": self.dataset_id,
+            "dataset_path": str(self.dataset_path) if self.dataset_path else None,
+            "saved_episodes": self.saved_episodes,
+            "saved_steps": self.saved_steps,
+            "partial": self.partial,
+            "stopped": self.stopped,
+            "messages": self.messages,
+        }
+
+
+@contextlib.contextmanager
+def _graceful_interrupt(flag: dict[str, bool]) -> Iterator[None]:
+    """First Ctrl-C sets `flag["stop"]` (the episode ends cleanly); a second one raises."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if flag.get("stop"):
+            raise KeyboardInterrupt
+        flag["stop"] = True
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def play(
+    env_id: str,
+    agent: str = "human",
+    *,
+    episodes: int = 1,
+    seed: int = 0,
+    dataset_id: str | None = None,
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    window: bool | None = None,
+    min_partial_steps: int = 1,
+    on_episode: Callable[[EpisodeResult], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> RecordResult:
+    """Play `episodes` episodes of `agent` ("human", "random", "scripted", "think", PATH.zip).
+
+    `window` shows a pygame window (always for "human"); `dataset_id` records a Minari dataset.
+    Episode i uses reset seed `seed + i`. `stop()` returning True ends play like a closed window.
+    """
+    from metabonk_gym.experts.base import make_agent
+    from metabonk_gym.training.datasets import DatasetWriter, check_dataset_id
+    from metabonk_gym.training.envs import make_env
+
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, not {episodes}")
+    if dataset_id is not None:
+        check_dataset_id(dataset_id)
+    cfg = episode_config(env_id, agent, config_file, overrides)
+    show = window if window is not None else agent == "human"
+    env = make_env(env_id, cfg, render_mode=None)
+    result = RecordResult(dataset_id=dataset_id)
+    writer = None
+    play_window = None
+    try:
+        if dataset_id is not None:
+            writer = DatasetWriter(dataset_id, env, algorithm_name=f"metabonk:{agent}")
+        if show or agent == "human":
+            from metabonk_gym.experts.human import PlayWindow
+
+            play_window = PlayWindow(
+                title=f"metabonk play {env_id} ({agent})",
+                fps=60.0 / cfg.frameskip,
+            )
+        kwargs: dict[str, Any] = {"window": play_window} if agent == "human" else {}
+        actor = make_agent(agent, env, seed=seed, **kwargs)
+        flag = {"stop": False}
+
+        def should_stop() -> bool:
+            if play_window is not None:
+                play_window.pump()
+                if play_window.closed:
+                    flag["stop"] = True
+            if stop is not None and stop():
+                flag["stop"] = True
+            return flag["stop"]
+
+        def on_frame(frame: Any) -> None:
+            if play_window is not None and not play_window.closed:
+                done = len(result.episodes)
+                play_window.show(frame, f"episode {done + 1}/{episodes}")
+
+        with _graceful_interrupt(flag):
+            for i in range(episodes):
+                traj = Trajectory() if writer is not None else None
+                episode = run_episode(
+                    env,
+                    actor,
+                    index=i,
+                    seed=seed + i,
+                    trajectory=traj,
+                    on_frame=on_frame if play_window is not None else None,
+                    should_stop=should_stop,
+                )
+                result.episodes.append(episode)
+                if on_episode is not None:
+                    on_episode(episode)
+                if writer is not None and traj is not None:
+                    _save(writer, traj, episode, min_partial_steps, result)
+                if episode.stopped:
+                    result.stopped = True
+                    break
+    finally:
+        if writer is not None:
+            result.dataset_path = writer.close()
+            result.saved_episodes = writer.episodes
+            result.saved_steps = writer.steps
+            if result.dataset_path is None:
+                result.messages.append(f"no episode was recorded, so dataset {dataset_id} was not created")
+            else:
+                result.messages.append(
+                    f"dataset {dataset_id}: {writer.episodes} episodes, {writer.steps} steps in {result.dataset_path}"
+                )
+        if play_window is not None:
+            play_window.close()
+        env.close()
+    return result
+
+
+def _save(writer: Any, traj: Trajectory, episode: EpisodeResult, min_steps: int, result: RecordResult) -> None:
+    if not episode.stopped:
+        writer.add(traj, seed=episode.seed)
+        return
+    if len(traj.actions) >= max(1, min_steps):
+        traj.truncations[-1] = True
+        writer.add(traj, seed=episode.seed)
+        result.partial = "saved as truncated"
+        result.messages.append(
+            f"episode {episode.index} was stopped after {len(traj.actions)} steps: saved, marked truncated"
+        )
+    else:
+        result.partial = "dropped"
+        result.messages.append(
+            f"episode {episode.index} was stopped after {len(traj.actions)} steps (fewer than {max(1, min_steps)}): "
+            "dropped"
+        )
+
+
+def record(
+    env_id: str,
+    agent: str,
+    dataset_id: str,
+    *,
+    episodes: int = 10,
+    seed: int = 0,
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    window: bool = False,
+    min_partial_steps: int = 1,
+    on_episode: Callable[[EpisodeResult], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> RecordResult:
+    """Record `episodes` episodes of `agent` as the Minari dataset `dataset_id`.
+
+    Observations are the env's as configured (the training defaults: for BonkQuest room1,
+    grayscale 40x60), so `train bc` can use them as they are; pass
+    `overrides={"obs_type": "rgb", "downscale": 1}` for full frames that convert to any setting.
+    """
+    return play(
+        env_id,
+        agent,
+        episodes=episodes,
+        seed=seed,
+        dataset_id=dataset_id,
+        config_file=config_file,
+        overrides=overrides,
+        window=window,
+        min_partial_steps=min_partial_steps,
+        on_episode=on_episode,
+        stop=stop,
+    )

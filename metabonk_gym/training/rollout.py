@@ -1,0 +1,168 @@
+"""Running an agent for whole episodes in one env: shared by `play`, `record` and `eval`.
+
+The env is built from the same config as training (`resolve_config`), so an evaluation sees the
+episodes a model was trained on: for a model zip, its own config (preprocessing, reward, goal,
+start) is the base and flags may change only what does not alter what the model sees.
+
+>>> r = EpisodeResult(index=0, seed=3, ret=1.5, length=10, success=True)
+>>> r.to_dict()["return"]
+1.5
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metabonk_gym.training.config import MODEL_KEYS, TrainConfig, resolve_config
+from metabonk_gym.training.errors import ConfigError
+
+
+@dataclass
+class EpisodeResult:
+    """One episode: return, length, success (goal or win), how it ended, final game variables."""
+
+    index: int
+    seed: int | None
+    ret: float
+    length: int
+    success: bool
+    won: bool = False
+    lost: bool = False
+    terminated: bool = False
+    truncated: bool = False
+    stopped: bool = False
+    game_seed: int | None = None
+    variables: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "seed": self.seed,
+            "game_seed": self.game_seed,
+            "return": self.ret,
+            "length": self.length,
+            "won": self.success,
+            "game_won": self.won,
+            "lost": self.lost,
+            "terminated": self.terminated,
+            "truncated": self.truncated,
+            "stopped": self.stopped,
+            "variables": self.variables,
+        }
+
+
+@dataclass
+class Trajectory:
+    """What `record` stores: observations (one more than actions), actions, rewards, ends, infos."""
+
+    observations: list[np.ndarray] = field(default_factory=list)
+    actions: list[int] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    terminations: list[bool] = field(default_factory=list)
+    truncations: list[bool] = field(default_factory=list)
+    infos: list[dict[str, Any]] = field(default_factory=list)
+
+
+def episode_config(
+    env_id: str,
+    agent: str,
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> TrainConfig:
+    """The config of an env for `agent`: a model's own config as the base (it must see frames as
+    it was trained), else the env's training defaults; then the file and flags."""
+    from metabonk_gym.experts.base import AGENT_NAMES
+
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if agent in AGENT_NAMES:
+        return resolve_config(env_id, config_file, overrides)
+    from metabonk_gym.experts.model import model_config
+
+    base = model_config(Path(agent).expanduser(), env_id)
+    cfg = resolve_config(env_id, config_file, overrides, base=base)
+    changed = [k for k in MODEL_KEYS if getattr(cfg, k) != base.get(k, getattr(cfg, k))]
+    if changed:
+        raise ConfigError(
+            f"{agent} was trained with {', '.join(f'{k}={base[k]!r}' for k in changed)}; an episode "
+            "for it cannot change these"
+        )
+    return cfg
+
+
+def _numbers(info: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in info.items():
+        if isinstance(value, (bool, np.bool_)):
+            out[key] = bool(value)
+        elif isinstance(value, (int, np.integer)):
+            out[key] = int(value)
+        elif isinstance(value, (float, np.floating)):
+            out[key] = float(value)
+    return out
+
+
+def run_episode(
+    env: Any,
+    agent: Any,
+    *,
+    index: int = 0,
+    seed: int | None = None,
+    trajectory: Trajectory | None = None,
+    on_frame: Callable[[np.ndarray], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> EpisodeResult:
+    """Play one episode of `agent` in `env` (which applies its own time limit).
+
+    `trajectory` collects the data a dataset needs; `on_frame` gets every RGB frame (videos);
+    `should_stop()` returning True (a closed window, Ctrl-C) ends the episode early with
+    `stopped=True`.
+    """
+    obs, info = env.reset(seed=seed)
+    agent.reset(obs, info)
+    if trajectory is not None:
+        trajectory.observations.append(obs)
+        trajectory.infos.append(info)
+    if on_frame is not None:
+        on_frame(env.unwrapped.render())
+    total, length = 0.0, 0
+    terminated = truncated = stopped = False
+    game_seed = info.get("game_seed")
+    while True:
+        if should_stop is not None and should_stop():
+            stopped = True
+            break
+        action = agent.act(obs, info)
+        obs, reward, terminated, truncated, info = env.step(action)
+        total += float(reward)
+        length += 1
+        if trajectory is not None:
+            trajectory.observations.append(obs)
+            trajectory.actions.append(int(action))
+            trajectory.rewards.append(float(reward))
+            trajectory.terminations.append(bool(terminated))
+            trajectory.truncations.append(bool(truncated))
+            trajectory.infos.append(info)
+        if on_frame is not None:
+            on_frame(env.unwrapped.render())
+        if terminated or truncated:
+            break
+    variables = {k: v for k, v in _numbers(info).items() if k not in ("success",)}
+    return EpisodeResult(
+        index=index,
+        seed=seed,
+        ret=total,
+        length=length,
+        success=bool(info.get("success", info.get("won", False))),
+        won=bool(info.get("won", False)),
+        lost=bool(info.get("lost", False)),
+        terminated=bool(terminated),
+        truncated=bool(truncated),
+        stopped=stopped,
+        game_seed=int(game_seed) if game_seed is not None else None,
+        variables=variables,
+    )

@@ -1,0 +1,223 @@
+"""Run directories and model files: atomic saves, checked loads, and the resume point.
+
+A run directory holds `config.yaml` (the effective config), `run.json` (status and step count),
+`tensorboard/` (event files), `checkpoints/step_<N>.zip`, `videos/` and `model.zip`. Every file is
+written atomically, and a command given bad input fails before it writes anything, so an existing
+run is never damaged. Model zips carry a `metabonk` entry (env id, algorithm, config) in SB3's
+`data` file, so `metabonk eval` and `--init-from` know the preprocessing a model expects.
+
+>>> import tempfile, pathlib
+>>> run = RunDir(pathlib.Path(tempfile.mkdtemp()) / "run")
+>>> run.checkpoint_path(1200).name
+'step_000001200.zip'
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metabonk_gym.training.errors import CheckpointError, RunDirError
+from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
+
+METADATA_KEY = "metabonk"
+_STEP_RE = re.compile(r"^step_(\d+)\.zip$")
+
+
+def model_metadata(env_id: str, algo: str, config: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """The `metabonk` entry stored in a model zip."""
+    return {"format": 1, "env_id": env_id, "algo": algo, "config": config, **extra}
+
+
+def save_model(model: Any, path: Path, metadata: dict[str, Any]) -> Path:
+    """Save an SB3 model to `path` atomically, with `metadata` inside its zip."""
+    setattr(model, METADATA_KEY, metadata)
+    buffer = io.BytesIO()
+    model.save(buffer)
+    atomic_write_bytes(Path(path), buffer.getvalue())
+    return Path(path)
+
+
+def read_model_data(path: Path) -> dict[str, Any]:
+    """SB3's `data` JSON of a model zip, after checking the zip is whole (CRC of every entry)."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise CheckpointError(f"model file not found: {path}")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+            if bad is not None:
+                raise CheckpointError(f"model file {path} is corrupt (entry {bad} fails its CRC check)")
+            names = set(archive.namelist())
+            if "data" not in names or "policy.pth" not in names:
+                raise CheckpointError(
+                    f"{path} is not a stable-baselines3 model zip (it lacks 'data' or 'policy.pth')"
+                )
+            data = json.loads(archive.read("data"))
+    except CheckpointError:
+        raise
+    except (zipfile.BadZipFile, OSError, EOFError, json.JSONDecodeError, ValueError) as exc:
+        raise CheckpointError(f"model file {path} is corrupt or truncated: {exc}") from exc
+    if not isinstance(data, dict):
+        raise CheckpointError(f"model file {path} has a malformed 'data' entry")
+    return data
+
+
+def read_model_metadata(path: Path) -> dict[str, Any]:
+    """The `metabonk` entry of a model zip (env id, algo, config, steps); checks the zip first."""
+    data = read_model_data(path)
+    meta = data.get(METADATA_KEY)
+    if not isinstance(meta, dict) or "config" not in meta:
+        raise CheckpointError(
+            f"{path} is a stable-baselines3 model but not one written by metabonk (no 'metabonk' entry "
+            "with its env and preprocessing); train it with `metabonk train ppo` or `train bc`"
+        )
+    meta = dict(meta)
+    meta["num_timesteps"] = int(data.get("num_timesteps", 0) or 0)
+    return meta
+
+
+@dataclass
+class RunDir:
+    """The files of one run; creating and resuming check before they write."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path).expanduser()
+
+    @property
+    def config_file(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def state_file(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.path / "tensorboard"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def videos(self) -> Path:
+        return self.path / "videos"
+
+    @property
+    def model(self) -> Path:
+        return self.path / "model.zip"
+
+    def checkpoint_path(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step:09d}.zip"
+
+    # ------------------------------------------------------------------ checks
+    def is_run(self) -> bool:
+        return self.state_file.is_file() or self.config_file.is_file()
+
+    def check_new(self) -> None:
+        """A new run needs a missing or empty directory; anything else is kept untouched."""
+        if self.path.exists() and not self.path.is_dir():
+            raise RunDirError(f"--run-dir {self.path} is a file; choose a directory")
+        if self.path.is_dir() and any(self.path.iterdir()):
+            what = "a run" if self.is_run() else "files"
+            raise RunDirError(
+                f"--run-dir {self.path} already holds {what}; pass --resume to continue the run in it, "
+                "or choose a new --run-dir (nothing in it was changed)"
+            )
+
+    def check_resumable(self) -> None:
+        if not self.path.is_dir():
+            raise RunDirError(f"cannot resume: {self.path} does not exist; start the run without --resume")
+        if not self.config_file.is_file():
+            raise RunDirError(
+                f"cannot resume: {self.path} has no config.yaml, so it is not a metabonk run directory"
+            )
+
+    # ------------------------------------------------------------------ state
+    def read_config(self) -> dict[str, Any]:
+        import yaml
+
+        try:
+            data = yaml.safe_load(self.config_file.read_text())
+        except Exception as exc:
+            raise RunDirError(f"{self.config_file} cannot be parsed ({exc}); restore it from a backup") from exc
+        if not isinstance(data, dict):
+            raise RunDirError(f"{self.config_file} must hold a mapping")
+        return data
+
+    def read_state(self) -> dict[str, Any]:
+        if not self.state_file.is_file():
+            return {}
+        try:
+            data = json.loads(self.state_file.read_text())
+        except json.JSONDecodeError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def write_state(self, **updates: Any) -> dict[str, Any]:
+        state = self.read_state()
+        state.update(updates)
+        state["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        atomic_write_text(self.state_file, json.dumps(state, indent=2, default=str))
+        return state
+
+    def write_config(self, text: str) -> None:
+        atomic_write_text(self.config_file, text)
+
+    # ------------------------------------------------------------------ checkpoints
+    def list_checkpoints(self) -> list[tuple[int, Path]]:
+        """(step, path) of `checkpoints/step_<N>.zip`, oldest first."""
+        if not self.checkpoints.is_dir():
+            return []
+        found = []
+        for path in self.checkpoints.iterdir():
+            match = _STEP_RE.match(path.name)
+            if match:
+                found.append((int(match.group(1)), path))
+        return sorted(found)
+
+    def prune_checkpoints(self, keep: int) -> None:
+        """Keep the newest `keep` step checkpoints (0 keeps all)."""
+        if keep <= 0:
+            return
+        for _, path in self.list_checkpoints()[:-keep]:
+            path.unlink(missing_ok=True)
+
+    def resume_point(self) -> tuple[Path, dict[str, Any]]:
+        """The model to resume from: the newest checkpoint or model.zip, by step count.
+
+        A corrupt newest file is an error that names it and the next one to fall back to,
+        rather than a silent step back in training.
+        """
+        candidates: list[tuple[int, Path]] = list(self.list_checkpoints())
+        if self.model.is_file():
+            candidates.append((-1, self.model))
+        if not candidates:
+            raise CheckpointError(
+                f"cannot resume {self.path}: no checkpoints/step_*.zip and no model.zip; start a new run"
+            )
+        scored: list[tuple[int, Path, dict[str, Any] | None, str | None]] = []
+        for step, path in candidates:
+            try:
+                meta = read_model_metadata(path)
+                scored.append((meta["num_timesteps"], path, meta, None))
+            except CheckpointError as exc:
+                scored.append((step, path, None, str(exc)))
+        scored.sort(key=lambda item: item[0])
+        steps, path, meta, error = scored[-1]
+        if error is not None or meta is None:
+            good = [(s, p) for s, p, m, e in scored if m is not None]
+            fallback = (
+                f"; delete or move it to resume from {good[-1][1].name} ({good[-1][0]} steps)" if good else ""
+            )
+            raise CheckpointError(f"cannot resume from {path}: {error}{fallback}")
+        return path, meta

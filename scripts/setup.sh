@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up metabonk-gym in the current Python environment.
+#   scripts/setup.sh          training: the package with [train,play] (ROMs are prebuilt)
+#   scripts/setup.sh dev      everything: GBA toolchain (apt), all extras, test tools
+# torch: a CUDA or CPU torch you already have is kept; otherwise torch 2.13.0 (the CPU build this
+# project is tested with) is installed first, so pip never pulls a multi-GB build by surprise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-train}"
+PY="${PYTHON:-python}"
+
+if [ "$mode" = "dev" ]; then
+  pkgs="gcc-arm-none-eabi libnewlib-arm-none-eabi binutils-arm-none-eabi make"
+  if ! command -v arm-none-eabi-gcc >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $pkgs
+  fi
+fi
+
+if ! "$PY" -c "import torch" >/dev/null 2>&1; then
+  "$PY" -m pip install -q "torch==2.13.0"
+fi
+
+# llama-cpp-python compiles from source; pip's wheel cache keeps the result for next time.
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
+if [ "$mode" = "dev" ]; then
+  "$PY" -m pip install -q -e ".[all]"
+else
+  "$PY" -m pip install -q -e ".[train,play]"
+fi

@@ -1,0 +1,333 @@
+"""GBA envs on SkyEmu (`backend="skyemu"`): parity with the embedded core, named starts, exact
+savestates, starting SkyEmu ourselves, and clear errors.
+
+The embedded env runs in the test process; the SkyEmu side is the test peer in a subprocess
+and, when SKYEMU_BINARY names a SkyEmu program, a real headless SkyEmu started by the backend.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import metabonk_gym
+from metabonk_gym.errors import CorruptSavestateError, MetabonkError
+from metabonk_gym.gba.integration import Integration
+from metabonk_gym.skyemu import backend as backend_module
+from metabonk_gym.skyemu.client import SkyEmuClient
+from metabonk_gym.skyemu.errors import (
+    SkyEmuError,
+    SkyEmuRomMismatchError,
+    SkyEmuStateError,
+    SkyEmuUnreachableError,
+)
+from metabonk_gym.skyemu.fake_server import PeerProcess
+from metabonk_gym.skyemu.process import free_port
+
+SKYEMU_BINARY = os.environ.get("SKYEMU_BINARY")
+SERVERS = [
+    "peer",
+    pytest.param("skyemu", marks=pytest.mark.skipif(not SKYEMU_BINARY, reason="set SKYEMU_BINARY to a SkyEmu program")),
+]
+QUEST = "MetaBonk/BonkQuest-v0"
+QUEST_ROM = Integration.bundled("BonkQuest").rom_path
+
+
+@pytest.fixture(scope="module")
+def quest_peer() -> Iterator[PeerProcess]:
+    with PeerProcess(QUEST_ROM) as peer:
+        yield peer
+
+
+@pytest.fixture(params=SERVERS)
+def sky(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """backend kwargs for a SkyEmu running BonkQuest: the shared peer, or a real SkyEmu per env."""
+    if request.param == "peer":
+        return {"backend": "skyemu", "skyemu_url": request.getfixturevalue("quest_peer").url}
+    return {"backend": "skyemu", "skyemu_binary": SKYEMU_BINARY}
+
+
+def rollout(env: gym.Env, seed: int, actions: list[int], **reset: Any) -> list[dict[str, int]]:
+    """Every data.json variable after reset and after each step."""
+    env.reset(seed=seed, **reset)
+    out = [env.unwrapped.variables()]
+    for action in actions:
+        env.step(action)
+        out.append(env.unwrapped.variables())
+    return out
+
+
+def by_frame(trajectory: list[dict[str, int]]) -> dict[int, dict[str, int]]:
+    return {variables["frame"]: variables for variables in trajectory}
+
+
+# ---------------------------------------------------------------------- parity
+def test_same_seed_and_actions_give_the_same_ram_trajectories(make_env, sky: dict[str, Any]) -> None:
+    actions = [int(a) for a in np.random.default_rng(7).integers(0, 6, 300)]
+    embedded = rollout(make_env(QUEST), 11, actions)
+    skyemu = rollout(make_env(QUEST, **sky), 11, actions)
+    # Backends are aligned on the game's own frame counter after boot; compare keyed on it.
+    a, b = by_frame(embedded), by_frame(skyemu)
+    common = sorted(set(a) & set(b))
+    assert len(common) >= 0.9 * len(actions)
+    mismatched = [f for f in common if a[f] != b[f]]
+    assert not mismatched, f"first mismatch at frame {mismatched[0]}: {a[mismatched[0]]} vs {b[mismatched[0]]}"
+    if sky.get("skyemu_url"):  # the peer is the same core: identical step by step
+        assert embedded == skyemu
+
+
+def test_observation_action_and_info_contract_match_embedded(make_env, sky: dict[str, Any]) -> None:
+    for kwargs in ({}, {"obs_type": "grayscale", "downscale": 2, "action_space": "multibinary", "frameskip": 2}):
+        embedded = make_env(QUEST, **kwargs)
+        skyemu = make_env(QUEST, **sky, **kwargs)
+        assert skyemu.observation_space == embedded.observation_space
+        assert skyemu.action_space == embedded.action_space
+        obs_e, info_e = embedded.reset(seed=3)
+        obs_s, info_s = skyemu.reset(seed=3)
+        assert skyemu.observation_space.contains(obs_s)
+        assert info_s == info_e
+        action = embedded.action_space.sample()
+        for _ in range(20):
+            out_e = embedded.step(action)
+            out_s = skyemu.step(action)
+        assert out_s[1:] == out_e[1:]
+        assert out_s[0].shape == out_e[0].shape and out_s[0].dtype == out_e[0].dtype
+        if sky.get("skyemu_url"):  # same core behind HTTP: the same pixels
+            assert np.array_equal(out_s[0], out_e[0])
+        embedded.close()
+        skyemu.close()
+
+
+def test_reading_ram_matches_embedded(make_env, sky: dict[str, Any]) -> None:
+    embedded, skyemu = make_env(QUEST), make_env(QUEST, **sky)
+    for env in (embedded, skyemu):
+        env.reset(seed=5)
+        for _ in range(10):
+            env.step(4)
+    for name in ("room_tiles", "enemy_x"):
+        assert np.array_equal(skyemu.unwrapped.read_array(name), embedded.unwrapped.read_array(name))
+    assert skyemu.unwrapped.read_memory(0x02000000, 0x200) == embedded.unwrapped.read_memory(0x02000000, 0x200)
+    skyemu.unwrapped.write_variable("hp", 2)
+    assert skyemu.unwrapped.read_variable("hp") == 2
+
+
+# ---------------------------------------------------------------------- starts and states
+@pytest.mark.parametrize("start", ["room1", "room3", "room5"])
+def test_named_starts_work_on_skyemu(make_env, sky: dict[str, Any], start: str) -> None:
+    embedded, skyemu = make_env(QUEST), make_env(QUEST, **sky)
+    _, info_e = embedded.reset(seed=0, options={"state": start, "game_seed": 9})
+    _, info_s = skyemu.reset(seed=0, options={"state": start, "game_seed": 9})
+    assert info_s == info_e
+    assert skyemu.unwrapped.read_memory(0x02000000, 0x200) == embedded.unwrapped.read_memory(0x02000000, 0x200)
+
+
+def test_named_starts_of_the_arena(make_env) -> None:
+    arena = Integration.bundled("BonkArena")
+    with PeerProcess(arena.rom_path) as peer:
+        embedded = make_env("MetaBonk/BonkArena-v0")
+        skyemu = make_env("MetaBonk/BonkArena-v0", backend="skyemu", skyemu_url=peer.url)
+        for start in ("start", "wave5"):
+            _, info_e = embedded.reset(options={"state": start, "game_seed": 4})
+            _, info_s = skyemu.reset(options={"state": start, "game_seed": 4})
+            assert info_s == info_e
+        skyemu.close()
+
+
+def test_savestates_restore_the_exact_moment(make_env, sky: dict[str, Any], tmp_path: Path) -> None:
+    env = make_env(QUEST, **sky)
+    env.reset(seed=4)
+    for action in [4, 4, 2, 2, 4, 5]:  # the last action is still held when saving
+        env.step(action)
+    saved_vars = env.unwrapped.variables()
+    state = env.unwrapped.save_state(tmp_path / "mine.state")
+    expected = [env.step(a) for a in (1, 3, 3, 0, 5, 5)]
+    env.unwrapped.load_state(state)
+    assert env.unwrapped.variables() == saved_vars, "SkyEmu's one-frame /load offset is accounted for"
+    again = [env.step(a) for a in (1, 3, 3, 0, 5, 5)]
+    for (obs_a, *rest_a), (obs_b, *rest_b) in zip(expected, again):
+        assert np.array_equal(obs_a, obs_b) and rest_a == rest_b
+    _, info = env.reset(options={"state": tmp_path / "mine.state"})
+    assert env.unwrapped.variables() == saved_vars
+    replay = [env.step(a)[0] for a in (1, 3, 3, 0, 5, 5)]
+    assert all(np.array_equal(a[0], b) for a, b in zip(expected, replay))
+
+
+def test_savestates_after_long_runs_and_log_cuts(make_env, sky: dict[str, Any], monkeypatch) -> None:
+    monkeypatch.setattr(backend_module, "CHECKPOINT_EVERY", 7)
+    env = make_env(QUEST, **sky)
+    env.reset(seed=8)
+    rng = np.random.default_rng(1)
+    for action in rng.integers(0, 6, 40):
+        env.step(int(action))
+    state = env.unwrapped.save_state()
+    tail = [int(a) for a in rng.integers(0, 6, 15)]
+    expected = [env.step(a)[4] for a in tail]
+    env.unwrapped.write_variable("hp", 1)
+    env.unwrapped.load_state(state)
+    assert [env.step(a)[4] for a in tail] == expected
+
+
+def test_mgba_state_files_give_a_clear_error(make_env, sky: dict[str, Any], tmp_path: Path) -> None:
+    embedded = make_env(QUEST)
+    embedded.reset(seed=1)
+    embedded.unwrapped.save_state(tmp_path / "embedded.state")
+    embedded.close()
+    skyemu = make_env(QUEST, **sky)
+    with pytest.raises(SkyEmuStateError, match="named start") as info:
+        skyemu.reset(options={"state": tmp_path / "embedded.state"})
+    assert isinstance(info.value, CorruptSavestateError)
+    skyemu.reset(options={"state": "room2"})  # the env is still usable
+
+
+def test_bare_skyemu_state_images_load_one_frame_late(make_env, quest_peer: PeerProcess, tmp_path: Path) -> None:
+    env = make_env(QUEST, backend="skyemu", skyemu_url=quest_peer.url)
+    env.reset(seed=2)
+    client = SkyEmuClient(quest_peer.url)
+    client.save(str(tmp_path / "gui-slot.png"))
+    frame = env.unwrapped.read_variable("frame")
+    env.unwrapped.load_state((tmp_path / "gui-slot.png").read_bytes())
+    assert env.unwrapped.read_variable("frame") == frame + 1
+
+
+# ---------------------------------------------------------------------- SkyEmu we start
+@pytest.fixture
+def peer_binary(tmp_path: Path) -> str:
+    """An executable taking SkyEmu's command line (`http_server PORT ROM`) that runs the peer."""
+    script = tmp_path / "SkyEmu"
+    script.write_text(f'#!/bin/sh\necho $$ > "{tmp_path}/pid"\nexec "{sys.executable}" -m metabonk_gym.skyemu.fake_server "$@"\n')
+    script.chmod(0o755)
+    return str(script)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie has exited too
+        return stat.read().split(")")[-1].split()[0] == "Z"
+
+
+def test_skyemu_binary_starts_its_own_server_and_ends_it_on_close(peer_binary: str, tmp_path: Path) -> None:
+    env = gym.make(QUEST, backend="skyemu", skyemu_binary=peer_binary)
+    backend = env.unwrapped.backend
+    folder, proc = backend.process.folder, backend.process.proc
+    assert (folder / "rom.gba").read_bytes() == QUEST_ROM.read_bytes(), "its own ROM copy"
+    assert backend.process.port != 8080
+    _, info = env.reset(seed=1, options={"state": "room2"})
+    assert info["room"] == 2
+    env.close()
+    assert proc.poll() is not None and not folder.exists()
+
+
+def test_skyemu_binary_is_ended_at_interpreter_exit(peer_binary: str, tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        f"""
+        import gymnasium as gym, metabonk_gym
+        env = gym.make("{QUEST}", backend="skyemu", skyemu_binary={peer_binary!r})
+        env.reset(seed=0)
+        print(env.unwrapped.backend.process.folder)
+        """
+    )  # exits without close()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    pid = int((tmp_path / "pid").read_text())
+    assert _gone(pid), "the SkyEmu process outlived the interpreter"
+    assert not Path(out.stdout.strip()).exists()
+
+
+def test_two_envs_get_their_own_skyemu(peer_binary: str) -> None:
+    envs = [gym.make(QUEST, backend="skyemu", skyemu_binary=peer_binary) for _ in range(2)]
+    try:
+        ports = {env.unwrapped.backend.process.port for env in envs}
+        assert len(ports) == 2
+        infos = [env.reset(seed=0, options={"state": "room3"})[1] for env in envs]
+        assert infos[0] == infos[1]
+    finally:
+        for env in envs:
+            env.close()
+
+
+# ---------------------------------------------------------------------- errors
+def test_unreachable_skyemu_is_a_clear_error() -> None:
+    with pytest.raises(SkyEmuUnreachableError, match=r"cannot reach SkyEmu at http://127\.0\.0\.1:\d+.*skyemu_binary"):
+        gym.make(QUEST, backend="skyemu", skyemu_url=f"http://127.0.0.1:{free_port()}")
+
+
+def test_missing_or_bad_backend_arguments_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(SkyEmuError, match="skyemu_url=.*skyemu_binary="):
+        gym.make(QUEST, backend="skyemu")
+    with pytest.raises(SkyEmuError, match="not an executable"):
+        gym.make(QUEST, backend="skyemu", skyemu_binary=str(tmp_path / "nope"))
+    with pytest.raises(TypeError):
+        gym.make(QUEST, backend="skyemu", skyemu_url="http://127.0.0.1:1", skyemu_typo=1)
+
+
+def test_a_different_rom_is_refused(tmp_path: Path) -> None:
+    other = bytearray(QUEST_ROM.read_bytes())
+    other[0xA0:0xAC] = b"OTHERGAME\0\0\0"
+    rom = tmp_path / "other.gba"
+    rom.write_bytes(bytes(other))
+    with PeerProcess(rom) as peer, pytest.raises(SkyEmuRomMismatchError, match=r"different ROM.*OTHERGAME.*rom\.gba"):
+        gym.make(QUEST, backend="skyemu", skyemu_url=peer.url)
+
+
+def test_no_rom_loaded_is_refused(tmp_path: Path) -> None:
+    with PeerProcess(QUEST_ROM) as peer:
+        client = SkyEmuClient(peer.url)
+        assert client.text("/load_rom", [("path", str(tmp_path / "missing.gba"))]) == "Failed to load ROM"
+        assert client.status()["rom-loaded"] is False
+        with pytest.raises(SkyEmuRomMismatchError, match="no ROM loaded"):
+            gym.make(QUEST, backend="skyemu", skyemu_url=peer.url)
+
+
+def test_skyemu_dying_mid_episode_is_a_clear_error() -> None:
+    peer = PeerProcess(QUEST_ROM)
+    env = gym.make(QUEST, backend="skyemu", skyemu_url=peer.url)
+    try:
+        env.reset(seed=0)
+        peer.stop()
+        with pytest.raises(SkyEmuUnreachableError, match="SkyEmu at"):
+            for _ in range(3):
+                env.step(1)
+        assert isinstance(SkyEmuUnreachableError("x"), MetabonkError)
+    finally:
+        env.close()
+        peer.stop()
+
+
+# ---------------------------------------------------------------------- CLI and benchmark
+def test_skyemu_peer_command_serves_the_protocol() -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metabonk_gym.cli.main", "skyemu-peer", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        assert f"http://localhost:{port}" in proc.stdout.readline().decode()
+        client = SkyEmuClient(f"http://127.0.0.1:{port}")
+        client.ping()
+        assert Path(client.status()["rom-path"]).name == "rom.gba"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+def test_bench_skyemu_reports_a_ratio() -> None:
+    from metabonk_gym.bench.skyemu_speed import run
+
+    result = run(QUEST, steps=30, rounds=1)
+    assert result["frameskip"] == 4 and result["skyemu_steps_per_s"] > 0
+    assert result["skyemu_vs_embedded"] == pytest.approx(result["skyemu_steps_per_s"] / result["embedded_steps_per_s"])
+    assert 2 <= result["http_requests_per_step"] <= 4
+    assert metabonk_gym  # registered envs

@@ -1,0 +1,166 @@
+"""`PauseToThink`: ask a strategist (a VLM, the oracle, a distilled net) for directives as you play.
+
+What: at the right moments (start, every `think_every` steps, the directive done or expired, a
+new room or menu, an HP drop, low confidence; with a cooldown) the wrapper asks System 2 for a
+directive and keeps it in force until it completes or expires. `mode="pause"` holds the game
+while the model thinks (free for emulators: the emulator simply is not stepped; with BonkLink the
+live game keeps running, so prefer fast models there), never longer than `timeout_s`;
+`mode="async"` keeps stepping on the last directive while the request runs in a worker thread and
+records the delay in frames. `info["directive"]` is the directive in force, `info["think"]` the
+counters (`calls`, `fallbacks`, `last_latency_s`, `last_error`, latency percentiles, success
+rate). With `directive_in_obs=True` the observation becomes a Dict with the directive as numbers
+(`"directive"`: action one-hot, has-tile, target dx/dy relative to the player, menu option, time
+left, confidence) so a PPO policy can learn to follow it; the original observation is `"image"`
+(or keeps its keys when it already is a Dict).
+Why a wrapper: RL code trains on it unchanged; `metabonk play --agent think` uses the same
+`Director` inside `ThinkAgent`.
+
+>>> import gymnasium as gym, metabonk_gym
+>>> env = PauseToThink(gym.make("MetaBonk/BonkQuest-v0"), backend="oracle")
+>>> obs, info = env.reset(seed=0)
+>>> sorted(obs), info["directive"]["action"], info["think"]["calls"]
+(['directive', 'image'], 'collect', 1)
+>>> env.close()
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import RecordConstructorArgs
+
+from metabonk_gym.think.director import Director
+from metabonk_gym.think.games import adapter_for
+from metabonk_gym.think.log import DecisionLog
+from metabonk_gym.think.prompts import system_prompt
+from metabonk_gym.think.strategist import Strategist, make_strategist
+from metabonk_gym.think.view import GameView
+
+
+class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
+    """See the module docstring. `backend` is `"llama_cpp"`, `"openai"`, `"oracle"`,
+    `"distilled"` or a `Strategist`; other keyword arguments go to the backend
+    (`n_ctx`, `n_gpu_layers`, `api_key`, `response_format`, `temperature`, ...)."""
+
+    def __init__(
+        self,
+        env: gym.Env,
+        backend: str | Strategist = "llama_cpp",
+        model_path: str | Path | None = None,
+        mmproj_path: str | Path | None = None,
+        base_url: str | None = None,
+        model: str = "default",
+        chat_handler: str = "auto",
+        vision: bool | None = None,
+        timeout_s: float = 10.0,
+        mode: str = "pause",
+        think_every: int = 0,
+        cooldown_steps: int = 4,
+        min_confidence: float = 0.25,
+        directive_in_obs: bool = True,
+        log_dir: str | Path | None = None,
+        log_frames: bool = True,
+        max_tokens: int = 256,
+        **backend_kwargs: Any,
+    ) -> None:
+        RecordConstructorArgs.__init__(
+            self,
+            backend=backend if isinstance(backend, str) else type(backend).__name__,
+            model_path=str(model_path) if model_path else None,
+            mmproj_path=str(mmproj_path) if mmproj_path else None,
+            base_url=base_url,
+            model=model,
+            chat_handler=chat_handler,
+            vision=vision,
+            timeout_s=timeout_s,
+            mode=mode,
+            think_every=think_every,
+            cooldown_steps=cooldown_steps,
+            min_confidence=min_confidence,
+            directive_in_obs=directive_in_obs,
+            log_dir=str(log_dir) if log_dir else None,
+            log_frames=log_frames,
+            max_tokens=max_tokens,
+        )
+        gym.Wrapper.__init__(self, env)
+        self.adapter = adapter_for(env)
+        integration = getattr(env.unwrapped, "integration", None)
+        game_card = integration.game_card() if integration is not None else None
+        kwargs: dict[str, Any] = dict(backend_kwargs)
+        if backend == "llama_cpp":
+            kwargs.update(model_path=model_path, mmproj_path=mmproj_path, chat_handler=chat_handler)
+        elif backend == "openai":
+            kwargs.update(base_url=base_url or "http://127.0.0.1:8000/v1", model=model, vision=bool(vision))
+        elif backend == "distilled":
+            kwargs.update(model_path=model_path)
+        self.strategist = make_strategist(
+            self.adapter, backend, game_card=game_card, timeout_s=timeout_s, max_tokens=max_tokens, **kwargs
+        )
+        log = None
+        if log_dir is not None:
+            meta = {"system_prompt": system_prompt(self.adapter, game_card), **self.strategist.describe()}
+            log = DecisionLog(log_dir, game=self.adapter.spec.game, frames=log_frames, meta=meta)
+        self.director = Director(
+            self.strategist,
+            self.adapter,
+            mode=mode,
+            timeout_s=timeout_s,
+            think_every=think_every,
+            cooldown_steps=cooldown_steps,
+            min_confidence=min_confidence,
+            log=log,
+        )
+        self.directive_in_obs = directive_in_obs
+        self._steps = 0
+        self._view: GameView | None = None
+        if directive_in_obs:
+            size = self.adapter.feature_size()
+            directive_space = spaces.Box(-1.0, 1.0, (size,), np.float32)
+            inner = env.observation_space
+            if isinstance(inner, spaces.Dict):
+                self.observation_space = spaces.Dict({**inner.spaces, "directive": directive_space})
+            else:
+                self.observation_space = spaces.Dict({"image": inner, "directive": directive_space})
+
+    @property
+    def directive(self) -> dict[str, Any]:
+        """The directive in force, as in `info["directive"]`."""
+        return self.director.directive.to_dict()
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._steps = 0
+        self._view = GameView.capture(self.env, info, 0, obs)
+        self.director.reset(self._view)
+        return self._observation(obs), self._info(info)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._steps += 1
+        self._view = GameView.capture(self.env, info, self._steps, obs)
+        self.director.update(self._view, float(reward))
+        return self._observation(obs), reward, terminated, truncated, self._info(info)
+
+    def close(self) -> None:
+        self.director.close(self._view)
+        super().close()
+
+    def _info(self, info: dict[str, Any]) -> dict[str, Any]:
+        info = dict(info)
+        info["directive"] = self.directive
+        info["think"] = self.director.info()
+        return info
+
+    def _observation(self, obs: Any) -> Any:
+        if not self.directive_in_obs:
+            return obs
+        assert self._view is not None
+        features = self.adapter.features(self.director.directive, self._view, self.director.frames_left())
+        features = np.clip(features, -1.0, 1.0).astype(np.float32)
+        if isinstance(obs, dict):
+            return {**obs, "directive": features}
+        return {"image": obs, "directive": features}

@@ -1,0 +1,136 @@
+"""Semantic classes of screen cells (floor, wall, door, key, enemy, player, ...) from an
+integration's `tiles.json`.
+
+Why: a token says "this picture"; a class says what it means for play. Integrations author
+`tiles.json` with `charblock` (the BG char block the classes refer to), `classes` (BG tile
+number -> class name) and `sprites` (OBJ tile number -> class name); both bundled games have
+them. Class ids are shared across games: the names in `CLASS_NAMES` keep their ids everywhere,
+other names follow in sorted order; id 0 is "none" (nothing known about the cell).
+
+>>> sem = SemanticClasses.from_tiles_json({"charblock": 0, "classes": {"1": "floor", "3": "wall"},
+...                                        "sprites": {"0": "player"}})
+>>> sem.name(sem.bg[3]), sem.name(sem.obj[0]), sem.name(sem.bg[2])
+('wall', 'player', 'none')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: Classes with fixed ids in every game (index = id).
+CLASS_NAMES: tuple[str, ...] = (
+    "none",
+    "empty",
+    "floor",
+    "wall",
+    "water",
+    "door",
+    "door_locked",
+    "key",
+    "chest",
+    "chest_open",
+    "treasure",
+    "heart",
+    "item",
+    "gem",
+    "npc",
+    "enemy",
+    "player",
+    "projectile",
+    "hud",
+    "text",
+    "dialogue",
+)
+
+#: Classes the player can walk onto (used for "open directions" and path hints).
+PASSABLE: frozenset[str] = frozenset({"empty", "floor", "door", "key", "heart", "treasure", "item", "gem"})
+
+#: Characters of the ASCII map, by class; unknown classes use their first letter.
+CHARS: dict[str, str] = {
+    "none": " ",
+    "empty": " ",
+    "floor": ".",
+    "wall": "#",
+    "water": "~",
+    "door": "D",
+    "door_locked": "L",
+    "key": "k",
+    "chest": "c",
+    "chest_open": "o",
+    "treasure": "T",
+    "heart": "h",
+    "item": "i",
+    "gem": "*",
+    "npc": "N",
+    "enemy": "E",
+    "player": "@",
+    "projectile": "-",
+    "hud": "=",
+    "text": "=",
+    "dialogue": "=",
+}
+
+
+@dataclass(frozen=True)
+class SemanticClasses:
+    """Lookup tables: BG tile number -> class id (`bg`, for `charblock`), OBJ tile -> class id."""
+
+    names: tuple[str, ...]
+    charblock: int
+    bg: np.ndarray  # int32 (1024,)
+    obj: np.ndarray  # int32 (1024,)
+
+    @classmethod
+    def from_tiles_json(cls, tiles: Mapping[str, Any]) -> SemanticClasses:
+        classes = {int(k): str(v) for k, v in (tiles.get("classes") or {}).items()}
+        sprites = {int(k): str(v) for k, v in (tiles.get("sprites") or {}).items()}
+        extra = sorted(set(classes.values()) | set(sprites.values()) - set(CLASS_NAMES))
+        names = CLASS_NAMES + tuple(n for n in extra if n not in CLASS_NAMES)
+        index = {n: i for i, n in enumerate(names)}
+        bg = np.zeros(1024, np.int32)
+        obj = np.zeros(1024, np.int32)
+        for table, mapping, what in ((bg, classes, "classes"), (obj, sprites, "sprites")):
+            for tile, name in mapping.items():
+                if not 0 <= tile < 1024:
+                    raise ValueError(f"tiles.json {what}: tile number {tile} is outside 0..1023")
+                table[tile] = index[name]
+        return cls(names, int(tiles.get("charblock", 0)), bg, obj)
+
+    @classmethod
+    def for_env(cls, env: Any) -> SemanticClasses | None:
+        """The classes of a GBA env's integration, or None when it has no `tiles.json`."""
+        integration = getattr(env.unwrapped, "integration", None)
+        tiles = integration.tiles() if integration is not None and hasattr(integration, "tiles") else None
+        return cls.from_tiles_json(tiles) if tiles else None
+
+    def id(self, name: str) -> int:
+        """The id of a class name (0 when this game does not use it)."""
+        try:
+            return self.names.index(name)
+        except ValueError:
+            return 0
+
+    def name(self, class_id: int) -> str:
+        return self.names[int(class_id)] if 0 <= int(class_id) < len(self.names) else "none"
+
+    def cells(
+        self,
+        tile_index: np.ndarray,
+        charblock: np.ndarray,
+        sprites: np.ndarray | None = None,
+        sprite_cells: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Class ids (rows, cols) int32 of decoded cells (`vram.ScreenTiles` fields); with
+        `sprites` and `sprite_cells`, sprites of a known class cover the background."""
+        ok = (tile_index >= 0) & (charblock == self.charblock)
+        out = np.where(ok, self.bg[np.clip(tile_index, 0, 1023)], 0).astype(np.int32)
+        if sprites is not None and sprite_cells is not None and len(sprites):
+            sprite_class = self.obj[sprites[:, 5] & 0x3FF]
+            covered = sprite_cells >= 0
+            over = np.where(covered, sprite_class[np.clip(sprite_cells, 0, None)], 0)
+            out = np.where(over != 0, over, out).astype(np.int32)
+        return out
