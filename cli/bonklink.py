@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from enum import Enum
+from typing import Any
 
 import typer
 
@@ -20,8 +21,23 @@ class FrameFormatChoice(str, Enum):
     raw_rgb = "raw_rgb"
 
 
+def bench_bonklink(
+    steps: int = typer.Option(6000, help="Lockstep env steps per round."),
+    realtime_ticks: int = typer.Option(300, help="Ticks per realtime round."),
+    frame_format: FrameFormatChoice = typer.Option(FrameFormatChoice.jpeg, help="Frame encoding."),
+    rounds: int = typer.Option(2, help="Alternating env/bare-client rounds (best counts)."),
+) -> None:
+    """Megabonk env steps/s vs a bare protocol client (lockstep) and added latency (realtime)."""
+    from metabonk_gym.bench.bonklink_speed import report, run
+
+    typer.echo(report(run(steps, realtime_ticks, frame_format.value, rounds)))
+
+
 def register(app: typer.Typer) -> None:
-    """Add the ``bonklink-sim`` command to ``app``."""
+    """Add the ``bonklink-sim`` command to ``app`` and ``bonklink`` to ``metabonk bench``."""
+    from metabonk_gym.cli.bench import bench_app
+
+    bench_app.command("bonklink")(bench_bonklink)
 
     @app.command("bonklink-sim")
     def bonklink_sim(
@@ -61,13 +77,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run a headless Megabonk-like arena game serving BonkLink v1.
 
-        A stand-in for Megabonk with the BonkLink plugin, for tests and offline training; it is
-        not the game.
+        A stand-in for Megabonk and its plugin, for tests and offline training: not the game.
         """
         from metabonk_gym.bonklink.sim import BonkLinkSim, SimProcess
 
         mode = "realtime" if realtime else "lockstep"
-        kwargs = {
+        kwargs: dict[str, Any] = {
             "host": host,
             "mode": mode,
             "frame_format": frame_format.value,

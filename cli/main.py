@@ -13,7 +13,7 @@ app = typer.Typer(
 
 
 #: Each module has `register(app)`; benchmarks add themselves to `metabonk_gym.cli.bench.bench_app`.
-COMMAND_MODULES = ("envs", "bench", "play", "train", "think", "bonklink", "skyemu")
+COMMAND_MODULES = ("envs", "bench", "play", "train", "think", "bonklink", "skyemu", "observe")
 
 
 def _register_commands() -> None:

@@ -1,7 +1,7 @@
 """`metabonk skyemu-peer` (the SkyEmu stand-in server) and `metabonk bench skyemu`.
 
->>> skyemu_peer.__doc__.split(".")[0]
-'Serve a ROM on the embedded mGBA core behind SkyEmu's HTTP control server protocol'
+>>> skyemu_peer.__doc__.split(" ")[:3]
+['Serve', 'a', 'ROM']
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import typer
 
 def skyemu_peer(
     rom: Path | None = typer.Argument(None, help="ROM to serve (default: the bundled game's)."),
-    game: str = typer.Option("BonkQuest", help="Bundled game whose ROM to serve when no ROM is given."),
+    game: str = typer.Option(
+        "BonkQuest", help="Bundled game whose ROM to serve when no ROM is given."
+    ),
     port: int = typer.Option(8080, help="Port on 127.0.0.1 (0: a free one, printed)."),
 ) -> None:
     """Serve a ROM on the embedded mGBA core behind SkyEmu's HTTP control server protocol.
@@ -35,17 +37,29 @@ def skyemu_peer(
 def bench_skyemu(
     env_id: str = typer.Argument("MetaBonk/BonkQuest-v0", help="Env id to measure."),
     steps: int = typer.Option(500, help="Env steps per round."),
-    rounds: int = typer.Option(3, help="Alternating embedded/SkyEmu rounds (medians are reported)."),
+    rounds: int = typer.Option(
+        3, help="Alternating embedded/SkyEmu rounds (medians are reported)."
+    ),
     frameskip: int = typer.Option(4, help="Frames per env step."),
-    skyemu_url: str | None = typer.Option(None, help="A running SkyEmu (default: start the test peer)."),
+    skyemu_url: str | None = typer.Option(
+        None, help="A running SkyEmu (default: start the test peer)."
+    ),
     skyemu_binary: str | None = typer.Option(None, help="A SkyEmu program to start headless."),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
 ) -> None:
     """Env steps per second over SkyEmu's HTTP server vs the embedded core, same process."""
-    from metabonk_gym.bench.skyemu_speed import run
     from metabonk_gym.cli.bench import _print
 
-    result = run(env_id, steps=steps, rounds=rounds, frameskip=frameskip, skyemu_url=skyemu_url, skyemu_binary=skyemu_binary)
+    from metabonk_gym.bench.skyemu_speed import run
+
+    result = run(
+        env_id,
+        steps=steps,
+        rounds=rounds,
+        frameskip=frameskip,
+        skyemu_url=skyemu_url,
+        skyemu_binary=skyemu_binary,
+    )
     _print(f"metabonk bench skyemu {env_id}", result, out)
 
 

@@ -19,9 +19,13 @@ def serve_vlm(
     model: Path = typer.Argument(..., help="The GGUF model to serve."),
     mmproj: Path | None = typer.Option(None, help="Vision projector GGUF (enables images)."),
     port: int = typer.Option(8000, help="Port on 127.0.0.1."),
-    chat_format: str = typer.Option("auto", help="Chat handler family (auto, llava-1.5, qwen2.5-vl, mtmd, ...)."),
+    chat_format: str = typer.Option(
+        "auto", help="Chat handler family (auto, llava-1.5, qwen2.5-vl, mtmd, ...)."
+    ),
     n_ctx: int = typer.Option(8192, help="Context length."),
-    n_gpu_layers: int | None = typer.Option(None, help="Layers on the GPU (default: all when built with GPU support)."),
+    n_gpu_layers: int | None = typer.Option(
+        None, help="Layers on the GPU (default: all when built with GPU support)."
+    ),
 ) -> None:
     """Serve MODEL with llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (loopback only).
 
@@ -29,7 +33,9 @@ def serve_vlm(
     """
     from metabonk_gym.think.serve import server_command
 
-    cmd = server_command(model, mmproj, port=port, chat_format=chat_format, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
+    cmd = server_command(
+        model, mmproj, port=port, chat_format=chat_format, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers
+    )
     console.print(f"serving {model} on http://127.0.0.1:{port}/v1 (Ctrl-C stops)")
     try:
         raise typer.Exit(subprocess.call(cmd))
@@ -57,14 +63,17 @@ def distill_command(
 def bench_think(
     seeds: int = typer.Option(20, help="BonkQuest seeds for the oracle + follower win rate."),
     calls: int = typer.Option(8, help="Think calls per backend (0: skip the latency part)."),
-    model: Path | None = typer.Option(None, help="A GGUF to time (default: the tiny random test model)."),
+    model: Path | None = typer.Option(
+        None, help="A GGUF to time (default: the tiny random test model)."
+    ),
     mmproj: Path | None = typer.Option(None, help="Its vision projector."),
     server: bool = typer.Option(True, help="Also time llama-cpp-python's server over loopback."),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
 ) -> None:
     """Oracle + DirectiveFollower win rate on BonkQuest, and think latency per backend vs env steps."""
-    from metabonk_gym.bench.think_speed import run
     from metabonk_gym.cli.bench import _print
+
+    from metabonk_gym.bench.think_speed import run
 
     _print("metabonk bench think", run(seeds, calls, model, mmproj, server), out)
 

@@ -19,7 +19,11 @@ ENV_IDS: dict[str, dict] = {
         "max_episode_steps": 6000,
     },
     "MetaBonk/GBA-v0": {"entry_point": GBA_ENTRY_POINT},
-    "MetaBonk/Megabonk-v0": {"entry_point": "metabonk_gym.bonklink.env:MegabonkEnv"},
+    # A live game is nondeterministic: the env checker must not expect seeded resets to repeat.
+    "MetaBonk/Megabonk-v0": {
+        "entry_point": "metabonk_gym.bonklink.env:MegabonkEnv",
+        "nondeterministic": True,
+    },
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -44,9 +45,16 @@ DATA = json.loads((GAME_DIR / "data.json").read_text())["info"]
 ACTIONS = [mask_of(a) for a in META["discrete_actions"]]
 A_NOOP, A_UP, A_DOWN, A_LEFT, A_RIGHT, A_UL, A_UR, A_DL, A_DR, A_A = range(10)
 # unit vectors of the move actions (y grows downwards)
-MOVES = {A_UP: (0, -1), A_DOWN: (0, 1), A_LEFT: (-1, 0), A_RIGHT: (1, 0),
-         A_UL: (-0.7071, -0.7071), A_UR: (0.7071, -0.7071),
-         A_DL: (-0.7071, 0.7071), A_DR: (0.7071, 0.7071)}
+MOVES = {
+    A_UP: (0, -1),
+    A_DOWN: (0, 1),
+    A_LEFT: (-1, 0),
+    A_RIGHT: (1, 0),
+    A_UL: (-0.7071, -0.7071),
+    A_UR: (0.7071, -0.7071),
+    A_DL: (-0.7071, 0.7071),
+    A_DR: (0.7071, 0.7071),
+}
 
 FAILURES: list[str] = []
 
@@ -82,9 +90,9 @@ class Arena:
     def state_bytes(self) -> bytes:
         return bytes(self.m.extract(BASE + i, "|u1") for i in range(STATE_SIZE))
 
-    def ewram(self) -> bytes:
-        blocks = self.m.blocks
-        return bytes(blocks[BASE])[: 256 * 1024] if BASE in blocks else self.state_bytes()
+    def ram(self) -> dict[int, bytes]:
+        """Every memory block of the core (EWRAM, IWRAM, I/O, palette, VRAM, OAM, SRAM)."""
+        return {addr: bytes(block) for addr, block in self.m.blocks.items()}
 
     # -- stepping ---------------------------------------------------------------------------
     def step(self, action: int = A_NOOP, frames: int = 1) -> None:
@@ -124,6 +132,7 @@ class Arena:
 def random_policy(rng: np.random.Generator):
     def act(_game: Arena) -> int:
         return int(rng.integers(0, len(ACTIONS)))
+
     return act
 
 
@@ -143,7 +152,7 @@ def kiting_policy(game: Arena) -> int:
     if len(ex):
         dx, dy = px - ex, py - ey
         d2 = dx * dx + dy * dy + 1.0
-        w = 1.0 / (d2 * d2 ** 0.5)  # close enemies count most
+        w = 1.0 / (d2 * d2**0.5)  # close enemies count most
         ax, ay = float((dx * w).sum()), float((dy * w).sum())
         n = (ax * ax + ay * ay) ** 0.5 + 1e-12
         urgency = min(1.0, 40.0 / float(np.sqrt(d2.min())))  # 1 when an enemy is within 40 px
@@ -151,8 +160,70 @@ def kiting_policy(game: Arena) -> int:
     return max(MOVES, key=lambda a: MOVES[a][0] * vx + MOVES[a][1] * vy)
 
 
-def play(game: Arena, policy, seed: int, hold: int = 4, max_frames: int = WIN_FRAMES + 600,
-         warp: int | None = None) -> dict:
+# menu preferences of the expert, by upgrade id
+# (damage, firerate, speed, maxhp, heal, magnet, multi, armor)
+EXPERT_PREF = [9, 8, 6, 5, 0, 3, 10, 4]
+
+
+def expert_menu(game: Arena) -> int:
+    """Pick the preferred upgrade (HEAL / MAX HP when below half HP): UP/DOWN, then A."""
+    opts = [game.get(f"menu_option{i}") for i in range(3)]
+    low = game.get("hp") * 2 < game.get("max_hp")
+    score = [12 if (o == 4 and low) else 11 if (o == 3 and low) else EXPERT_PREF[o] for o in opts]
+    want, cur = int(np.argmax(score)), game.get("menu_cursor")
+    if game.get("menu_timer") < 12:
+        return A_NOOP
+    if cur == want:
+        return A_A
+    if game.get("frame") % 8 < 4:  # release between presses: each press is a new one
+        return A_NOOP
+    return A_DOWN if (want - cur) % 3 == 1 else A_UP
+
+
+def expert_policy(game: Arena) -> int:
+    """Look-ahead kiting: score each of the 9 moves by the danger 6, 12 and 20 frames ahead
+    (enemies assumed to chase at 0.6 px/frame), walls, a pull to the middle and nearby gems."""
+    if game.get("menu_open"):
+        return expert_menu(game)
+    px, py = game.get("player_x"), game.get("player_y")
+    spd = game.get("player_speed") / 256
+    act = game.array("enemy_active").astype(bool)
+    ex, ey = game.array("enemy_x")[act].astype(float), game.array("enemy_y")[act].astype(float)
+    ga = game.array("gem_value") > 0
+    gx, gy = game.array("gem_x")[ga].astype(float), game.array("gem_y")[ga].astype(float)
+    best, best_s = A_NOOP, -1e18
+    for a in [A_NOOP, *MOVES]:
+        mx, my = MOVES.get(a, (0.0, 0.0))
+        s = 0.0
+        for h in (6, 12, 20):
+            nx = min(max(px + mx * spd * h, 15), 225)
+            ny = min(max(py + my * spd * h, 22), 145)
+            if len(ex):
+                dx, dy = ex - nx, ey - ny
+                d = np.sqrt(dx * dx + dy * dy) + 1e-3
+                ax, ay = ex - dx / d * 0.6 * h, ey - dy / d * 0.6 * h
+                dd = np.sqrt((ax - nx) ** 2 + (ay - ny) ** 2)
+                s -= float(np.sum(400.0 / (dd * dd + 20))) + 50.0 * float(np.sum(dd < 14))
+            s -= 3.0 / (min(nx - 15, 225 - nx, ny - 22, 145 - ny) + 3)
+            s -= 0.00005 * ((nx - 120) ** 2 + (ny - 84) ** 2)
+        if len(gx):
+            nx, ny = px + mx * spd * 12, py + my * spd * 12
+            s += 0.3 * float(np.max(8.0 / (np.sqrt((gx - nx) ** 2 + (gy - ny) ** 2) + 8)))
+        if s > best_s:
+            best, best_s = a, s
+    return best
+
+
+def play(
+    game: Arena,
+    policy,
+    seed: int,
+    hold: int = 4,
+    max_frames: int = WIN_FRAMES + 600,
+    warp: int | None = None,
+    png: str | None = None,
+    png_at: int = 0,
+) -> dict:
     if warp:
         game.warp(seed, warp)
     else:
@@ -161,6 +232,9 @@ def play(game: Arena, policy, seed: int, hold: int = 4, max_frames: int = WIN_FR
     while frames < max_frames and not game.over():
         game.step(policy(game), hold)
         frames += hold
+        if png and game.get("time_frames") >= png_at:
+            game.save_png(png)
+            png = None
     return {k: game.get(k) for k in ("time_frames", "won", "lost", "kills", "level", "hp", "wave")}
 
 
@@ -173,6 +247,8 @@ def main() -> int:
     args = ap.parse_args()
     runs = 3 if args.quick else args.runs
 
+    for old in Path("/tmp").glob("bonkarena_*.png"):
+        old.unlink()
     game = Arena(args.rom)
     print(f"ROM {args.rom}")
 
@@ -187,23 +263,31 @@ def main() -> int:
     game.save_png("boot")
 
     print("commands and determinism")
+
     def run_inputs(seed: int) -> bytes:
         game.em.set_state(boot_state)
         game.new_game(seed)
         rng = np.random.default_rng(123)
         for _ in range(300):
-            game.step(int(rng.integers(0, 9)), 4)
-        return game.ewram()
+            game.step(int(rng.integers(0, 10)), 4)
+        return game.ram()
+
     game.em.set_state(boot_state)
     count0 = game.get("cmd_count")
     game.new_game(7)
-    check(game.get("cmd_ack") == CMD_NEW_GAME and game.get("cmd_count") == count0 + 1,
-          "CMD_NEW_GAME acknowledged (cmd_ack, cmd_count)")
-    check(game.get("hp") == game.get("max_hp") > 0 and game.get("time_frames") == 0
-          and game.get("level") == 1, "new game: full HP, level 1, time 0")
+    check(
+        game.get("cmd_ack") == CMD_NEW_GAME and game.get("cmd_count") == count0 + 1,
+        "CMD_NEW_GAME acknowledged (cmd_ack, cmd_count)",
+    )
+    check(
+        game.get("hp") == game.get("max_hp") > 0
+        and game.get("time_frames") == 0
+        and game.get("level") == 1,
+        "new game: full HP, level 1, time 0",
+    )
     a, b, c = run_inputs(11), run_inputs(11), run_inputs(12)
-    check(a == b, "same seed + same inputs: identical EWRAM after 1200 frames")
-    check(a != c, "different seeds: different RAM")
+    check(a == b, "same seed + same inputs: identical RAM (all blocks) after 1200 frames")
+    check(a[BASE] != c[BASE], "different seeds: different RAM")
     game.em.set_state(boot_state)
     game.new_game(11)
     e1 = game.array("enemy_x").tolist()
@@ -235,19 +319,59 @@ def main() -> int:
     game.step(A_A, 1)
     game.step(A_NOOP, 1)
     check(game.get("menu_open") == 0, "A closes the menu")
-    check(game.get(f"upg_{UPGRADE_NAMES[chosen]}") == before + 1,
-          f"A picked the option under the cursor ({UPGRADE_NAMES[chosen]})")
+    check(
+        game.get(f"upg_{UPGRADE_NAMES[chosen]}") == before + 1,
+        f"A picked the option under the cursor ({UPGRADE_NAMES[chosen]})",
+    )
     check(game.get("level") == 2, "level 2")
+    game.put("xp", game.get("xp_next"))
+    game.step(A_NOOP, 2)
+    opened = game.get("menu_open")
+    game.step(A_NOOP, 600)
+    check(
+        opened == 1 and game.get("menu_open") == 0 and game.get("level") == 3,
+        "with no input the menu takes the highlighted option after 10 s",
+    )
 
     print("warp")
     game.em.set_state(boot_state)
     game.warp(5, 5)
-    check(game.get("wave") == 5 and game.get("time_s") == 240 and game.get("time_frames") == 4 * 3600,
-          "warp 5: wave 5 at 4:00")
-    check(game.get("level") > 1 and game.get("enemies") > 0,
-          f"warp 5: level {game.get('level')}, {game.get('enemies')} enemies (burst)")
+    check(
+        game.get("wave") == 5 and game.get("time_s") == 240 and game.get("time_frames") == 4 * 3600,
+        "warp 5: wave 5 at 4:00",
+    )
+    check(
+        game.get("level") > 1 and game.get("enemies") > 0,
+        f"warp 5: level {game.get('level')}, {game.get('enemies')} enemies (burst)",
+    )
     game.step(A_NOOP, 90)
     game.save_png("wave5")
+
+    print("tiles.json")
+    tiles = json.loads((GAME_DIR / "tiles.json").read_text())
+    enemies_before = game.get("enemies")  # OAM is written at the start of a frame, from
+    game.step(A_NOOP, 1)  # the state the previous frame left
+    ram = game.ram()
+    arena = tiles["backgrounds"]["arena"]
+    sb = np.frombuffer(ram[0x06000000], dtype="<u2")[arena["screenblock"] * 0x400 :][: 32 * 32]
+    sb = sb.reshape(32, 32)[: arena["rows"][1], : arena["cols"][1]] & 0x3FF
+    classes = {int(k): v for k, v in tiles["classes"].items()}
+    used = {int(t) for t in np.unique(sb)}
+    check(used <= set(classes), f"every arena map tile has a class ({len(used)} tiles used)")
+    inner = {classes.get(int(t)) for t in np.unique(sb[2:19, 1:29])}
+    check(
+        inner == {"floor"} and {classes.get(int(t)) for t in sb[1]} == {"wall"},
+        "arena rows 2..18 are floor, row 1 wall",
+    )
+    oam = np.frombuffer(ram[0x07000000], dtype="<u2").reshape(128, 4)
+    shown = oam[(oam[:, 0] & 0x0200) == 0]
+    sprite_cls = {int(t & 0x3FF): tiles["sprites"].get(str(int(t & 0x3FF))) for t in shown[:, 2]}
+    check(
+        None not in sprite_cls.values(),
+        f"every OBJ tile on screen has a class ({sorted(set(sprite_cls.values()))})",
+    )
+    n_enemy = sum(1 for t in shown[:, 2] if tiles["sprites"].get(str(int(t & 0x3FF))) == "enemy")
+    check(n_enemy == enemies_before, f"enemy sprites on screen = enemies ({n_enemy})")
 
     print("winning")
     game.em.set_state(boot_state)
@@ -263,50 +387,72 @@ def main() -> int:
         else:
             game.step(int(rng.integers(0, 9)), 4)
         frames += 4
-    check(game.get("won") == 1 and game.get("time_frames") == WIN_FRAMES,
-          f"won at 5:00 (time_frames {game.get('time_frames')})")
+    check(
+        game.get("won") == 1 and game.get("time_frames") == WIN_FRAMES,
+        f"won at 5:00 (time_frames {game.get('time_frames')})",
+    )
     fr = game.get("frame")
     game.step(A_RIGHT, 60)
-    check(game.get("time_frames") == WIN_FRAMES and game.get("frame") == fr + 60,
-          "frozen after winning (frame counter still runs)")
+    check(
+        game.get("time_frames") == WIN_FRAMES and game.get("frame") == fr + 60,
+        "frozen after winning (frame counter still runs)",
+    )
     game.save_png("won")
 
-    print("speed of the raw core during busy play")
+    print("speed of the raw core during busy play (worst case: wave 5, arena full, 4-way shots)")
     game.em.set_state(boot_state)
     game.warp(9, 5)
     game.put("max_hp", 60000)
     game.put("hp", 60000)
-    game.put("fire_cooldown", 15)
-    game.put("proj_count", 3)
+    game.put("xp_next", 60000)  # no level-up menu: play all the way
+    game.put("damage", 1)  # enemies live long: the arena stays full
+    game.put("fire_cooldown", 12)
+    game.put("proj_count", 4)
+    game.step(A_LEFT, 300)
     rng = np.random.default_rng(9)
     masks = [ACTIONS[int(rng.integers(1, 9))] for _ in range(3000 // 8)]
     busy = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(3000):
         if i % 8 == 0:
             game.em.set_button_mask(masks[i // 8], 0)
         game.em.step()
         if i % 100 == 0:
             busy.append(game.get("enemies"))
-    dt = time.perf_counter() - t0
-    fps = 3000 / dt
-    print(f"    {fps:.0f} frames/s over 3000 frames (enemies alive {min(busy)}..{max(busy)}, "
-          f"mean {statistics.mean(busy):.1f})")
-    check(fps > 2000, "raw core above 2000 frames/s")
+    wall_fps = 3000 / (time.perf_counter() - t0)
+    cpu_fps = 3000 / max(time.process_time() - c0, 1e-9)
+    load = os.getloadavg()[0]
+    print(
+        f"    {wall_fps:.0f} frames/s wall clock, {cpu_fps:.0f} frames/s of process CPU time "
+        f"(load average {load:.1f} on {os.cpu_count()} cores); enemies alive "
+        f"{min(busy)}..{max(busy)}, mean {statistics.mean(busy):.1f}"
+    )
+    # CPU time is the cost of the core itself; wall clock also counts other processes
+    check(cpu_fps > 3000, "raw core well above 2000 frames/s (CPU time)")
+    if wall_fps < 2000:
+        print("    note: wall clock below 2000 frames/s: the machine is busy with other work")
     game.save_png("busy")
 
     print(f"random play ({runs} runs, actions held 4 frames)")
     rand = []
     for seed in range(runs):
         game.em.set_state(boot_state)
-        r = play(game, random_policy(np.random.default_rng(1000 + seed)), seed,
-                 max_frames=6000 if args.quick else WIN_FRAMES + 600)
+        r = play(
+            game,
+            random_policy(np.random.default_rng(1000 + seed)),
+            seed,
+            max_frames=6000 if args.quick else WIN_FRAMES + 600,
+        )
         rand.append(r)
-        print(f"    seed {seed}: {r['time_frames'] / 60:6.1f} s  kills {r['kills']:3d}  "
-              f"level {r['level']:2d}  {'lost' if r['lost'] else 'won' if r['won'] else 'alive'}")
+        print(
+            f"    seed {seed}: {r['time_frames'] / 60:6.1f} s  kills {r['kills']:3d}  "
+            f"level {r['level']:2d}  {'lost' if r['lost'] else 'won' if r['won'] else 'alive'}"
+        )
     rs = [r["time_frames"] / 60 for r in rand]
-    print(f"    random: mean {statistics.mean(rs):.1f} s, median {statistics.median(rs):.1f} s, "
-          f"min {min(rs):.1f}, max {max(rs):.1f}")
+    print(
+        f"    random: mean {statistics.mean(rs):.1f} s, median {statistics.median(rs):.1f} s, "
+        f"min {min(rs):.1f}, max {max(rs):.1f}"
+    )
     check(all(r["lost"] for r in rand), "random play always dies")
 
     print(f"kiting policy ({runs} runs)")
@@ -315,14 +461,34 @@ def main() -> int:
         game.em.set_state(boot_state)
         r = play(game, kiting_policy, seed)
         kite.append(r)
-        print(f"    seed {seed}: {r['time_frames'] / 60:6.1f} s  kills {r['kills']:3d}  "
-              f"level {r['level']:2d}  wave {r['wave']}  {'lost' if r['lost'] else 'WON'}")
+        print(
+            f"    seed {seed}: {r['time_frames'] / 60:6.1f} s  kills {r['kills']:3d}  "
+            f"level {r['level']:2d}  wave {r['wave']}  {'lost' if r['lost'] else 'WON'}"
+        )
         if seed == 0:
             game.save_png("kiting_end")
     ks = [r["time_frames"] / 60 for r in kite]
-    print(f"    kiting: mean {statistics.mean(ks):.1f} s, median {statistics.median(ks):.1f} s, "
-          f"min {min(ks):.1f}, max {max(ks):.1f}, won {sum(r['won'] for r in kite)}/{runs}")
-    check(statistics.mean(ks) > 2 * statistics.mean(rs), "kiting survives more than twice as long as random")
+    print(
+        f"    kiting: mean {statistics.mean(ks):.1f} s, median {statistics.median(ks):.1f} s, "
+        f"min {min(ks):.1f}, max {max(ks):.1f}, won {sum(r['won'] for r in kite)}/{runs}"
+    )
+    check(
+        statistics.mean(ks) > 2 * statistics.mean(rs),
+        "kiting survives more than twice as long as random",
+    )
+
+    n_exp = 2 if args.quick else 4
+    print(f"expert policy ({n_exp} runs; look-ahead kiting, picks upgrades)")
+    expert = []
+    for seed in range(n_exp):
+        game.em.set_state(boot_state)
+        r = play(game, expert_policy, seed, png="expert_2m30" if seed == 0 else None, png_at=9000)
+        expert.append(r)
+        print(
+            f"    seed {seed}: {r['time_frames'] / 60:6.1f} s  kills {r['kills']:3d}  "
+            f"level {r['level']:2d}  wave {r['wave']}  {'lost' if r['lost'] else 'WON'}"
+        )
+    check(any(r["won"] for r in expert), "a scripted expert can win (survive 5:00)")
 
     print("screenshots: " + " ".join(sorted(str(p) for p in Path("/tmp").glob("bonkarena_*.png"))))
     if FAILURES:

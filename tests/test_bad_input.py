@@ -59,7 +59,9 @@ def test_user_rom_with_default_actions(make_env, user_integration: Path) -> None
     env.step(0)
 
 
-def test_small_user_rom_runs_from_a_padded_copy(make_env, user_integration: Path, tmp_path: Path) -> None:
+def test_small_user_rom_runs_from_a_padded_copy(
+    make_env, user_integration: Path, tmp_path: Path
+) -> None:
     full = Integration.bundled("BonkArena").rom_path.read_bytes()
     small = tmp_path / "small.gba"
     small.write_bytes(full.rstrip(b"\xff"))

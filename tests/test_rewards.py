@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from metabonk_gym.gba.integration import Integration
 from metabonk_gym.rewards import (
     Delta,
     DoneCondition,
@@ -19,6 +17,8 @@ from metabonk_gym.rewards import (
     terms_from_scenario,
 )
 
+from metabonk_gym.gba.integration import Integration
+
 
 def test_terms() -> None:
     assert Delta("x", 2.0)({"x": 1}, {"x": 4}) == 6.0
@@ -29,7 +29,12 @@ def test_terms() -> None:
     assert Survival(1.0, dead_variable="lost")({}, {"lost": 1}) == 0.0
     event = Event("keys", op="greater-or-equal", reference=2, weight=3.0)
     event.reset({"keys": 0})
-    assert [event({"keys": a}, {"keys": b}) for a, b in [(0, 1), (1, 2), (2, 1), (1, 2)]] == [0, 3.0, 0, 0]
+    assert [event({"keys": a}, {"keys": b}) for a, b in [(0, 1), (1, 2), (2, 1), (1, 2)]] == [
+        0,
+        3.0,
+        0,
+        0,
+    ]
     novelty = Novelty(("x", "y"), weight=1.0, cell_size=8)
     novelty.reset({"x": 0, "y": 0})
     assert [novelty({}, {"x": x, "y": 0}) for x in (3, 9, 12, 20)] == [0.0, 1.0, 0.0, 1.0]
@@ -43,7 +48,14 @@ def test_reward_function_reports_each_term() -> None:
 
 
 def test_done_condition_ops() -> None:
-    done = DoneCondition({"done": {"condition": "all", "variables": {"a": {"op": "zero"}, "b": {"op": "greater-than", "reference": 3}}}})
+    done = DoneCondition(
+        {
+            "done": {
+                "condition": "all",
+                "variables": {"a": {"op": "zero"}, "b": {"op": "greater-than", "reference": 3}},
+            }
+        }
+    )
     assert not done({"a": 0, "b": 3}) and done({"a": 0, "b": 4})
     assert not DoneCondition({})({"a": 1})
 
@@ -60,7 +72,9 @@ def test_presets_build_and_default_comes_from_scenario(game: str) -> None:
 
 def test_reward_from_yaml_file(make_env, tmp_path) -> None:
     spec = tmp_path / "r.yaml"
-    spec.write_text("terms:\n  alive:\n    type: survival\n    weight: 0.5\n  hp:\n    type: penalty\n    variable: hp\n")
+    spec.write_text(
+        "terms:\n  alive:\n    type: survival\n    weight: 0.5\n  hp:\n    type: penalty\n    variable: hp\n"
+    )
     env = make_env("MetaBonk/BonkArena-v0", reward=str(spec))
     env.reset(seed=0)
     _, reward, _, _, info = env.step(0)
@@ -109,8 +123,10 @@ def test_scenario_reward_matches_stable_retro(tmp_path, custom: bool) -> None:
         data.update_ram()
         fn.reset({n: data.lookup_value(n) for n in names})
         ours, theirs = [], []
-        for step in range(600):
-            em.set_button_mask(mask_to_retro(buttons_to_mask(combos[int(rng.integers(len(combos)))])), 0)
+        for _step in range(600):
+            em.set_button_mask(
+                mask_to_retro(buttons_to_mask(combos[int(rng.integers(len(combos)))])), 0
+            )
             for _ in range(4):
                 em.step()
             data.update_ram()

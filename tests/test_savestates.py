@@ -9,7 +9,10 @@ import pytest
 
 from metabonk_gym.gba.integration import Integration, savestates_dir
 
-EXPECTED = {"BonkQuest": ["room1", "room2", "room3", "room4", "room5"], "BonkArena": ["start", "wave5"]}
+EXPECTED = {
+    "BonkQuest": ["room1", "room2", "room3", "room4", "room5"],
+    "BonkArena": ["start", "wave5"],
+}
 
 
 @pytest.mark.parametrize("game", sorted(EXPECTED))
@@ -20,7 +23,9 @@ def test_shipped_savestates_exist(game: str) -> None:
 
 
 @pytest.mark.parametrize(("game", "name"), [("BonkQuest", "room3"), ("BonkArena", "wave5")])
-def test_shipped_state_matches_the_named_start_with_seed_zero(make_env, game: str, name: str) -> None:
+def test_shipped_state_matches_the_named_start_with_seed_zero(
+    make_env, game: str, name: str
+) -> None:
     env = make_env(f"MetaBonk/{game}-v0")
     _, from_start = env.reset(seed=0, options={"state": name, "game_seed": 0})
     ram_start = env.unwrapped.read_memory(0x02000000, 0x200)

@@ -32,10 +32,9 @@ from metabonk_gym.skyemu.fake_server import PeerProcess, c_atoi, hex_to_int, par
 from metabonk_gym.skyemu.process import SkyEmuProcess, free_port
 
 SKYEMU_BINARY = os.environ.get("SKYEMU_BINARY")
-SERVERS = [
-    "peer",
-    pytest.param("skyemu", marks=pytest.mark.skipif(not SKYEMU_BINARY, reason="set SKYEMU_BINARY to a SkyEmu program")),
-]
+# The real-SkyEmu variant exists only when a binary is given: SkyEmu cannot be installed on CI
+# machines, and a permanently skipped test would only hide that the peer carries the suite.
+SERVERS = ["peer", "skyemu"] if SKYEMU_BINARY else ["peer"]
 ROM = Integration.bundled("BonkQuest").rom_path
 MAGIC, FRAME = 0x02000000, 0x02000004
 
@@ -59,7 +58,9 @@ def client(server: str) -> Iterator[SkyEmuClient]:
     c = SkyEmuClient(server, timeout=30)
     status = c.status()
     c.load_rom(status["rom-path"])  # power on: tests do not depend on each other
-    c.set_inputs({name: 0 for name in ("A", "B", "Select", "Start", "Right", "Left", "Up", "Down", "R", "L")})
+    c.set_inputs(
+        {name: 0 for name in ("A", "B", "Select", "Start", "Right", "Left", "Up", "Down", "R", "L")}
+    )
     yield c
     c.close()
 
@@ -100,10 +101,23 @@ def test_status_is_json_without_nul(client: SkyEmuClient) -> None:
     info = client.status()
     assert info["rom-loaded"] is True
     assert Path(info["rom-path"]).name == ROM.name
-    assert set(info["inputs"]) >= {"A", "B", "Up", "Down", "Left", "Right", "L", "R", "Start", "Select"}
+    assert set(info["inputs"]) >= {
+        "A",
+        "B",
+        "Up",
+        "Down",
+        "Left",
+        "Right",
+        "L",
+        "R",
+        "Start",
+        "Select",
+    }
 
 
-def test_unknown_paths_and_read_byte_without_addresses_answer_404(server: str, client: SkyEmuClient) -> None:
+def test_unknown_paths_and_read_byte_without_addresses_answer_404(
+    server: str, client: SkyEmuClient
+) -> None:
     assert client.request("/no_such_command")[0] == 404
     assert client.request("/read_byte")[0] == 404
     with pytest.raises(SkyEmuNotFoundError, match="404 to /no_such_command"):
@@ -121,13 +135,19 @@ def test_raw_framing_matches_cpp_httplib(server: str) -> None:
 
 def test_read_byte_returns_lowercase_hex_in_request_order(client: SkyEmuClient) -> None:
     client.write([(0x02000100, 0xAB), (0x02000101, 0x01), (0x02000102, 0xFE)])
-    reply = client.text("/read_byte", [("addr", "02000102"), ("addr", "02000100"), ("addr", "02000101")])
+    reply = client.text(
+        "/read_byte", [("addr", "02000102"), ("addr", "02000100"), ("addr", "02000101")]
+    )
     assert reply == "feab01"
 
 
-def test_repeated_identical_parameters_are_dropped_and_the_client_copes(client: SkyEmuClient) -> None:
+def test_repeated_identical_parameters_are_dropped_and_the_client_copes(
+    client: SkyEmuClient,
+) -> None:
     client.write([(0x02000100, 0x11), (0x02000101, 0x22)])
-    reply = client.text("/read_byte", [("addr", "02000100"), ("addr", "02000100"), ("addr", "02000101")])
+    reply = client.text(
+        "/read_byte", [("addr", "02000100"), ("addr", "02000100"), ("addr", "02000101")]
+    )
     assert reply == "1122", "cpp-httplib drops a repeated key=value pair"
     assert client.read([0x02000100, 0x02000100, 0x02000101, 0x02000100]) == b"\x11\x11\x22\x11"
 
@@ -205,10 +225,17 @@ def test_client_reopens_a_connection_the_server_closed_while_idle(
     client: SkyEmuClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(client_module, "IDLE_RECONNECT_S", 1000.0)
-    client.ping()
-    time.sleep(5.6)  # cpp-httplib's keep-alive timeout is 5 s
+    client.step(30)
+    frame = u32(client, FRAME)
+    time.sleep(5.6)  # cpp-httplib's keep-alive timeout is 5 s: the server closes the connection
+    client.step(1)  # seen before sending (the socket reads EOF): a new connection
+    assert u32(client, FRAME) == frame + 1
+    time.sleep(5.6)
+    # Not seen before sending: the request fails on the dead connection and is sent once more.
+    monkeypatch.setattr(client_module.select, "select", lambda r, w, x, t: ([], [], []))
     client.step(1)
-    client.ping()
+    monkeypatch.undo()
+    assert u32(client, FRAME) == frame + 2, "the retried /step ran exactly once"
 
 
 @pytest.mark.parametrize("server", ["peer"], indirect=True)
@@ -266,7 +293,11 @@ def test_a_server_that_is_not_skyemu_is_a_clear_error(other_server: str) -> None
 # ---------------------------------------------------------------------- pure helpers
 def test_cpp_httplib_query_parsing() -> None:
     assert parse_query("b=1&a=2&b=1&b=3") == [("a", "2"), ("b", "1"), ("b", "3")]
-    assert parse_query("path=/tmp/a+b%20c.png&=x&pause") == [("path", "/tmp/a b c.png"), ("pause", ""), ("x", "")]
+    assert parse_query("path=/tmp/a+b%20c.png&=x&pause") == [
+        ("path", "/tmp/a b c.png"),
+        ("pause", ""),
+        ("x", ""),
+    ]
     assert parse_query("k=v=w") == [("k", "w")]
 
 

@@ -7,8 +7,8 @@ wrappers it adds its keys to the existing Dict, so `ButtonHistory(TileTokens(env
 >>> from gymnasium import spaces
 >>> import numpy as np
 >>> s = extend_space(spaces.Box(0, 255, (2, 2, 3), np.uint8), "pixels", {"n": spaces.Discrete(3)})
->>> list(s.spaces)
-['pixels', 'n']
+>>> list(s.spaces)  # gymnasium sorts the keys
+['n', 'pixels']
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ import numpy as np
 from gymnasium import spaces
 
 
-def extend_space(base: spaces.Space, pixels_key: str, extra: dict[str, spaces.Space]) -> spaces.Dict:
+def extend_space(
+    base: spaces.Space, pixels_key: str, extra: dict[str, spaces.Space]
+) -> spaces.Dict:
     """`base` (Box or Dict) plus the `extra` keys, as one flat Dict space."""
-    if isinstance(base, spaces.Dict):
-        merged = dict(base.spaces)
-    else:
-        merged = {pixels_key: base}
+    merged = dict(base.spaces) if isinstance(base, spaces.Dict) else {pixels_key: base}
     clash = set(merged) & set(extra)
     if clash:
         raise ValueError(
@@ -44,7 +43,9 @@ def pixels(obs: Any, pixels_key: str) -> np.ndarray:
     """The frame inside an observation (Box or Dict)."""
     if isinstance(obs, dict):
         if pixels_key not in obs:
-            raise KeyError(f"observation has no {pixels_key!r} key (keys: {', '.join(obs)}); pass pixels_key=")
+            raise KeyError(
+                f"observation has no {pixels_key!r} key (keys: {', '.join(obs)}); pass pixels_key="
+            )
         return obs[pixels_key]
     return obs
 

@@ -20,7 +20,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-
 from metabonk_gym.wrappers._dict_obs import as_dict, extend_space, pixels, pixels_space
 from metabonk_gym.wrappers.screen import ScreenReader, has_vram
 
@@ -81,19 +80,24 @@ def draw_overlay(
         img[:h_, :w_] = img[:h_, :w_] * (1 - w) + t * w
     big = np.repeat(np.repeat(img.astype(np.uint8), scale, 0), scale, 1)
     step = cell * scale
-    # grid lines: thin dark every cell, light every `every` cells
-    for c in range(0, cols + 1):
-        x = min(c * step, big.shape[1] - 1)
-        big[:, x] = (255, 255, 255) if c % every == 0 else (big[:, x] * 0.4).astype(np.uint8)
-    for r in range(0, rows + 1):
-        y = min(r * step, big.shape[0] - 1)
-        big[y, :] = (255, 255, 255) if r % every == 0 else (big[y, :] * 0.4).astype(np.uint8)
+    # grid lines: darkened every cell, white every `every` cells
+    for axis, count in ((1, cols), (0, rows)):
+        lines = np.minimum(np.arange(count + 1) * step, big.shape[axis] - 1)
+        major = np.arange(count + 1) % every == 0
+        if axis == 1:
+            big[:, lines[~major]] = big[:, lines[~major]] * 2 // 5
+            big[:, lines[major]] = 255
+        else:
+            big[lines[~major]] = big[lines[~major]] * 2 // 5
+            big[lines[major]] = 255
     image = Image.fromarray(big)
     draw = ImageDraw.Draw(image)
     font = _font()
     if player is not None:
         x0, y0 = player[0] * step, player[1] * step
-        draw.rectangle([x0 - 1, y0 - 1, x0 + step + 1, y0 + step + 1], outline=(255, 0, 255), width=2)
+        draw.rectangle(
+            [x0 - 1, y0 - 1, x0 + step + 1, y0 + step + 1], outline=(255, 0, 255), width=2
+        )
     for c in range(0, cols, every):
         _label(draw, font, c * step + 2, 1, str(c))
     for r in range(every, rows, every):
@@ -130,14 +134,22 @@ class GridOverlay(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         pixels_key: str = "pixels",
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
-            self, scale=scale, every=every, semantic=semantic, alpha=alpha, key=key, pixels_key=pixels_key
+            self,
+            scale=scale,
+            every=every,
+            semantic=semantic,
+            alpha=alpha,
+            key=key,
+            pixels_key=pixels_key,
         )
         gym.ObservationWrapper.__init__(self, env)
         if scale < 1 or every < 1:
             raise ValueError(f"scale and every must be >= 1, not {scale} and {every}")
         frame = pixels_space(env.observation_space, pixels_key)
         if len(frame.shape) != 3 or frame.shape[2] not in (1, 3):
-            raise ValueError(f"GridOverlay needs an (H, W, 3) or (H, W, 1) frame, not {frame.shape}")
+            raise ValueError(
+                f"GridOverlay needs an (H, W, 3) or (H, W, 1) frame, not {frame.shape}"
+            )
         self.scale, self.every, self.alpha = int(scale), int(every), float(alpha)
         self.key, self.pixels_key = key, pixels_key
         self.reader = ScreenReader(env) if semantic and has_vram(env) else None
@@ -147,7 +159,9 @@ class GridOverlay(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
             raise ValueError(f"frame {frame.shape} is too small for a grid of 8-pixel cells")
         height, width = frame.shape[0] * self.scale, frame.shape[1] * self.scale
         self.observation_space = extend_space(
-            env.observation_space, pixels_key, {key: spaces.Box(0, 255, (height, width, 3), np.uint8)}
+            env.observation_space,
+            pixels_key,
+            {key: spaces.Box(0, 255, (height, width, 3), np.uint8)},
         )
         self.image: np.ndarray | None = None
 
@@ -160,6 +174,8 @@ class GridOverlay(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
             names = self.reader.semantic.names if self.reader.semantic is not None else ()
             player = self.reader.player_cell(screen)
         frame = np.asarray(pixels(observation, self.pixels_key))
-        self.image = draw_overlay(frame, classes, names, player, self.scale, self.every, self.alpha, self.cell)
+        self.image = draw_overlay(
+            frame, classes, names, player, self.scale, self.every, self.alpha, self.cell
+        )
         out[self.key] = self.image
         return out

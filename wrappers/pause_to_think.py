@@ -36,15 +36,16 @@ from gymnasium.utils import RecordConstructorArgs
 from metabonk_gym.think.director import Director
 from metabonk_gym.think.games import adapter_for
 from metabonk_gym.think.log import DecisionLog
-from metabonk_gym.think.prompts import system_prompt
+from metabonk_gym.think.prompts import PromptBuilder, system_prompt
 from metabonk_gym.think.strategist import Strategist, make_strategist
 from metabonk_gym.think.view import GameView
 
 
 class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
     """See the module docstring. `backend` is `"llama_cpp"`, `"openai"`, `"oracle"`,
-    `"distilled"` or a `Strategist`; other keyword arguments go to the backend
-    (`n_ctx`, `n_gpu_layers`, `api_key`, `response_format`, `temperature`, ...)."""
+    `"distilled"` or a `Strategist`; `game_card` replaces the integration's `game_card.md` in
+    the system prompt; other keyword arguments go to the backend (`n_ctx`, `n_gpu_layers`,
+    `api_key`, `response_format`, `temperature`, ...)."""
 
     def __init__(
         self,
@@ -65,6 +66,7 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         log_dir: str | Path | None = None,
         log_frames: bool = True,
         max_tokens: int = 256,
+        game_card: str | None = None,
         **backend_kwargs: Any,
     ) -> None:
         RecordConstructorArgs.__init__(
@@ -85,24 +87,34 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
             log_dir=str(log_dir) if log_dir else None,
             log_frames=log_frames,
             max_tokens=max_tokens,
+            game_card=game_card,
         )
         gym.Wrapper.__init__(self, env)
         self.adapter = adapter_for(env)
-        integration = getattr(env.unwrapped, "integration", None)
-        game_card = integration.game_card() if integration is not None else None
+        if game_card is None:  # the integration's game_card.md, the rules for the model
+            integration = getattr(env.unwrapped, "integration", None)
+            game_card = integration.game_card() if integration is not None else None
         kwargs: dict[str, Any] = dict(backend_kwargs)
         if backend == "llama_cpp":
             kwargs.update(model_path=model_path, mmproj_path=mmproj_path, chat_handler=chat_handler)
         elif backend == "openai":
-            kwargs.update(base_url=base_url or "http://127.0.0.1:8000/v1", model=model, vision=bool(vision))
+            kwargs.update(
+                base_url=base_url or "http://127.0.0.1:8000/v1", model=model, vision=bool(vision)
+            )
         elif backend == "distilled":
             kwargs.update(model_path=model_path)
+        builder = PromptBuilder.for_env(
+            env, self.adapter, game_card, strip=mode == "async", max_tokens=max_tokens
+        )
         self.strategist = make_strategist(
-            self.adapter, backend, game_card=game_card, timeout_s=timeout_s, max_tokens=max_tokens, **kwargs
+            self.adapter, backend, timeout_s=timeout_s, builder=builder, **kwargs
         )
         log = None
         if log_dir is not None:
-            meta = {"system_prompt": system_prompt(self.adapter, game_card), **self.strategist.describe()}
+            meta = {
+                "system_prompt": system_prompt(self.adapter, game_card),
+                **self.strategist.describe(),
+            }
             log = DecisionLog(log_dir, game=self.adapter.spec.game, frames=log_frames, meta=meta)
         self.director = Director(
             self.strategist,
@@ -131,7 +143,9 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         """The directive in force, as in `info["directive"]`."""
         return self.director.directive.to_dict()
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self._steps = 0
         self._view = GameView.capture(self.env, info, 0, obs)
@@ -159,7 +173,9 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         if not self.directive_in_obs:
             return obs
         assert self._view is not None
-        features = self.adapter.features(self.director.directive, self._view, self.director.frames_left())
+        features = self.adapter.features(
+            self.director.directive, self._view, self.director.frames_left()
+        )
         features = np.clip(features, -1.0, 1.0).astype(np.float32)
         if isinstance(obs, dict):
             return {**obs, "directive": features}

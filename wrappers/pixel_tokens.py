@@ -53,14 +53,20 @@ def cell_hashes(frame: np.ndarray, cell: int = 8) -> np.ndarray:
     if rows == 0 or cols == 0:
         raise ValueError(f"frame {frame.shape} is smaller than one {cell}x{cell} cell")
     channels = frame.shape[2]
-    cells = frame[: rows * cell, : cols * cell].reshape(rows, cell, cols, cell, channels).transpose(0, 2, 1, 3, 4)
+    cells = (
+        frame[: rows * cell, : cols * cell]
+        .reshape(rows, cell, cols, cell, channels)
+        .transpose(0, 2, 1, 3, 4)
+    )
     data = np.ascontiguousarray(cells).reshape(rows * cols, -1)
     pad = (-data.shape[1]) % 8
     if pad:
         data = np.concatenate([data, np.zeros((data.shape[0], pad), np.uint8)], axis=1)
     words = data.view(np.uint64)
     if words.shape[1] > len(_KEYS):
-        raise ValueError(f"cells of {data.shape[1]} bytes are too large to hash (at most {8 * len(_KEYS)})")
+        raise ValueError(
+            f"cells of {data.shape[1]} bytes are too large to hash (at most {8 * len(_KEYS)})"
+        )
     with np.errstate(over="ignore"):
         h = (words * _KEYS[: words.shape[1]]).sum(axis=1, dtype=np.uint64)
         h ^= h >> np.uint64(30)
@@ -92,9 +98,11 @@ class PixelTokenizer:
         self.grow = bool(grow)
         self.vocabulary: dict[int, int] = {}
         if vocabulary is not None:
-            self.vocabulary = dict(load_vocabulary(vocabulary)) if isinstance(vocabulary, (str, Path)) else {
-                int(k): int(v) for k, v in vocabulary.items()
-            }
+            self.vocabulary = (
+                dict(load_vocabulary(vocabulary))
+                if isinstance(vocabulary, (str, Path))
+                else {int(k): int(v) for k, v in vocabulary.items()}
+            )
             bad = [v for v in self.vocabulary.values() if not 0 < v < self.capacity]
             if bad:
                 raise ValueError(f"vocabulary ids must be in 1..{self.capacity - 1}; got {bad[:3]}")
@@ -133,7 +141,11 @@ class PixelTokenizer:
         """Write the vocabulary as JSON (hash as a decimal string -> id), atomically."""
         from metabonk_gym.utils import atomic_write_text
 
-        payload = {"capacity": self.capacity, "cell": self.cell, "ids": {str(k): v for k, v in self.vocabulary.items()}}
+        payload = {
+            "capacity": self.capacity,
+            "cell": self.cell,
+            "ids": {str(k): v for k, v in self.vocabulary.items()},
+        }
         atomic_write_text(Path(path), json.dumps(payload))
 
 
@@ -146,4 +158,6 @@ def load_vocabulary(path: str | Path) -> dict[int, int]:
     except FileNotFoundError:
         raise FileNotFoundError(f"pixel-token vocabulary not found: {path}") from None
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
-        raise ValueError(f"{path} is not a vocabulary written by PixelTokenizer.save ({exc})") from exc
+        raise ValueError(
+            f"{path} is not a vocabulary written by PixelTokenizer.save ({exc})"
+        ) from exc

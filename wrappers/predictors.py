@@ -81,33 +81,45 @@ class LinearPredictor(Predictor):
 
 
 class FlowPredictor(Predictor):
-    """Block motion (8x8 cells, exhaustive search of +-`search` pixels) and a static background.
+    """Block motion on 8x8 cells (exhaustive search of +-`search` pixels) over a static background.
 
-    Each update: a pixel that kept its colour for `stable` frames becomes background. The
-    foreground is what differs from the background. For every cell that changed since the last
-    frame, the displacement that best explains its foreground pixels (fewest mismatching pixels
-    against the previous frame) is its motion, kept when it explains at least `min_match` of them.
-    A prediction `k` steps ahead erases the moving foreground (background shows through) and
-    pastes it `k` displacements further.
+    Each update: a pixel that kept its colour for `stable` frames becomes background; the
+    foreground is what differs from it. A cell that changed since the last frame moves by the
+    displacement d under which most of its foreground pixels were foreground, of the same
+    colour, at p - d in the previous frame (needing both frames' foreground rules out mistaking
+    the background uncovered behind a sprite for the sprite); it needs at least `min_match` of
+    the cell's foreground. A prediction `k` steps ahead erases the moving pixels (the background
+    shows through) and pastes them `k` displacements further.
     """
 
     name = "flow"
     context = 2
 
-    def __init__(self, block: int = 8, search: int = 10, stable: int = 2, min_match: float = 0.6) -> None:
+    def __init__(
+        self, block: int = 8, search: int = 10, stable: int = 4, min_match: float = 0.7
+    ) -> None:
         super().__init__()
-        self.block, self.search, self.stable, self.min_match = int(block), int(search), int(stable), float(min_match)
+        self.block, self.search, self.stable, self.min_match = (
+            int(block),
+            int(search),
+            int(stable),
+            float(min_match),
+        )
         self.background: np.ndarray | None = None
+        self._packed_bg: np.ndarray | None = None
         self._count: np.ndarray | None = None
+        self._prev_fg: np.ndarray | None = None
         offsets = np.arange(-self.search, self.search + 1)
         dy, dx = np.meshgrid(offsets, offsets, indexing="ij")
-        order = np.argsort(np.abs(dy).ravel() + np.abs(dx).ravel(), kind="stable")  # ties: smallest move
+        order = np.argsort(
+            np.abs(dy).ravel() + np.abs(dx).ravel(), kind="stable"
+        )  # ties: smallest move
         self._dy, self._dx = dy.ravel()[order], dx.ravel()[order]
-        self._motion: list[tuple[int, int, int, int]] = []  # (row, col, dy, dx) of moving cells
+        self._motion: list[tuple[int, int, int, int, np.ndarray]] = []  # (y0, x0, dy, dx, pixels)
 
     def reset(self) -> None:
         super().reset()
-        self.background = self._count = None
+        self.background = self._packed_bg = self._count = self._prev_fg = None
         self._motion = []
 
     @staticmethod
@@ -124,44 +136,79 @@ class FlowPredictor(Predictor):
         frame = np.asarray(frame)
         previous = self.frames[-1] if self.frames else None
         super().update(frame)
-        if previous is None or self.background is None or self._count is None:
+        now = self._pack(frame)
+        if (
+            previous is None
+            or self.background is None
+            or self._count is None
+            or self._packed_bg is None
+        ):
             self.background = frame.copy()
-            self._count = np.zeros(frame.shape[:2], np.int32)
+            self._packed_bg = now.copy()
+            self._count = np.zeros(now.shape, np.int32)
+            self._prev_fg = np.zeros(now.shape, bool)
             self._motion = []
             return
-        now, before = self._pack(frame), self._pack(previous)
+        before = self._pack(previous)
         same = now == before
+        fg = now != self._packed_bg  # against the background as it was up to the previous frame
+        assert self._prev_fg is not None
+        self._motion = self._estimate(now, before, ~same, fg, self._prev_fg)
         self._count = np.where(same, self._count + 1, 0)
         settled = self._count >= self.stable - 1
         self.background[settled] = frame[settled]
-        self._motion = self._estimate(now, before, ~same)
+        self._packed_bg[settled] = now[settled]
+        self._prev_fg = now != self._packed_bg
 
-    def _estimate(self, now: np.ndarray, before: np.ndarray, changed: np.ndarray) -> list[tuple[int, int, int, int]]:
+    def _estimate(
+        self,
+        now: np.ndarray,
+        before: np.ndarray,
+        changed: np.ndarray,
+        fg: np.ndarray,
+        prev_fg: np.ndarray,
+    ) -> list[tuple[int, int, int, int, np.ndarray]]:
         b, s = self.block, self.search
         h, w = now.shape
         rows, cols = h // b, w // b
         cell_changed = changed[: rows * b, : cols * b].reshape(rows, b, cols, b).any(axis=(1, 3))
-        assert self.background is not None
-        fg = self._pack(self.background) != now
         cells = np.argwhere(cell_changed)
         if not len(cells):
             return []
-        padded = np.pad(before, s, constant_values=-1)
+        prev = np.pad(before, s, constant_values=-1)
+        prev_fg = np.pad(prev_fg, s, constant_values=False)
         ys = cells[:, 0, None, None] * b + np.arange(b)[None, :, None]  # (n, b, 1)
         xs = cells[:, 1, None, None] * b + np.arange(b)[None, None, :]  # (n, 1, b)
         blocks = now[ys, xs]  # (n, b, b)
         masks = fg[ys, xs]
         weight = masks.sum(axis=(1, 2))
-        # candidates: the block's pixels came from p - d in the previous frame
+        # candidate d: the pixel at p came from p - d in the previous frame
         cy = ys[:, None] - self._dy[None, :, None, None] + s  # (n, D, b, 1)
         cx = xs[:, None] - self._dx[None, :, None, None] + s
-        mismatch = ((padded[cy, cx] != blocks[:, None]) & masks[:, None]).sum(axis=(2, 3))  # (n, D)
-        best = mismatch.argmin(axis=1)
-        good = mismatch[np.arange(len(cells)), best] <= (1 - self.min_match) * weight
+        hits = (prev[cy, cx] == blocks[:, None]) & prev_fg[cy, cx] & masks[:, None]  # (n, D, b, b)
+        score = hits.sum(axis=(2, 3))
+        score[:, 0] = -1  # d = (0, 0) comes first in the order: a cell that changed did not stay
+        best = score.argmax(axis=1).tolist()
+        # aperture problem: a cell of flat colour matches several moves equally well; among its
+        # equally good moves take the one most of its changed neighbours chose
+        index = {(int(r), int(c)): n for n, (r, c) in enumerate(cells.tolist())}
+        chosen = []
+        for n, (r, c) in enumerate(cells.tolist()):
+            votes: dict[int, int] = {}
+            for dr in (-1, 0, 1):
+                for dc in (-1, 0, 1):
+                    m = index.get((r + dr, c + dc))
+                    if m is not None:
+                        votes[best[m]] = votes.get(best[m], 0) + 1
+            top = score[n, best[n]]
+            tied = [k for k in votes if score[n, k] == top]
+            chosen.append(max(tied, key=lambda k: (votes[k], k == best[n])) if tied else best[n])
         out = []
-        for (r, c), k, ok, wt in zip(cells.tolist(), best.tolist(), good.tolist(), weight.tolist()):
-            if ok and wt and (self._dy[k] or self._dx[k]):
-                out.append((r, c, int(self._dy[k]), int(self._dx[k])))
+        for n, (k, wt) in enumerate(zip(chosen, weight.tolist())):
+            got = int(score[n, k])
+            if wt and got > 0 and got >= self.min_match * wt:
+                r, c = cells[n]
+                out.append((int(r) * b, int(c) * b, int(self._dy[k]), int(self._dx[k]), hits[n, k]))
         return out
 
     def predict(self, steps: int) -> np.ndarray:
@@ -171,18 +218,13 @@ class FlowPredictor(Predictor):
             return out
         b = self.block
         h, w = present.shape[:2]
-        fg = (self.background != present).reshape(h, w, -1).any(axis=2)
         for k in range(steps):
             pred = out[k]
-            pieces = []
-            for r, c, dy, dx in self._motion:
-                y0, x0 = r * b, c * b
-                mask = fg[y0 : y0 + b, x0 : x0 + b]
-                if not mask.any():
-                    continue
-                pred[y0 : y0 + b, x0 : x0 + b][mask] = self.background[y0 : y0 + b, x0 : x0 + b][mask]
-                pieces.append((y0, x0, dy, dx, mask))
-            for y0, x0, dy, dx, mask in pieces:
+            for y0, x0, _, _, mask in self._motion:
+                pred[y0 : y0 + b, x0 : x0 + b][mask] = self.background[y0 : y0 + b, x0 : x0 + b][
+                    mask
+                ]
+            for y0, x0, dy, dx, mask in self._motion:
                 ty, tx = y0 + (k + 1) * dy, x0 + (k + 1) * dx
                 sy0, sx0 = max(0, -ty), max(0, -tx)
                 sy1, sx1 = min(b, h - ty), min(b, w - tx)
@@ -201,9 +243,19 @@ class LearnedPredictor(Predictor):
 
     name = "learned"
 
-    def __init__(self, path: str | Path | None = None, model: Any = None, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        model: Any = None,
+        device: str = "cpu",
+        threads: int | None = None,
+    ) -> None:
         from metabonk_gym.wrappers.predictor_net import CONTEXT, load_model
 
+        if threads is not None:  # process-wide: meant for subprocess envs (make_vec), e.g. 1
+            import torch
+
+            torch.set_num_threads(int(threads))
         self.context = CONTEXT
         super().__init__()
         if model is None:
@@ -223,7 +275,9 @@ class LearnedPredictor(Predictor):
         frames = list(self.frames)
         while len(frames) < self.context:
             frames.insert(0, frames[0])
-        return rollout(self.model, np.stack(frames), steps, device=self.device).reshape(steps, *present.shape)
+        return rollout(self.model, np.stack(frames), steps, device=self.device).reshape(
+            steps, *present.shape
+        )
 
 
 def make_predictor(predictor: str | Predictor, **kwargs: Any) -> Predictor:
@@ -237,5 +291,7 @@ def make_predictor(predictor: str | Predictor, **kwargs: Any) -> Predictor:
         "learned": LearnedPredictor,
     }
     if predictor not in classes:
-        raise ValueError(f"unknown predictor {predictor!r}; choose one of {', '.join(PREDICTORS)} or pass a Predictor")
+        raise ValueError(
+            f"unknown predictor {predictor!r}; choose one of {', '.join(PREDICTORS)} or pass a Predictor"
+        )
     return classes[predictor](**kwargs)

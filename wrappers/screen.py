@@ -20,7 +20,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-
 from metabonk_gym.wrappers.semantic import SemanticClasses
 from metabonk_gym.wrappers.vram import ScreenTiles, VramTokenizer, read_snapshot
 
@@ -28,7 +27,10 @@ from metabonk_gym.wrappers.vram import ScreenTiles, VramTokenizer, read_snapshot
 def has_vram(env: Any) -> bool:
     """True when `env.unwrapped` exposes the GBA bus (`read_memory`), i.e. it is a `GBAEnv`."""
     base = env.unwrapped
-    return callable(getattr(base, "read_memory", None)) and getattr(base, "integration", None) is not None
+    return (
+        callable(getattr(base, "read_memory", None))
+        and getattr(base, "integration", None) is not None
+    )
 
 
 class ScreenReader:
@@ -41,6 +43,8 @@ class ScreenReader:
                 "MetaBonk GBA env. Use source='pixels' for other envs."
             )
         self.env = env
+        #: the integration's name (e.g. "BonkQuest")
+        self.game: str = str(env.unwrapped.integration.name)
         self.tokenizer = VramTokenizer(sprites=sprites)
         self.semantic = SemanticClasses.for_env(env)
         self.last: ScreenTiles | None = None
@@ -50,23 +54,30 @@ class ScreenReader:
         self._last_player = None
 
     def read(self) -> ScreenTiles:
+        """Decode the screen now (the frame is fetched only in bitmap modes)."""
         base = self.env.unwrapped
-        self.last = self.tokenizer.decode(read_snapshot(self.env), frame=base.render if hasattr(base, "render") else None)
+        # render() gives the frame in rgb_array mode and None (after drawing) in human mode
+        frame = base.render if getattr(base, "render_mode", None) != "human" else None
+        self.last = self.tokenizer.decode(read_snapshot(self.env), frame=frame)
         return self.last
 
     def classes(self, screen: ScreenTiles) -> np.ndarray | None:
         if self.semantic is None:
             return None
-        return self.semantic.cells(screen.tile_index, screen.charblock, screen.sprites, screen.sprite_cells)
+        return self.semantic.cells(
+            screen.tile_index, screen.charblock, screen.sprites, screen.sprite_cells
+        )
 
-    def player_cell(self, screen: ScreenTiles, info: Mapping[str, Any] | None = None) -> tuple[int, int] | None:
+    def player_cell(
+        self, screen: ScreenTiles, info: Mapping[str, Any] | None = None
+    ) -> tuple[int, int] | None:
         """(x, y) cell of the player: the centre of the front sprite of class "player"; while it is
         hidden (blinking), the last cell seen; before that, the integration's `player` variables
         read as cells when they fit the grid (None when nothing is known)."""
         if self.semantic is not None and len(screen.sprites):
             player = self.semantic.id("player")
             kinds = self.semantic.obj[screen.sprites[:, 5] & 0x3FF]
-            rows = np.flatnonzero(kinds == player) if player else []
+            rows = np.flatnonzero(kinds == player) if player else np.zeros(0, np.int64)
             if len(rows):
                 x, y, w, h = (int(v) for v in screen.sprites[rows[0], :4])
                 cell = (min(max((x + w // 2) // 8, 0), 29), min(max((y + h // 2) // 8, 0), 19))
@@ -74,7 +85,9 @@ class ScreenReader:
                 return cell
         if self._last_player is not None:
             return self._last_player
-        names = (getattr(self.env.unwrapped, "integration", None) and self.env.unwrapped.integration.extension.get("player"))
+        names = getattr(
+            self.env.unwrapped, "integration", None
+        ) and self.env.unwrapped.integration.extension.get("player")
         if info is not None and names and all(n in info for n in names):
             x, y = int(info[names[0]]), int(info[names[1]])
             if 0 <= x < 30 and 0 <= y < 20:

@@ -47,7 +47,9 @@ CLASS_NAMES: tuple[str, ...] = (
 )
 
 #: Classes the player can walk onto (used for "open directions" and path hints).
-PASSABLE: frozenset[str] = frozenset({"empty", "floor", "door", "key", "heart", "treasure", "item", "gem"})
+PASSABLE: frozenset[str] = frozenset(
+    {"empty", "floor", "door", "key", "heart", "treasure", "item", "gem"}
+)
 
 #: Characters of the ASCII map, by class; unknown classes use their first letter.
 CHARS: dict[str, str] = {
@@ -104,8 +106,21 @@ class SemanticClasses:
     def for_env(cls, env: Any) -> SemanticClasses | None:
         """The classes of a GBA env's integration, or None when it has no `tiles.json`."""
         integration = getattr(env.unwrapped, "integration", None)
-        tiles = integration.tiles() if integration is not None and hasattr(integration, "tiles") else None
+        tiles = (
+            integration.tiles()
+            if integration is not None and hasattr(integration, "tiles")
+            else None
+        )
         return cls.from_tiles_json(tiles) if tiles else None
+
+    @property
+    def bg_lut(self) -> np.ndarray:
+        """`bg` with a leading 0, indexed by tile number + 1 (so -1, no tile, maps to "none")."""
+        lut = self.__dict__.get("_bg_lut")
+        if lut is None:
+            lut = np.concatenate([[0], self.bg]).astype(np.int32)
+            object.__setattr__(self, "_bg_lut", lut)
+        return lut
 
     def id(self, name: str) -> int:
         """The id of a class name (0 when this game does not use it)."""
@@ -126,11 +141,12 @@ class SemanticClasses:
     ) -> np.ndarray:
         """Class ids (rows, cols) int32 of decoded cells (`vram.ScreenTiles` fields); with
         `sprites` and `sprite_cells`, sprites of a known class cover the background."""
-        ok = (tile_index >= 0) & (charblock == self.charblock)
-        out = np.where(ok, self.bg[np.clip(tile_index, 0, 1023)], 0).astype(np.int32)
+        bg = self.bg_lut[tile_index + 1]  # tile_index -1 (nothing) -> 0
+        if (charblock != self.charblock).any():
+            bg = np.where(charblock == self.charblock, bg, 0)
+        out = bg
         if sprites is not None and sprite_cells is not None and len(sprites):
-            sprite_class = self.obj[sprites[:, 5] & 0x3FF]
-            covered = sprite_cells >= 0
-            over = np.where(covered, sprite_class[np.clip(sprite_cells, 0, None)], 0)
-            out = np.where(over != 0, over, out).astype(np.int32)
+            sprite_class = np.concatenate([[0], self.obj[sprites[:, 5] & 0x3FF]]).astype(np.int32)
+            over = sprite_class[sprite_cells + 1]
+            out = np.where(over != 0, over, bg)
         return out

@@ -28,7 +28,6 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-
 from metabonk_gym.wrappers._dict_obs import as_dict, extend_space
 from metabonk_gym.wrappers.screen import ScreenReader
 from metabonk_gym.wrappers.semantic import CHARS, PASSABLE
@@ -78,7 +77,10 @@ def ascii_map(
         grid[player[1], player[0]] = ord("@")
     width = len(str(rows - 1))
     pad = " " * (width + 3)
-    lines = [pad + "".join(str(c // 10 % 10) for c in range(cols)), pad + "".join(str(c % 10) for c in range(cols))]
+    lines = [
+        pad + "".join(str(c // 10 % 10) for c in range(cols)),
+        pad + "".join(str(c % 10) for c in range(cols)),
+    ]
     for r in range(rows):
         lines.append(f"{r:>{width + 1}} |{grid[r].tobytes().decode('ascii')}|")
     used = {chr(c) for c in np.unique(grid)}
@@ -121,14 +123,17 @@ def describe(classes: np.ndarray, names: Sequence[str], player: tuple[int, int] 
     px, py = player
     lines = [f"Player at ({px}, {py})."]
     index = {n: i for i, n in enumerate(names)}
-    open_, blocked = [], []
+    open_: list[str] = []
+    blocked: list[str] = []
     for label, dx, dy in DIRECTIONS:
         x, y = px + dx, py + dy
         if not (0 <= x < cols and 0 <= y < rows):
             blocked.append(f"{label} (edge)")
             continue
         name = names[int(classes[y, x])] if 0 <= classes[y, x] < len(names) else "none"
-        (open_ if name in PASSABLE else blocked).append(label if name in PASSABLE else f"{label} ({name})")
+        (open_ if name in PASSABLE else blocked).append(
+            label if name in PASSABLE else f"{label} ({name})"
+        )
     lines.append(f"Open: {', '.join(open_) or 'none'}. Blocked: {', '.join(blocked) or 'none'}.")
     ys, xs = np.mgrid[0:rows, 0:cols]
     distance = np.abs(xs - px) + np.abs(ys - py)
@@ -141,7 +146,7 @@ def describe(classes: np.ndarray, names: Sequence[str], player: tuple[int, int] 
         if not mask.any():
             continue
         d = np.where(mask, distance, 1 << 20)
-        y, x = np.unravel_index(int(np.argmin(d)), d.shape)
+        y, x = (int(v) for v in np.unravel_index(int(np.argmin(d)), d.shape))
         name = names[int(classes[y, x])]
         what = label if name == label else name.replace("_", " ")
         line = f"Nearest {what} at ({x}, {y}): {_offset(int(x) - px, int(y) - py)} (distance {int(d[y, x])})"
@@ -170,13 +175,19 @@ class TextMap(gym.Wrapper, gym.utils.RecordConstructorArgs):
         pixels_key: where a Box observation goes in the Dict.
     """
 
-    def __init__(self, env: gym.Env, title: bool = True, key: str | None = "ascii", pixels_key: str = "pixels") -> None:
+    def __init__(
+        self,
+        env: gym.Env,
+        title: bool = True,
+        key: str | None = "ascii",
+        pixels_key: str = "pixels",
+    ) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, title=title, key=key, pixels_key=pixels_key)
         gym.Wrapper.__init__(self, env)
         self.reader = ScreenReader(env)
         if self.reader.semantic is None:
             raise ValueError(
-                f"{env.unwrapped.integration.name} has no tiles.json with semantic classes; TextMap needs "
+                f"{self.reader.game} has no tiles.json with semantic classes; TextMap needs "
                 "one (see docs/wrappers.md, 'Semantic classes')"
             )
         self.semantic = self.reader.semantic
@@ -191,7 +202,9 @@ class TextMap(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.spatial = ""
         self.player: tuple[int, int] | None = None
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self.reader.reset()
         return self._annotate(obs, info)
@@ -225,6 +238,8 @@ class TextMap(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return obs, info
 
     def _header(self, info: dict[str, Any]) -> str:
-        name = self.env.unwrapped.integration.name
-        fields = [f"{k}={info[k]}" for k in ("room", "wave", "hp", "max_hp", "keys", "level") if k in info]
+        name = self.reader.game
+        fields = [
+            f"{k}={info[k]}" for k in ("room", "wave", "hp", "max_hp", "keys", "level") if k in info
+        ]
         return f"{name}: " + " ".join(fields) if fields else name

@@ -33,7 +33,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-
 from metabonk_gym.wrappers._dict_obs import as_dict, extend_space, pixels, pixels_space
 from metabonk_gym.wrappers.pixel_tokens import PixelTokenizer
 from metabonk_gym.wrappers.screen import ScreenReader, has_vram
@@ -74,8 +73,17 @@ class TileTokens(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         pixels_key: str = "pixels",
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
-            self, source=source, sprites=sprites, max_sprites=max_sprites, semantic=semantic, buckets=buckets,
-            vocabulary_size=vocabulary_size, vocabulary=vocabulary, grow=grow, cell=cell, pixels_key=pixels_key,
+            self,
+            source=source,
+            sprites=sprites,
+            max_sprites=max_sprites,
+            semantic=semantic,
+            buckets=buckets,
+            vocabulary_size=vocabulary_size,
+            vocabulary=vocabulary,
+            grow=grow,
+            cell=cell,
+            pixels_key=pixels_key,
         )
         gym.ObservationWrapper.__init__(self, env)
         if source not in ("auto", "vram", "pixels"):
@@ -99,21 +107,28 @@ class TileTokens(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
                 low_s, high_s = _SPRITE_LOW.copy(), _SPRITE_HIGH.copy()
                 high_s[4] = high
                 extra["sprites"] = spaces.Box(
-                    np.tile(low_s, (self.max_sprites, 1)), np.tile(high_s, (self.max_sprites, 1)),
-                    (self.max_sprites, len(SPRITE_FIELDS)), np.int32,
+                    np.tile(low_s, (self.max_sprites, 1)),
+                    np.tile(high_s, (self.max_sprites, 1)),
+                    (self.max_sprites, len(SPRITE_FIELDS)),
+                    np.int32,
                 )
                 extra["sprite_map"] = spaces.Box(0, high, (GRID_H, GRID_W), np.int32)
             self.semantic = self.reader.semantic if semantic else None
             if self.semantic is not None:
-                extra["classes"] = spaces.Box(0, len(self.semantic.names) - 1, (GRID_H, GRID_W), np.int32)
+                extra["classes"] = spaces.Box(
+                    0, len(self.semantic.names) - 1, (GRID_H, GRID_W), np.int32
+                )
         else:
             frame = pixels_space(env.observation_space, pixels_key)
             if len(frame.shape) not in (2, 3):
-                raise ValueError(f"pixel tokens need an (H, W) or (H, W, C) frame, not {frame.shape}")
+                raise ValueError(
+                    f"pixel tokens need an (H, W) or (H, W, C) frame, not {frame.shape}"
+                )
             rows, cols = frame.shape[0] // cell, frame.shape[1] // cell
             self.tokenizer = PixelTokenizer(vocabulary_size, cell, vocabulary, grow)
             self.semantic = None
             extra["tiles"] = spaces.Box(0, vocabulary_size - 1, (rows, cols), np.int32)
+        self.has_sprites = "sprites" in extra
         self.observation_space = extend_space(env.observation_space, pixels_key, extra)
 
     @property
@@ -131,7 +146,7 @@ class TileTokens(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         if self.reader is not None:
             screen = self.reader.read()
             out["tiles"] = self._fold(screen.tiles)
-            if "sprites" in self.observation_space.spaces:
+            if self.has_sprites:
                 table = np.zeros((self.max_sprites, len(SPRITE_FIELDS)), np.int32)
                 rows = screen.sprites[: self.max_sprites]
                 table[: len(rows)] = rows

@@ -65,9 +65,10 @@ SPRITE_FIELDS = ("x", "y", "w", "h", "token", "tile", "palette", "priority", "oa
 _MASK64 = (1 << 64) - 1
 _rng = np.random.default_rng(0x4D455441424F4E4B)  # fixed: tokens are the same in every process
 #: Per-pixel multipliers (odd 64-bit constants) for the picture hash; 64 * 64 covers 64x64 sprites.
-_PIXEL_KEYS = (_rng.integers(1, 2**63, size=64 * 64, dtype=np.uint64) * np.uint64(2) + np.uint64(1)).astype(
-    np.uint64
-)
+_PIXEL_KEYS = (
+    _rng.integers(1, 2**63, size=64 * 64, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+).astype(np.uint64)
+_NO_SALT = np.uint64(0)
 _SPRITE_SALT = np.uint64(0x9E3779B97F4A7C15)
 _BITMAP_SALT = np.uint64(0xC2B2AE3D27D4EB4F)
 TRANSPARENT = np.uint64(0x10000)  # outside the 15-bit colour range
@@ -84,7 +85,7 @@ def _mix(h: np.ndarray) -> np.ndarray:
     return h
 
 
-def hash_pictures(colours: np.ndarray, salt: np.uint64 = np.uint64(0)) -> np.ndarray:
+def hash_pictures(colours: np.ndarray, salt: np.uint64 = _NO_SALT) -> np.ndarray:
     """Stable 31-bit tokens (>= 1) for pictures given as (n, pixels) uint64 colour values.
 
     >>> a = np.zeros((2, 64), np.uint64); a[1, 5] = 7
@@ -374,14 +375,14 @@ class VramTokenizer:
     _io: bytes = b""
     _display: Display | None = None
     _background: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-    _mode: int = 0
 
     def reset(self) -> None:
         """Forget every cached hash."""
         self._tables.clear()
         self._sprite_cache.clear()
         self._vram = self._palette = None
-        self._background = None
+        self._background = self._display = None
+        self._io = b""
 
     # cache invalidation --------------------------------------------------------
     def _invalidate(self, snap: VramSnapshot) -> bool:
@@ -394,7 +395,9 @@ class VramTokenizer:
         else:
             if vram != self._vram:
                 old = np.frombuffer(self._vram, np.uint64)
-                changed = np.flatnonzero((snap.vram.view(np.uint64) != old).reshape(-1, 4).any(axis=1))
+                changed = np.flatnonzero(
+                    (snap.vram.view(np.uint64) != old).reshape(-1, 4).any(axis=1)
+                )
                 bg_slots = changed[changed < 0x10000 // 32]  # 32-byte tile slots
                 for (cbb, bpp8), table in self._tables.items():
                     rel = bg_slots - cbb * 512
@@ -471,49 +474,49 @@ class VramTokenizer:
         bitmap modes 3-5."""
         unchanged = self._invalidate(snap)
         io = snap.io.tobytes()
-        if unchanged and io == self._io and self._background is not None and self._mode < 3:
-            display, background = self._display, self._background
+        same_io = io == self._io and self._display is not None
+        display = self._display if same_io and self._display is not None else decode_display(snap)
+        if unchanged and same_io and self._background is not None and display.mode < 3:
+            background = self._background
         else:
-            display = decode_display(snap)
             background = self._decode_background(snap, display, frame)
-            self._io, self._display, self._background, self._mode = io, display, background, display.mode
+            self._io, self._display, self._background = io, display, background
         tiles, layer, tile_index, charblock = (a.copy() for a in background)
         sprites = _NO_SPRITES
         sprite_map = np.zeros((GRID_H, GRID_W), np.int32)
         sprite_cells = np.full((GRID_H, GRID_W), -1, np.int16)
         if self.sprites and display.obj_enabled and not display.forced_blank:
             sprites = self._sprites(snap, display)
-            # paint back to front so the front sprite wins
-            # over the cells whose centre pixel they cover, unless a BG of higher priority is there
-            lut = np.full(5, 4, np.int8)
-            for bg in display.backgrounds:
-                lut[bg.index] = bg.priority
-            bg_priority = lut[layer]
-            for row, (x, y, w, h, token, _, _, priority) in reversed(list(enumerate(sprites[:, :8].tolist()))):
-                r0, r1 = max((y + 3) >> 3, 0), min(((y + h - 5) >> 3) + 1, GRID_H)
-                c0, c1 = max((x + 3) >> 3, 0), min(((x + w - 5) >> 3) + 1, GRID_W)
-                shown = bg_priority[r0:r1, c0:c1] >= priority
-                if shown.all():
-                    sprite_map[r0:r1, c0:c1] = token
-                    sprite_cells[r0:r1, c0:c1] = row
-                else:
-                    sprite_map[r0:r1, c0:c1][shown] = token
-                    sprite_cells[r0:r1, c0:c1][shown] = row
-        return ScreenTiles(tiles, layer, tile_index, charblock, sprites, sprite_map, sprite_cells, display.mode)
+            if len(sprites):
+                sprite_cells = self._cover(sprites, display, layer)
+                tokens = np.concatenate([[0], sprites[:, 4]]).astype(np.int32)
+                sprite_map = tokens[sprite_cells + 1]
+        return ScreenTiles(
+            tiles, layer, tile_index, charblock, sprites, sprite_map, sprite_cells, display.mode
+        )
 
     def _decode_background(
-        self, snap: VramSnapshot, display: Display, frame: np.ndarray | Callable[[], np.ndarray | None] | None
+        self,
+        snap: VramSnapshot,
+        display: Display,
+        frame: np.ndarray | Callable[[], np.ndarray | None] | None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         shape = (GRID_H, GRID_W)
         if display.bitmap and callable(frame):
             frame = frame()
-        if display.bitmap and not display.forced_blank and frame is not None:
-            return bitmap_tokens(frame), np.full(shape, 2, np.int8), np.full(shape, -1, np.int16), np.full(
-                shape, -1, np.int8
+        if display.bitmap and not display.forced_blank and isinstance(frame, np.ndarray):
+            return (
+                bitmap_tokens(frame),
+                np.full(shape, 2, np.int8),
+                np.full(shape, -1, np.int16),
+                np.full(shape, -1, np.int8),
             )
         if display.forced_blank or display.bitmap or not display.backgrounds:
-            return np.zeros(shape, np.int32), np.full(shape, -1, np.int8), np.full(shape, -1, np.int16), np.full(
-                shape, -1, np.int8
+            return (
+                np.zeros(shape, np.int32),
+                np.full(shape, -1, np.int8),
+                np.full(shape, -1, np.int16),
+                np.full(shape, -1, np.int8),
             )
         tokens, entries = [], []
         for bg in display.backgrounds:
@@ -535,6 +538,30 @@ class VramTokenizer:
         )
 
     # sprites -----------------------------------------------------------------------
+    @staticmethod
+    def _cover(sprites: np.ndarray, display: Display, layer: np.ndarray) -> np.ndarray:
+        """Per cell, the row of the front sprite covering the cell's centre pixel, unless a
+        background of higher priority is on that cell (-1 none). Painted back to front."""
+        cells = np.full((GRID_H, GRID_W), -1, np.int16)
+        lut = np.full(5, 4, np.int8)
+        for bg in display.backgrounds:
+            lut[bg.index] = bg.priority
+        bg_priority = lut[layer]
+        row_min = bg_priority.min(axis=1).tolist()
+        rows = sprites[:, :8].tolist()
+        for row in range(len(rows) - 1, -1, -1):
+            x, y, w, h, _, _, _, priority = rows[row]
+            r0, r1 = max((y + 3) >> 3, 0), min(((y + h - 5) >> 3) + 1, GRID_H)
+            c0, c1 = max((x + 3) >> 3, 0), min(((x + w - 5) >> 3) + 1, GRID_W)
+            if r1 <= r0 or c1 <= c0:
+                continue
+            if priority <= min(row_min[r0:r1]):  # in front of every background on these rows
+                cells[r0:r1, c0:c1] = row
+            else:
+                block = cells[r0:r1, c0:c1]
+                block[bg_priority[r0:r1, c0:c1] >= priority] = row
+        return cells
+
     def _sprites(self, snap: VramSnapshot, display: Display) -> np.ndarray:
         attrs = snap.oam.view(np.uint16).reshape(128, 4)
         # shown: affine, or regular without the hide bit; then decoded one by one in Python
@@ -559,14 +586,27 @@ class VramTokenizer:
             if x >= 256:
                 x -= 512
             tile = a2 & 0x3FF
-            if x >= SCREEN_W or x + box_w <= 0 or y >= SCREEN_H or y + box_h <= 0 or (bitmap and tile < 512):
+            if (
+                x >= SCREEN_W
+                or x + box_w <= 0
+                or y >= SCREEN_H
+                or y + box_h <= 0
+                or (bitmap and tile < 512)
+            ):
                 continue  # off screen; OBJ tiles below 512 hold the bitmap in modes 3-5
             key = (a0 & 0xE300, a1 & (0xC000 if affine else 0xF000), a2 & 0xF3FF, obj_1d)
             token = cache.get(key)
             if token is None:
                 token = cache[key] = self._sprite_token(
-                    snap, w, h, tile, a2 >> 12, bool(a0 & 0x2000),
-                    bool(a1 & 0x1000) and not affine, bool(a1 & 0x2000) and not affine, obj_1d,
+                    snap,
+                    w,
+                    h,
+                    tile,
+                    a2 >> 12,
+                    bool(a0 & 0x2000),
+                    bool(a1 & 0x1000) and not affine,
+                    bool(a1 & 0x2000) and not affine,
+                    obj_1d,
                 )
             rows.append((x, y, box_w, box_h, token, tile, a2 >> 12, (a2 >> 10) & 3, i))
         if not rows:
@@ -577,7 +617,14 @@ class VramTokenizer:
 
     @staticmethod
     def _sprite_token(
-        snap: VramSnapshot, w: int, h: int, tile: int, bank: int, bpp8: bool, hflip: bool, vflip: bool,
+        snap: VramSnapshot,
+        w: int,
+        h: int,
+        tile: int,
+        bank: int,
+        bpp8: bool,
+        hflip: bool,
+        vflip: bool,
         obj_1d: bool,
     ) -> int:
         tw, th = w // CELL, h // CELL
@@ -653,11 +700,15 @@ def render(snap: VramSnapshot) -> np.ndarray:
         tile = entry & 0x3FF
         if bg.bpp8:
             addr = bg.charblock * 0x4000 + tile * 64 + py * 8 + px
-            index = np.where(addr < 0x10000, snap.vram[np.minimum(addr, VRAM_SIZE - 1)], 0).astype(np.int64)
+            index = np.where(addr < 0x10000, snap.vram[np.minimum(addr, VRAM_SIZE - 1)], 0).astype(
+                np.int64
+            )
             pal = index
         else:
             addr = bg.charblock * 0x4000 + tile * 32 + py * 4 + px // 2
-            byte = np.where(addr < 0x10000, snap.vram[np.minimum(addr, VRAM_SIZE - 1)], 0).astype(np.int64)
+            byte = np.where(addr < 0x10000, snap.vram[np.minimum(addr, VRAM_SIZE - 1)], 0).astype(
+                np.int64
+            )
             index = np.where(px & 1, byte >> 4, byte & 15)
             pal = (entry >> 12) * 16 + index
         rank = bg.priority * 8 + 4 + bg.index

@@ -187,61 +187,60 @@ const char *const art_sprites8[ART_SPRITES8][8] = {
     },
 };
 
-/* 8x8 background tiles, in the order of the BGT_* ids (art.h). */
+/* 8x8 background tiles, in the order of the BGT_* ids (art.h); the XP bar tiles in between
+ * are made in gfx.c. */
 const char *const art_bg[ART_BG][8] = {
     { /* BGT_EMPTY */
         "00000000", "00000000", "00000000", "00000000",
         "00000000", "00000000", "00000000", "00000000",
     },
-    { /* BGT_FLOOR */
-        "22222221",
-        "21111113",
-        "21111113",
-        "21111113",
-        "21111113",
-        "21111113",
-        "21111113",
-        "13333333",
+    /* The floor is drawn in colour 0, the backdrop (the floor colour): only seams and details
+     * are pixels, so mGBA skips most tile rows (a big share of its time goes to backgrounds).
+     * Slabs of 16x16 px: top-left (plain or with a detail), top-right, bottom-left,
+     * bottom-right; the seams are on the right and bottom edges. */
+    { /* BGT_FLOOR: slab, top-left */
+        "00000000", "00000000", "00000000", "00000000",
+        "00000000", "00000000", "00000000", "00000000",
     },
     { /* BGT_FLOOR_CRACK */
-        "22222221",
-        "21111313",
-        "21113113",
-        "21131113",
-        "21113113",
-        "21111313",
-        "21111113",
-        "13333333",
+        "00000000",
+        "00000000",
+        "00030000",
+        "00003000",
+        "00030000",
+        "00300000",
+        "00030000",
+        "00000000",
     },
     { /* BGT_FLOOR_PEBBLE */
-        "22222221",
-        "21111113",
-        "21121113",
-        "21133113",
-        "21111113",
-        "21111213",
-        "21111313",
-        "13333333",
+        "00000000",
+        "00000000",
+        "00000000",
+        "00002000",
+        "00023300",
+        "00000000",
+        "02300000",
+        "00000000",
     },
     { /* BGT_FLOOR_GRASS */
-        "22222221",
-        "21111113",
-        "21415113",
-        "21545413",
-        "21154513",
-        "21111113",
-        "21111113",
-        "13333333",
+        "00000000",
+        "00000000",
+        "00400400",
+        "00454000",
+        "00045400",
+        "00000000",
+        "00000000",
+        "00000000",
     },
-    { /* BGT_FLOOR_SHADOW (below the top wall) */
+    { /* BGT_FLOOR_SHADOW (the row below the top wall) */
+        "eeeeeeee",
         "33333333",
-        "33333333",
-        "23333331",
-        "21111113",
-        "21111113",
-        "21111113",
-        "21111113",
-        "13333333",
+        "00000000",
+        "00000000",
+        "00000000",
+        "00000000",
+        "00000000",
+        "00000000",
     },
     { /* BGT_WALL (bricks) */
         "88888888",
@@ -276,5 +275,17 @@ const char *const art_bg[ART_BG][8] = {
     { /* BGT_HUD (solid HUD bar) */
         "bbbbbbbb", "bbbbbbbb", "bbbbbbbb", "bbbbbbbb",
         "bbbbbbbb", "bbbbbbbb", "bbbbbbbb", "bbbbbbbb",
+    },
+    { /* BGT_FLOOR_TR: slab, top-right */
+        "00000003", "00000003", "00000003", "00000003",
+        "00000003", "00000003", "00000003", "00000003",
+    },
+    { /* BGT_FLOOR_BL: slab, bottom-left */
+        "00000000", "00000000", "00000000", "00000000",
+        "00000000", "00000000", "00000000", "33333333",
+    },
+    { /* BGT_FLOOR_BR: slab, bottom-right */
+        "00000003", "00000003", "00000003", "00000003",
+        "00000003", "00000003", "00000003", "33333333",
     },
 };

@@ -5,7 +5,7 @@
 
 #define ART_SPRITES16 8
 #define ART_SPRITES8 3
-#define ART_BG 10
+#define ART_BG 13
 
 extern const char *const art_sprites16[ART_SPRITES16][16];
 extern const char *const art_sprites8[ART_SPRITES8][8];
@@ -14,7 +14,7 @@ extern const char *const art_bg[ART_BG][8];
 /* Background tiles, char block 0 (both backgrounds). */
 enum {
     BGT_EMPTY = 0,
-    BGT_FLOOR = 1,
+    BGT_FLOOR = 1,        /* 16x16 slab: BGT_FLOOR (or a detail) BGT_FLOOR_TR / BL BR */
     BGT_FLOOR_CRACK = 2,
     BGT_FLOOR_PEBBLE = 3,
     BGT_FLOOR_GRASS = 4,
@@ -23,7 +23,10 @@ enum {
     BGT_WALL_TOP = 7,
     BGT_TORCH = 8,
     BGT_HUD = 9,
-    BGT_XPBAR = 10,       /* 9 tiles: 0..8 columns filled */
+    BGT_XPBAR = 10,       /* 9 tiles: 0..8 columns filled (made in gfx.c) */
+    BGT_FLOOR_TR = 19,
+    BGT_FLOOR_BL = 20,
+    BGT_FLOOR_BR = 21,
     BGT_FONT = 32,        /* font, transparent background */
     BGT_FONT_OPAQUE = 96, /* font on the HUD colour */
 };

@@ -10,13 +10,14 @@ typedef struct {
     u8 weight[EK_COUNT];
 } WaveDef;
 
-/* Wave N starts at (N-1):00 and lasts until the end (wave 5 runs from 4:00 to 5:00). */
+/* Wave N runs from (N-1):00 for one minute (wave 5 until the win at 5:00): more, faster and
+ * tougher enemies each wave, and brutes from wave 3. */
 static const WaveDef waves[NUM_WAVES] = {
     {56, 12, 3, 0, 256, {8, 2, 0}},
     {38, 18, 6, 2, 272, {6, 4, 0}},
     {30, 20, 8, 5, 296, {5, 3, 2}},
     {24, 24, 10, 9, 320, {4, 4, 3}},
-    {18, 24, 14, 14, 352, {3, 4, 4}},
+    {20, 24, 14, 12, 352, {3, 4, 4}},
 };
 
 typedef struct {
@@ -61,11 +62,11 @@ static void spawn_one(void) {
     for (int tries = 0; tries < 2; tries++) {
         int x, y;
         if (side < 2) {
-            x = ARENA_X0 + 8 + ((along * 208) >> 10);
-            y = side == 0 ? ARENA_Y0 + 4 : ARENA_Y1 - 4;
+            x = ENEMY_XMIN + ((along * (ENEMY_XMAX - ENEMY_XMIN)) >> 10);
+            y = side == 0 ? ENEMY_YMIN : ENEMY_YMAX;
         } else {
-            x = side == 2 ? ARENA_X0 + 4 : ARENA_X1 - 4;
-            y = ARENA_Y0 + 8 + ((along * 120) >> 10);
+            x = side == 2 ? ENEMY_XMIN : ENEMY_XMAX;
+            y = ENEMY_YMIN + ((along * (ENEMY_YMAX - ENEMY_YMIN)) >> 10);
         }
         /* never right next to the player: use the opposite side instead */
         if (tries == 0 && iabs(x - g.player_x) + iabs(y - g.player_y) < 70) {
@@ -98,10 +99,10 @@ void enemy_hit(int i, int damage, int kx, int ky) {
     }
     s32 x = (g.enemy_x[i] << 8) + g.enemy_fx[i] + kx;
     s32 y = (g.enemy_y[i] << 8) + g.enemy_fy[i] + ky;
-    if (x < ARENA_X0 << 8) x = ARENA_X0 << 8;
-    if (x > ARENA_X1 << 8) x = ARENA_X1 << 8;
-    if (y < ARENA_Y0 << 8) y = ARENA_Y0 << 8;
-    if (y > ARENA_Y1 << 8) y = ARENA_Y1 << 8;
+    if (x < ENEMY_XMIN << 8) x = ENEMY_XMIN << 8;
+    if (x > ENEMY_XMAX << 8) x = ENEMY_XMAX << 8;
+    if (y < ENEMY_YMIN << 8) y = ENEMY_YMIN << 8;
+    if (y > ENEMY_YMAX << 8) y = ENEMY_YMAX << 8;
     g.enemy_x[i] = (s16)(x >> 8);
     g.enemy_fx[i] = (u8)x;
     g.enemy_y[i] = (s16)(y >> 8);
@@ -117,10 +118,11 @@ void enemy_hit(int i, int damage, int kx, int ky) {
 }
 
 #define SEP 10    /* enemies closer than this on both axes push each other apart */
-#define PUSH 40   /* 8.8 px per frame and pair */
+#define PUSH 80   /* 8.8 px per pair every other frame */
 
-/* Move every enemy towards the player, then push overlapping pairs apart. ARM code in IWRAM:
- * this is the busiest loop of the game (up to 276 pairs a frame). */
+/* Move every enemy towards the player, then push overlapping pairs apart: half of the pairs
+ * each frame (b - a odd, then even), which halves the busiest loop of the game. ARM code in
+ * IWRAM. */
 IWRAM_CODE static void enemies_move(void) {
     s32 fx[MAX_ENEMIES], fy[MAX_ENEMIES];
     u8 idx[MAX_ENEMIES];
@@ -146,9 +148,10 @@ IWRAM_CODE static void enemies_move(void) {
         idx[n++] = (u8)i;
     }
 
+    int first = 1 + (int)(t & 1);
     for (int a = 0; a < n; a++) {
         s32 xa = fx[a] >> 8, ya = fy[a] >> 8;
-        for (int b = a + 1; b < n; b++) {
+        for (int b = a + first; b < n; b += 2) {
             s32 ddx = xa - (fx[b] >> 8);
             if (ddx >= SEP || ddx <= -SEP) continue;
             s32 ddy = ya - (fy[b] >> 8);
@@ -168,10 +171,10 @@ IWRAM_CODE static void enemies_move(void) {
     for (int a = 0; a < n; a++) {
         int i = idx[a];
         s32 x = fx[a], y = fy[a];
-        if (x < ARENA_X0 << 8) x = ARENA_X0 << 8;
-        if (x > ARENA_X1 << 8) x = ARENA_X1 << 8;
-        if (y < ARENA_Y0 << 8) y = ARENA_Y0 << 8;
-        if (y > ARENA_Y1 << 8) y = ARENA_Y1 << 8;
+        if (x < ENEMY_XMIN << 8) x = ENEMY_XMIN << 8;
+        if (x > ENEMY_XMAX << 8) x = ENEMY_XMAX << 8;
+        if (y < ENEMY_YMIN << 8) y = ENEMY_YMIN << 8;
+        if (y > ENEMY_YMAX << 8) y = ENEMY_YMAX << 8;
         g.enemy_x[i] = (s16)(x >> 8);
         g.enemy_fx[i] = (u8)x;
         g.enemy_y[i] = (s16)(y >> 8);

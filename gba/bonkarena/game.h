@@ -18,8 +18,8 @@
 
 /* Upgrade ids (menu_options[] and upgrades[] index). */
 enum {
-    UPG_DAMAGE = 0,   /* +2 projectile damage */
-    UPG_FIRERATE = 1, /* -5 frames of weapon cooldown */
+    UPG_DAMAGE = 0,   /* +1 projectile damage */
+    UPG_FIRERATE = 1, /* -4 frames of weapon cooldown */
     UPG_SPEED = 2,    /* +0.19 px/frame move speed */
     UPG_MAXHP = 3,    /* +15 max HP and heal 15 */
     UPG_HEAL = 4,     /* heal half of max HP */
@@ -31,7 +31,8 @@ enum {
 /* Enemy kinds (enemy_kind[]). */
 enum { EK_SLIME = 0, EK_BAT = 1, EK_BRUTE = 2, EK_COUNT = 3 };
 
-/* Play area (sprite centres are clamped to it) */
+/* Play area inside the walls (projectiles vanish outside it); sprite centres stay within the
+ * PLAYER_ and ENEMY_ limits. */
 #define ARENA_X0 8
 #define ARENA_X1 232
 #define ARENA_Y0 16
@@ -40,11 +41,16 @@ enum { EK_SLIME = 0, EK_BAT = 1, EK_BRUTE = 2, EK_COUNT = 3 };
 #define PLAYER_XMAX 225
 #define PLAYER_YMIN 22
 #define PLAYER_YMAX 145
+#define ENEMY_XMIN 12 /* enemies spawn on these lines and stay inside them */
+#define ENEMY_XMAX 228
+#define ENEMY_YMIN 20
+#define ENEMY_YMAX 148
 
 #define FRAMES_PER_WAVE 3600u  /* 60 s */
 #define WIN_FRAMES 18000u      /* 5:00 of play */
-#define INVULN_FRAMES 40
+#define INVULN_FRAMES 60
 #define MENU_DELAY 12          /* frames before the level-up menu takes input */
+#define MENU_TIMEOUT 600       /* frames (10 s) after which the menu takes the highlighted option */
 
 typedef struct {
     BonkHeader hdr;            /* 0x000 */

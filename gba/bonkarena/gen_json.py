@@ -1,111 +1,119 @@
-"""Write BonkArena's integration files from the state layout in game.h and the tiles in art.h.
+"""Write BonkArena's integration files from the state struct in game.h and the tiles in art.h.
 
     python3 gba/bonkarena/gen_json.py   # writes metabonk_gym/games/BonkArena-GbAdvance/*.json
 
-The offsets below must match game.h (its _Static_asserts pin the same numbers), and the tile
-numbers must match art.h. rom.gba comes from `make -C gba install`; rom.sha is written here
-from it when it exists.
+The struct layout is read from game.h itself (fields, C alignment rules) and checked against
+the /* 0x... */ offset comments there; the C side pins the same offsets with _Static_assert.
+Scalars go to data.json; menu_options[] and upgrades[] also appear as one scalar per element
+(menu_option0.., upg_damage..); the other arrays go to metabonk.json "arrays". The tile numbers
+below must match art.h. rom.gba comes from `make -C gba install`; rom.sha is written here from
+it when it exists.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 OUT = REPO / "metabonk_gym" / "games" / "BonkArena-GbAdvance"
 BASE = 0x02000000
 
-# name, offset in GameState, type
-SCALARS = [
-    ("magic", 0x00, "<u4"),
-    ("frame", 0x04, "<u4"),
-    ("seed", 0x08, "<u4"),
-    ("cmd", 0x0C, "|u1"),
-    ("cmd_arg", 0x0D, "|u1"),
-    ("cmd_ack", 0x0E, "|u1"),
-    ("cmd_count", 0x0F, "|u1"),
-    ("hp", 0x10, "<u2"),
-    ("max_hp", 0x12, "<u2"),
-    ("xp", 0x14, "<u2"),
-    ("xp_next", 0x16, "<u2"),
-    ("level", 0x18, "<u2"),
-    ("kills", 0x1A, "<u2"),
-    ("time_frames", 0x1C, "<u4"),
-    ("time_s", 0x20, "<u2"),
-    ("wave", 0x22, "|u1"),
-    ("enemies", 0x23, "|u1"),
-    ("menu_open", 0x24, "|u1"),
-    ("menu_cursor", 0x25, "|u1"),
-    ("menu_option0", 0x26, "|u1"),
-    ("menu_option1", 0x27, "|u1"),
-    ("menu_option2", 0x28, "|u1"),
-    ("won", 0x29, "|u1"),
-    ("lost", 0x2A, "|u1"),
-    ("invuln", 0x2B, "|u1"),
-    ("player_x", 0x2C, "<i2"),
-    ("player_y", 0x2E, "<i2"),
-    ("player_fx", 0x30, "|u1"),
-    ("player_fy", 0x31, "|u1"),
-    ("player_facing", 0x32, "|u1"),
-    ("player_moving", 0x33, "|u1"),
-    ("rng", 0x34, "<u4"),
-    ("spawn_timer", 0x38, "<u2"),
-    ("fire_timer", 0x3A, "<u2"),
-    ("menu_timer", 0x3C, "<u2"),
-    ("sec_frames", 0x3E, "|u1"),
-    ("gems", 0x3F, "|u1"),
-    ("upg_damage", 0x40, "|u1"),
-    ("upg_firerate", 0x41, "|u1"),
-    ("upg_speed", 0x42, "|u1"),
-    ("upg_maxhp", 0x43, "|u1"),
-    ("upg_heal", 0x44, "|u1"),
-    ("upg_magnet", 0x45, "|u1"),
-    ("upg_multi", 0x46, "|u1"),
-    ("upg_armor", 0x47, "|u1"),
-    ("damage", 0x48, "<u2"),
-    ("fire_cooldown", 0x4A, "<u2"),
-    ("player_speed", 0x4C, "<u2"),
-    ("pickup_radius", 0x4E, "<u2"),
-    ("proj_count", 0x50, "|u1"),
-    ("armor", 0x51, "|u1"),
-    ("damage_taken", 0x52, "<u2"),
-    ("shots", 0x54, "<u2"),
-    ("projectiles", 0x56, "|u1"),
+CTYPES = {"u8": "|u1", "s8": "|i1", "u16": "<u2", "s16": "<i2", "u32": "<u4", "s32": "<i4"}
+HEADER = [
+    ("magic", 0x0, "<u4"),
+    ("frame", 0x4, "<u4"),
+    ("seed", 0x8, "<u4"),
+    ("cmd", 0xC, "|u1"),
+    ("cmd_arg", 0xD, "|u1"),
+    ("cmd_ack", 0xE, "|u1"),
+    ("cmd_count", 0xF, "|u1"),
+]  # BonkHeader, gba/common/gba.h
+UPGRADE_NAMES = ["damage", "firerate", "speed", "maxhp", "heal", "magnet", "multi", "armor"]
+
+
+def parse_state(header: Path) -> tuple[list, list, int]:
+    """(scalars, arrays, size) of GameState: [(name, offset, type)], [(name, offset, type, n)]."""
+    text = header.read_text()
+    body = text[text.index("typedef struct {", text.index("#define MAX_GEMS")) :]
+    body = body[: body.index("} GameState;")]
+    consts = {m[0]: int(m[1]) for m in re.findall(r"#define (\w+) (\d+)\b", text)}
+    scalars, arrays, off = list(HEADER), [], 0x10
+    for line in body.splitlines()[2:]:  # after "typedef struct {" and the BonkHeader line
+        m = re.match(r"\s*(\w+) (\w+)(?:\[(\w+)\])?;\s*/\* (0x[0-9A-Fa-f]+)", line)
+        if not m:
+            if line.strip():
+                raise SystemExit(f"game.h: cannot read struct line {line!r}")
+            continue
+        ctype, name, count, comment = m.groups()
+        size = int(CTYPES[ctype][-1])
+        off = (off + size - 1) // size * size  # natural alignment
+        if off != int(comment, 16):
+            raise SystemExit(f"game.h: {name} is at {off:#x}, its comment says {comment}")
+        if count is None:
+            if not name.startswith("pad"):
+                scalars.append((name, off, CTYPES[ctype]))
+            off += size
+            continue
+        n = int(consts.get(count, count))
+        arrays.append((name, off, CTYPES[ctype], n))
+        if name == "menu_options":
+            scalars += [(f"menu_option{i}", off + i, "|u1") for i in range(n)]
+        if name == "upgrades":
+            scalars += [(f"upg_{u}", off + i, "|u1") for i, u in enumerate(UPGRADE_NAMES)]
+        off += size * n
+    total = int(re.search(r"sizeof\(GameState\) == (0x[0-9A-Fa-f]+)", text).group(1), 16)
+    if (off + 3) // 4 * 4 != total:
+        raise SystemExit(f"game.h: struct ends at {off:#x}, the size check says {total:#x}")
+    return scalars, arrays, total
+
+
+SCALARS, ARRAYS, STATE_SIZE = parse_state(HERE / "game.h")
+
+INFO = [
+    "hp",
+    "max_hp",
+    "xp",
+    "xp_next",
+    "level",
+    "kills",
+    "time_s",
+    "time_frames",
+    "enemies",
+    "menu_open",
+    "menu_cursor",
+    "won",
+    "lost",
+    "wave",
+    "player_x",
+    "player_y",
+    "invuln",
+    "gems",
 ]
 
-# name, offset, element type, length
-ARRAYS = [
-    ("enemy_x", 0x058, "<i2", 24),
-    ("enemy_y", 0x088, "<i2", 24),
-    ("enemy_hp", 0x0B8, "<i2", 24),
-    ("enemy_active", 0x0E8, "|u1", 24),
-    ("enemy_kind", 0x100, "|u1", 24),
-    ("enemy_flash", 0x148, "|u1", 24),
-    ("proj_x", 0x160, "<i2", 16),
-    ("proj_y", 0x180, "<i2", 16),
-    ("proj_life", 0x200, "|u1", 16),
-    ("gem_x", 0x210, "<i2", 32),
-    ("gem_y", 0x250, "<i2", 32),
-    ("gem_value", 0x290, "|u1", 32),
-    ("upgrades", 0x040, "|u1", 8),
-    ("menu_options", 0x026, "|u1", 3),
+ACTIONS = [
+    [],
+    ["UP"],
+    ["DOWN"],
+    ["LEFT"],
+    ["RIGHT"],
+    ["UP", "LEFT"],
+    ["UP", "RIGHT"],
+    ["DOWN", "LEFT"],
+    ["DOWN", "RIGHT"],
+    ["A"],
 ]
 
-INFO = ["hp", "max_hp", "xp", "xp_next", "level", "kills", "time_s", "time_frames", "enemies",
-        "menu_open", "menu_cursor", "won", "lost", "wave", "player_x", "player_y", "invuln",
-        "gems"]
-
-ACTIONS = [[], ["UP"], ["DOWN"], ["LEFT"], ["RIGHT"], ["UP", "LEFT"], ["UP", "RIGHT"],
-           ["DOWN", "LEFT"], ["DOWN", "RIGHT"], ["A"]]
-
-# art.h
-BG_TILES = {0: "empty", 1: "floor", 2: "floor", 3: "floor", 4: "floor", 5: "floor", 6: "wall",
-            7: "wall", 8: "wall", 9: "hud"}
-BG_TILES.update({t: "hud" for t in range(10, 19)})          # XP bar
-BG_TILES.update({t: "text" for t in range(32, 32 + 54)})    # font
-BG_TILES.update({t: "text" for t in range(96, 96 + 54)})    # font on the HUD colour
+# art.h: background tiles in char block 0 (both backgrounds use it)
+BG_TILES = {0: "empty", 1: "floor", 2: "floor", 3: "floor", 4: "floor", 5: "floor"}
+BG_TILES.update({6: "wall", 7: "wall", 8: "wall", 9: "hud"})
+BG_TILES.update({t: "hud" for t in range(10, 19)})  # XP bar, 0..8 columns filled
+BG_TILES.update({19: "floor", 20: "floor", 21: "floor"})  # 16x16 floor slabs, other quarters
+BG_TILES.update({t: "text" for t in range(32, 32 + 54)})  # font, transparent
+BG_TILES.update({t: "text" for t in range(96, 96 + 54)})  # font on the HUD colour
 OBJ_TILES = {}
 for base, cls in ((0, "player"), (8, "enemy"), (16, "enemy"), (24, "enemy")):
     OBJ_TILES.update({t: cls for t in range(base, base + 8)})
@@ -119,46 +127,78 @@ def dump(name: str, obj) -> None:
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     dump("data.json", {"info": {n: {"address": BASE + off, "type": t} for n, off, t in SCALARS}})
-    dump("scenario.json", {
-        "done": {"condition": "any", "variables": {
-            "won": {"op": "equal", "reference": 1},
-            "lost": {"op": "equal", "reference": 1}}},
-        # per frame survived 1/60 (1 per second), 1 per kill, -0.1 per HP lost
-        "reward": {"variables": {
-            "time_frames": {"reward": 1 / 60},
-            "kills": {"reward": 1.0},
-            "hp": {"reward": 0.1}}},
-    })
-    dump("metadata.json", {
-        "default_state": "start",
-        "default_player_state": ["start"],
-        "description": "BonkArena: a survivor arena for the GBA, written for metabonk-gym. Dodge "
-                       "five waves of enemies for 5:00 while the weapon fires by itself; XP gems "
-                       "give level-ups with a menu of 3 upgrades.",
-    })
+    dump(
+        "scenario.json",
+        {
+            "done": {
+                "condition": "any",
+                "variables": {
+                    "won": {"op": "equal", "reference": 1},
+                    "lost": {"op": "equal", "reference": 1},
+                },
+            },
+            # per frame survived 1/60 (1 per second), 1 per kill, -0.1 per HP lost
+            "reward": {
+                "variables": {
+                    "time_frames": {"reward": 1 / 60},
+                    "kills": {"reward": 1.0},
+                    "hp": {"reward": 0.1},
+                }
+            },
+        },
+    )
+    dump(
+        "metadata.json",
+        {
+            "default_state": "start",
+            "default_player_state": ["start"],
+            "description": "BonkArena: a survivor arena for the GBA, written for metabonk-gym. Dodge "
+            "five waves of enemies for 5:00 while the weapon fires by itself; XP gems "
+            "give level-ups with a menu of 3 upgrades.",
+        },
+    )
     scal = {n: (off, t) for n, off, t in SCALARS}
-    dump("metabonk.json", {
-        "name": "BonkArena",
-        "discrete_actions": ACTIONS,
-        "info": INFO,
-        "arrays": {n: {"address": BASE + off, "type": t, "shape": [k]} for n, off, t, k in ARRAYS},
-        "starts": {"start": {"cmd": "new_game"},
-                   **{f"wave{n}": {"cmd": "warp", "arg": n} for n in range(1, 6)}},
-        "won": "won",
-        "lost": "lost",
-        "player": ["player_x", "player_y"],
-        "screen": {"width": 240, "height": 160, "arena": [8, 16, 232, 152], "scroll": [0, 0]},
-        "state_struct": {"address": BASE, "size": 0x2B0},
-    })
+    dump(
+        "metabonk.json",
+        {
+            "name": "BonkArena",
+            "discrete_actions": ACTIONS,
+            "info": INFO,
+            "arrays": {
+                n: {"address": BASE + off, "type": t, "shape": [k]} for n, off, t, k in ARRAYS
+            },
+            "starts": {
+                "start": {"cmd": "new_game"},
+                **{f"wave{n}": {"cmd": "warp", "arg": n} for n in range(1, 6)},
+            },
+            "won": "won",
+            "lost": "lost",
+            "player": ["player_x", "player_y"],
+            "screen": {"width": 240, "height": 160, "arena": [8, 16, 232, 152], "scroll": [0, 0]},
+            "state_struct": {"address": BASE, "size": STATE_SIZE},
+        },
+    )
     assert all(n in scal for n in INFO)
-    dump("tiles.json", {
-        "charblock": 0,
-        "backgrounds": {"arena": {"bg": 1, "screenblock": 29}, "hud": {"bg": 0, "screenblock": 28}},
-        "classes": {str(k): v for k, v in sorted(BG_TILES.items())},
-        "sprites": {str(k): v for k, v in sorted(OBJ_TILES.items())},
-        "sprite_sizes": {"player": 16, "enemy": 16, "projectile": 8, "gem": 8},
-        "enemy_kinds": {"8": "slime", "16": "bat", "24": "brute"},
-    })
+    dump(
+        "tiles.json",
+        {
+            "charblock": 0,
+            # BG1: the arena (rows 1..18), the HUD (row 0) and the XP bar (row 19), always on.
+            # BG0: the level-up menu and the end box, on only while shown (menu_open/won/lost).
+            "backgrounds": {
+                "arena": {"bg": 1, "screenblock": 29, "rows": [0, 20], "cols": [0, 30]},
+                "box": {"bg": 0, "screenblock": 28, "rows": [5, 16], "cols": [3, 27]},
+            },
+            "tile_px": 8,
+            "empty": "empty",
+            "classes": {str(k): v for k, v in sorted(BG_TILES.items())},
+            "sprites": {str(k): v for k, v in sorted(OBJ_TILES.items())},
+            "sprite_sizes": {"player": 16, "enemy": 16, "projectile": 8, "gem": 8},
+            "enemy_kinds": {"8": "slime", "16": "bat", "24": "brute"},
+            # OAM slots: 0 player, 1..16 projectiles, 17..40 enemies, 41..72 gems
+            "oam": {"player": [0, 1], "projectile": [1, 17], "enemy": [17, 41], "gem": [41, 73]},
+        },
+    )
     rom = OUT / "rom.gba"
     if rom.exists():
         (OUT / "rom.sha").write_text(hashlib.sha1(rom.read_bytes()).hexdigest() + "\n")

@@ -1,12 +1,16 @@
-/* BonkArena graphics: palettes, tiles, the arena map (BG1), the HUD and menus (BG0), sprites.
- * BG0 (priority 0) holds text, BG1 (priority 2) the arena; sprites sit between them
- * (priority 1) so the menu box covers them. Both backgrounds read char block 0. */
+/* BonkArena graphics: palettes, tiles, the arena map with the HUD rows (BG1), the menu and
+ * end boxes (BG0), sprites. BG1 (priority 2) holds the arena, the HUD on row 0 and the XP bar
+ * on row 19. BG0 (priority 0) is switched on only while a box is shown; sprites sit between
+ * them (priority 1) so the box covers them. Both backgrounds read char block 0.
+ * Speed: mGBA redraws only what changed, and every enabled background costs a full pass over
+ * each line, so during play a single background is on and nothing is written that did not
+ * change (see draw_hud). */
 #include "game.h"
 #include "art.h"
 #include "font.h"
 
-#define SB_HUD 28   /* BG0 map */
-#define SB_ARENA 29 /* BG1 map */
+#define SB_BOX 28   /* BG0 map: menu / end boxes */
+#define SB_ARENA 29 /* BG1 map: arena, HUD (row 0) and XP bar (row 19) */
 
 /* OAM slots: the player on top, then projectiles, enemies, gems */
 #define OAM_PLAYER 0
@@ -21,7 +25,7 @@
 #define PAL_GREEN 4
 
 static const u16 bg_palette[16] = {
-    RGB15(1, 1, 2),    /* 0 backdrop */
+    RGB15(9, 8, 8),    /* 0 backdrop: the floor */
     RGB15(9, 8, 8),    /* 1 floor */
     RGB15(12, 11, 11), /* 2 floor highlight */
     RGB15(6, 5, 6),    /* 3 floor seam */
@@ -60,10 +64,9 @@ static const u16 obj_palette[16] = {
     RGB15(8, 28, 31),  /* c cyan */
 };
 
+/* sprite art letter -> OBJ palette index */
 static int art_index(char c) {
     static const char letters[] = ".kwsbBgGpPrRyoec";
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     for (int i = 0; i < 16; i++)
         if (letters[i] == c) return i;
     return 0;
@@ -84,7 +87,10 @@ static void art_tile(volatile u32 *dst, const char *const *rows, int x0, int dig
 
 static void load_tiles(void) {
     volatile u32 *bg = CHARBLOCK(0);
-    for (int t = 0; t < ART_BG; t++) art_tile(bg + t * 8, art_bg[t], 0, 1);
+    for (int t = 0; t < ART_BG; t++) {
+        int id = t < BGT_XPBAR ? t : t - BGT_XPBAR + BGT_FLOOR_TR; /* skip the XP bar tiles */
+        art_tile(bg + id * 8, art_bg[t], 0, 1);
+    }
     /* XP bar: n columns filled, a HUD-coloured row above and below */
     for (int n = 0; n <= 8; n++) {
         volatile u32 *dst = bg + (BGT_XPBAR + n) * 8;
@@ -125,21 +131,24 @@ static void load_palettes(void) {
     }
 }
 
-/* The arena: HUD bar on row 0, walls around rows 1..19, a floor with a fixed scatter of
+/* The arena: HUD bar on row 0, walls around rows 1..18, the XP bar on row 19, a floor with a fixed scatter of
  * cracks, pebbles and grass (the same in every game). */
 static void draw_arena(void) {
     volatile u16 *sb = SCREENBLOCK(SB_ARENA);
     for (int y = 0; y < 32; y++) {
         for (int x = 0; x < 32; x++) {
             int t;
-            if (y == 0) t = BGT_HUD;
+            if (y == 0 || y == 19) t = BGT_HUD;
             else if (y == 1) t = (x % 7 == 3) ? BGT_TORCH : BGT_WALL_TOP;
             else if (y >= 19 || x == 0 || x >= 29) t = BGT_WALL;
             else if (y == 2) t = BGT_FLOOR_SHADOW;
-            else {
+            else if (!(x & 1) && !(y & 1)) t = BGT_FLOOR_BR;
+            else if (!(x & 1)) t = BGT_FLOOR_TR;
+            else if (!(y & 1)) t = BGT_FLOOR_BL;
+            else { /* top-left of a slab: plain or a detail */
                 u32 h = (u32)(x * 73 + y * 151) ^ (u32)(x * y * 37);
-                h = (h ^ (h >> 3)) & 31;
-                t = h < 3 ? BGT_FLOOR_CRACK : h < 5 ? BGT_FLOOR_PEBBLE : h < 7 ? BGT_FLOOR_GRASS : BGT_FLOOR;
+                h = (h ^ (h >> 3)) & 15;
+                t = h < 2 ? BGT_FLOOR_CRACK : h < 4 ? BGT_FLOOR_PEBBLE : h < 6 ? BGT_FLOOR_GRASS : BGT_FLOOR;
             }
             sb[y * 32 + x] = SE(t, 0);
         }
@@ -151,19 +160,25 @@ void gfx_init(void) {
     load_palettes();
     load_tiles();
     draw_arena();
-    map_fill(SCREENBLOCK(SB_HUD), 0, 0, 32, 32, SE(BGT_EMPTY, 0));
+    map_fill(SCREENBLOCK(SB_BOX), 0, 0, 32, 32, SE(BGT_EMPTY, 0));
     oam_hide_all();
-    REG_BGCNT(0) = BG_PRIO(0) | BG_CBB(0) | BG_SBB(SB_HUD) | BG_SIZE_32x32;
+    REG_BGCNT(0) = BG_PRIO(0) | BG_CBB(0) | BG_SBB(SB_BOX) | BG_SIZE_32x32;
     REG_BGCNT(1) = BG_PRIO(2) | BG_CBB(0) | BG_SBB(SB_ARENA) | BG_SIZE_32x32;
-    REG_DISPCNT = DCNT_MODE0 | DCNT_BG0 | DCNT_BG1 | DCNT_OBJ | DCNT_OBJ_1D;
+    REG_DISPCNT = DCNT_MODE0 | DCNT_BG1 | DCNT_OBJ | DCNT_OBJ_1D;
 }
 
 /* ---- text ---------------------------------------------------------------------------- */
 
-static u32 hud_sig0, hud_sig1, xp_sig, overlay_sig; /* what BG0 shows now */
+static u32 hud_sig0, hud_sig1, hud_sig2, xp_sig, overlay_sig; /* what the HUD and box show */
 
+/* text in the box layer (BG0) */
 static void put(int x, int y, const char *s, int pal) {
-    text_put(SCREENBLOCK(SB_HUD), x, y, s, BGT_FONT_OPAQUE, pal);
+    text_put(SCREENBLOCK(SB_BOX), x, y, s, BGT_FONT_OPAQUE, pal);
+}
+
+/* text in the HUD rows of the arena layer (BG1) */
+static void put_hud(int x, int y, const char *s, int pal) {
+    text_put(SCREENBLOCK(SB_ARENA), x, y, s, BGT_FONT_OPAQUE, pal);
 }
 
 static char *put_str(char *b, const char *s) {
@@ -183,9 +198,11 @@ static char *put_uint(char *b, u32 v) {
     return b;
 }
 
+/* MM:SS */
 static char *put_time(char *b, u32 s) {
     u32 m = (s * 1093u) >> 16; /* s / 60 for s <= 300 */
     u32 r = s - m * 60;
+    if (m < 10) *b++ = '0';
     b = put_uint(b, m);
     *b++ = ':';
     *b++ = (char)('0' + ((r * 0xCCCDu) >> 19));
@@ -193,14 +210,15 @@ static char *put_time(char *b, u32 s) {
     return b;
 }
 
-/* Row 0: "HP60/60 LV1 K0" and, right-aligned, "W1 0:00". */
+/* Row 0: "HP60/60 LV1 K0" and, right-aligned, "W1 00:00"; written only when it changes. */
 static void draw_hud(void) {
     u32 sig0 = (u32)g.hp | (u32)g.max_hp << 16;
-    u32 sig1 = (u32)g.level | (u32)g.kills << 8 | (u32)g.time_s << 24 | (u32)g.wave << 20;
-    sig1 ^= (u32)g.time_s >> 8; /* time_s goes past 255 */
-    if (sig0 == hud_sig0 && sig1 == hud_sig1) return;
+    u32 sig1 = (u32)g.level | (u32)g.kills << 16;
+    u32 sig2 = (u32)g.time_s | (u32)g.wave << 16;
+    if (sig0 == hud_sig0 && sig1 == hud_sig1 && sig2 == hud_sig2) return;
     hud_sig0 = sig0;
     hud_sig1 = sig1;
+    hud_sig2 = sig2;
     char line[31], *b = line;
     b = put_str(b, "HP");
     b = put_uint(b, g.hp);
@@ -208,20 +226,20 @@ static void draw_hud(void) {
     b = put_uint(b, g.max_hp);
     *b = 0;
     int hp_pal = g.hp * 4 <= g.max_hp ? PAL_RED : PAL_WHITE;
-    put(0, 0, line, hp_pal);
+    put_hud(0, 0, line, hp_pal);
     int x = (int)(b - line);
     b = line;
     b = put_str(b, " LV");
     b = put_uint(b, g.level);
     b = put_str(b, " K");
     b = put_uint(b, g.kills);
-    while (b < line + 23 - x) *b++ = ' ';
+    while (b < line + 22 - x) *b++ = ' ';
     b = put_str(b, "W");
     *b++ = (char)('0' + g.wave);
     *b++ = ' ';
     b = put_time(b, g.time_s);
     *b = 0;
-    put(x, 0, line, PAL_WHITE);
+    put_hud(x, 0, line, PAL_WHITE);
 }
 
 /* Row 19: "XP" and a 28-tile bar. */
@@ -229,8 +247,8 @@ static void draw_xp(void) {
     u32 sig = (u32)g.xp | (u32)g.xp_next << 16;
     if (sig == xp_sig) return;
     xp_sig = sig;
-    volatile u16 *sb = SCREENBLOCK(SB_HUD);
-    put(0, 19, "XP", PAL_GREEN);
+    volatile u16 *sb = SCREENBLOCK(SB_ARENA);
+    put_hud(0, 19, "XP", PAL_GREEN);
     u32 fill = g.xp >= g.xp_next ? 224 : (u32)g.xp * 224 / g.xp_next;
     for (int i = 0; i < 28; i++) {
         int n = (int)fill - i * 8;
@@ -241,7 +259,7 @@ static void draw_xp(void) {
 }
 
 static const char *const upgrade_names[NUM_UPGRADES] = {
-    "DAMAGE +2", "FIRE RATE +", "SPEED +", "MAX HP +15", "HEAL 50%", "MAGNET +12", "MULTISHOT +1", "ARMOR +1",
+    "DAMAGE +1", "FIRE RATE +", "SPEED +", "MAX HP +15", "HEAL 50%", "MAGNET +12", "MULTISHOT +1", "ARMOR +1",
 };
 
 #define BOX_X 3
@@ -274,6 +292,7 @@ static void draw_end(int won) {
     box(6, 7);
     if (won)
         put(BOX_X + 3, 7, "YOU SURVIVED 5:00!", PAL_YELLOW);
+    /* "TIME 05:00  KILLS 9999" */
     else
         put(BOX_X + 7, 7, "GAME OVER", PAL_RED);
     char line[25], *b = line;
@@ -298,14 +317,15 @@ static void draw_overlay(void) {
               (u32)g.menu_options[2] << 12 | (u32)g.level << 16;
     if (sig == overlay_sig) return;
     overlay_sig = sig;
-    map_fill(SCREENBLOCK(SB_HUD), 0, 1, 32, 18, SE(BGT_EMPTY, 0));
+    map_fill(SCREENBLOCK(SB_BOX), 0, 1, 32, 18, SE(BGT_EMPTY, 0));
     if (sig == 1 || sig == 2) draw_end(sig == 1);
     else if (sig) draw_menu();
+    REG_DISPCNT = DCNT_MODE0 | DCNT_BG1 | DCNT_OBJ | DCNT_OBJ_1D | (sig ? DCNT_BG0 : 0);
 }
 
 /* Forget what BG0 shows (a new game): everything is drawn again. */
 void gfx_reset(void) {
-    hud_sig0 = hud_sig1 = xp_sig = 0xFFFFFFFFu;
+    hud_sig0 = hud_sig1 = hud_sig2 = xp_sig = 0xFFFFFFFFu;
     overlay_sig = 0xFFFFFFFFu;
 }
 

@@ -3,13 +3,18 @@
 
 GameState g __attribute__((section(".gamestate")));
 
+
 /* Upgrades a player plausibly holds at the start of each wave (CMD_WARP): the first
- * warp_level[N] - 1 picks of warp_picks, at full HP. A kiting player reaches about
- * level 5 / 9 / 12 / 15 by 1:00 / 2:00 / 3:00 / 4:00. */
-static const u8 warp_level[NUM_WAVES + 1] = {1, 1, 5, 9, 12, 15};
-static const u8 warp_picks[14] = {
-    UPG_DAMAGE, UPG_FIRERATE, UPG_MULTI, UPG_SPEED, UPG_DAMAGE, UPG_MAXHP, UPG_FIRERATE,
-    UPG_MAGNET, UPG_DAMAGE, UPG_MULTI,  UPG_ARMOR, UPG_FIRERATE, UPG_SPEED, UPG_MAXHP,
+ * warp_level[N] - 1 picks of warp_picks, at full HP, kills and XP at 0. Measured with scripted
+ * players: a kiting player is near level 6 / 9 / 14 / 18 at 1:00 / 2:00 / 3:00 / 4:00, an expert
+ * one a level or two above. Wave 5 starts with damage 5, fire rate 4, multishot 3, speed 2,
+ * max HP 1, armor 1, magnet 1. */
+static const u8 warp_level[NUM_WAVES + 1] = {1, 1, 6, 10, 14, 18};
+static const u8 warp_picks[17] = {
+    UPG_DAMAGE, UPG_FIRERATE, UPG_MULTI, UPG_DAMAGE, UPG_SPEED,    /* level 6 */
+    UPG_FIRERATE, UPG_MULTI, UPG_DAMAGE, UPG_MAXHP,                /* level 10 */
+    UPG_FIRERATE, UPG_DAMAGE, UPG_MULTI, UPG_ARMOR,                /* level 14 */
+    UPG_DAMAGE, UPG_FIRERATE, UPG_SPEED, UPG_MAGNET,               /* level 18 */
 };
 
 static void new_game(void) {

@@ -25,8 +25,8 @@ u16 xp_for_level(int level) { return (u16)(3 + 2 * level); }
 void upgrade_apply(int id) {
     g.upgrades[id]++;
     switch (id) {
-    case UPG_DAMAGE: g.damage += 2; break;
-    case UPG_FIRERATE: if (g.fire_cooldown > 15) g.fire_cooldown -= 5; break;
+    case UPG_DAMAGE: g.damage += 1; break;
+    case UPG_FIRERATE: if (g.fire_cooldown > 12) g.fire_cooldown -= 4; break;
     case UPG_SPEED: g.player_speed += 48; break;
     case UPG_MAXHP: g.max_hp += 15; g.hp += 15; break;
     case UPG_HEAL: g.hp += g.max_hp >> 1; break;
@@ -75,7 +75,9 @@ void player_gain_xp(int amount) {
     }
 }
 
-/* Menu input: UP/DOWN move the cursor (repeat while held), A picks, after MENU_DELAY frames. */
+/* Menu input: UP/DOWN move the cursor (repeat while held), A (held or pressed) picks, after
+ * MENU_DELAY frames. After MENU_TIMEOUT frames the highlighted option is taken anyway, so a
+ * player that never presses A cannot stall the game forever. */
 void menu_update(void) {
     g.menu_timer++;
     if (g.menu_timer < MENU_DELAY) return;
@@ -84,7 +86,7 @@ void menu_update(void) {
         g.menu_cursor = g.menu_cursor == 0 ? 2 : g.menu_cursor - 1;
     else if (key_hit(KEY_DOWN) || (rep && key_down(KEY_DOWN)))
         g.menu_cursor = g.menu_cursor == 2 ? 0 : g.menu_cursor + 1;
-    else if (key_down(KEY_A)) {
+    else if (key_down(KEY_A) || g.menu_timer >= MENU_TIMEOUT) {
         upgrade_apply(g.menu_options[g.menu_cursor]);
         g.menu_open = 0;
         g.menu_timer = 0;

@@ -70,14 +70,15 @@ def _vector_sps(env_id: str, num_envs: int, steps: int, kwargs: dict[str, Any]) 
     from metabonk_gym import make_vec
 
     envs = make_vec(env_id, num_envs, **kwargs)
+    n_actions = int(getattr(envs.single_action_space, "n"))  # noqa: B009 (Discrete only)
     try:
         envs.reset(seed=0)
         rng = np.random.default_rng(0)
         for _ in range(20):  # warm up the workers
-            envs.step(rng.integers(0, envs.single_action_space.n, num_envs))
+            envs.step(rng.integers(0, n_actions, num_envs))
         start = time.perf_counter()
         for _ in range(steps):
-            envs.step(rng.integers(0, envs.single_action_space.n, num_envs))
+            envs.step(rng.integers(0, n_actions, num_envs))
         return steps * num_envs / (time.perf_counter() - start)
     finally:
         envs.close()
@@ -93,19 +94,23 @@ def run(
 ) -> dict[str, Any]:
     """Measure and return every figure of `metabonk bench env`."""
     import metabonk_gym  # noqa: F401
+    from metabonk_gym.gba.env import GBAEnv
 
     env = gym.make(env_id, **kwargs)
-    frameskip = env.unwrapped.frameskip
+    core = env.unwrapped
+    if not isinstance(core, GBAEnv):
+        raise ValueError(f"metabonk bench env measures GBA envs; {env_id} is not one")
+    frameskip = core.frameskip
     env.reset(seed=0)
     rng = np.random.default_rng(0)
-    actions = rng.integers(0, env.action_space.n, 4096)
-    masks = [env.unwrapped.action_masks[a] for a in actions]
+    actions = rng.integers(0, len(core.action_masks), 4096)
+    masks = [core.action_masks[a] for a in actions]
     raw, wrapped = [], []
     for _ in range(rounds):
         raw.append(_raw_core_fps(env, steps, frameskip, masks))
         env.reset(seed=0)
         wrapped.append(_env_fps(env, steps, frameskip, actions))
-    game = env.unwrapped.integration.name
+    game = core.integration.name
     env.close()
     del env
     result: dict[str, Any] = {

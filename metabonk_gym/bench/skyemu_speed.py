@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -31,7 +31,7 @@ def _steps_per_s(env: gym.Env, actions: np.ndarray) -> float:
 
 def _requests_per_step(env: gym.Env, actions: np.ndarray) -> float:
     """HTTP requests per env step (resets excluded)."""
-    client = env.unwrapped.backend.client
+    client = cast(Any, env.unwrapped).backend.client
     env.reset(seed=0)
     before = client.requests
     for action in actions:
@@ -55,23 +55,26 @@ def run(
     peer = None
     try:
         if skyemu_url is None and skyemu_binary is None:
-            peer = PeerProcess(embedded.unwrapped.rom_path)
+            peer = PeerProcess(cast(Any, embedded.unwrapped).rom_path)
             skyemu_url, server = peer.url, "test peer (embedded core behind SkyEmu's HTTP protocol)"
         else:
             server = skyemu_url or f"SkyEmu binary {skyemu_binary}"
         kwargs = {"skyemu_url": skyemu_url} if skyemu_url else {"skyemu_binary": skyemu_binary}
         sky = gym.make(env_id, frameskip=frameskip, backend="skyemu", **kwargs)
         try:
-            actions = np.random.default_rng(0).integers(0, embedded.action_space.n, steps)
-            client = sky.unwrapped.backend.client
+            n_actions = int(cast(Any, embedded.action_space).n)
+            actions = np.random.default_rng(0).integers(0, n_actions, steps)
+            client = cast(Any, sky.unwrapped).backend.client
             start = time.perf_counter()
             for _ in range(200):
                 client.ping()
             ping_ms = (time.perf_counter() - start) / 200 * 1000
-            embedded_sps, sky_sps = [], []
+            embedded_sps, sky_sps, client_cpu = [], [], []
             for _ in range(rounds):
                 embedded_sps.append(_steps_per_s(embedded, actions))
+                cpu = time.process_time()
                 sky_sps.append(_steps_per_s(sky, actions))
+                client_cpu.append((time.process_time() - cpu) / steps * 1000)
             requests = _requests_per_step(sky, actions[:100])
             start = time.perf_counter()
             sky.reset(seed=1)
@@ -92,6 +95,9 @@ def run(
     result["skyemu_vs_embedded"] = result["skyemu_steps_per_s"] / result["embedded_steps_per_s"]
     result["skyemu_frames_per_s"] = result["skyemu_steps_per_s"] * frameskip
     result["http_requests_per_step"] = requests
+    # CPU this process spent per SkyEmu step (HTTP client, BMP decoding, env): the backend's own
+    # cost, apart from the server's emulation and the wait for it.
+    result["client_cpu_ms_per_step"] = statistics.median(client_cpu)
     result["ping_ms"] = ping_ms
     result["skyemu_reset_ms"] = reset_ms
     return result

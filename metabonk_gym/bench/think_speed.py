@@ -12,6 +12,11 @@ Two parts, both run in one process:
   llama-cpp-python's server over loopback HTTP. Without `model_path` the tiny random GGUFs of
   `metabonk_gym.think.testing` are used: their figures are the stack's overhead (prompt
   evaluation of a ~7k byte-token prompt, grammar, HTTP), not a real VLM's speed.
+
+>>> figures = {}
+>>> _put(figures, "demo", {"p50_s": 0.5}, step_s=0.001)
+>>> figures["demo_env_steps_per_call"]
+500.0
 """
 
 from __future__ import annotations
@@ -149,18 +154,19 @@ def think_latency(
         if tiny:
             model_path, mmproj_path = write_tiny_pair(tmp.name)
         out["model"] = "tiny random llama (metabonk_gym.think.testing)" if tiny else str(model_path)
+        model = Path(str(model_path))
 
         oracle = OracleStrategist(adapter)
         t0 = time.perf_counter()
         for view in views:
             oracle.request(view, [], "benchmark").result()
         oracle_s = (time.perf_counter() - t0) / len(views)
-        out["oracle_p50_s"] = oracle_s
+        out["oracle_mean_s"] = oracle_s
         out["oracle_env_steps_per_call"] = oracle_s / step_s
 
-        runs: list[tuple[str, Any]] = [("llama_cpp_text", lambda: LlamaCppBackend(model_path))]
+        runs: list[tuple[str, Any]] = [("llama_cpp_text", lambda: LlamaCppBackend(model))]
         if mmproj_path is not None:
-            runs.append(("llama_cpp_vision", lambda: LlamaCppBackend(model_path, mmproj_path)))
+            runs.append(("llama_cpp_vision", lambda: LlamaCppBackend(model, mmproj_path)))
         for name, factory in runs:
             backend = factory()
             try:
@@ -169,7 +175,7 @@ def think_latency(
                 backend.close()
             _put(out, name, figures, step_s)
         if server:
-            with ServerProcess(model_path) as url:
+            with ServerProcess(model) as url:
                 backend = OpenAIBackend(url)
                 try:
                     figures = _time_backend(backend, builder, views, timeout_s)

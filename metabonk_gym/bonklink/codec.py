@@ -24,6 +24,7 @@ __all__ = [
     "ACTION_CLICK_LEN",
     "ACTION_PLAIN_LEN",
     "HINP_MAGIC",
+    "JPEG_MAX_PIXELS_PER_BYTE",
     "MAX_ACTION_LEN",
     "MAX_ENEMIES",
     "MAX_FRAME_LEN",
@@ -68,6 +69,10 @@ MAX_ENEMIES = 256
 MAX_OPTIONS = 64
 #: Largest JPEG a client decodes (a JPEG header can claim 65535x65535 in a few bytes).
 MAX_FRAME_PIXELS = 4096 * 4096
+#: A JPEG may also decode to at most this many pixels per byte it holds: baseline JPEG needs
+#: several bits per 8x8 block even for a flat image (well under 256 pixels a byte), so a frame
+#: claiming more is lying about its size, and decoding it would allocate what the claim says.
+JPEG_MAX_PIXELS_PER_BYTE = 1024
 
 #: ``uint32`` magic of the human-input trailer: the bytes ``H I N P`` read little-endian.
 HINP_MAGIC = 0x504E4948
@@ -88,7 +93,7 @@ _I32 = struct.Struct("<i")
 _U32 = struct.Struct("<I")
 _HEAD = struct.Struct("<9f??i")  # pos, vel, health, maxHealth, gameTime, isPlaying, isPaused, n
 _HINP = struct.Struct("<Ii4f4?2f")  # magic, version, move/look, buttons, click
-_STAT = struct.Struct("<IiifI")  # magic, version, kills, xp, level
+_STAT = struct.Struct("<Iiifi")  # magic, version, kills, xp, level
 _ACTION_PLAIN = struct.Struct("<i4f4?")
 _ACTION_CLICK = struct.Struct("<i4f4?2i")
 _ACTION_FIELDS = struct.Struct("<4f4?")
@@ -375,25 +380,28 @@ def decode_state(data: bytes | bytearray | memoryview) -> GameState:
 
 
 def _decode_trailers(buf: memoryview, offset: int) -> tuple[InputSnapshot | None, GameStats | None]:
+    """Decode known magic-tagged trailers; stop (skipping the rest) at anything else."""
     snapshot: InputSnapshot | None = None
     stats: GameStats | None = None
     size = len(buf)
-    while size - offset >= 8:
-        magic, version = struct.unpack_from("<Ii", buf, offset)
-        if magic == HINP_MAGIC and version == 1:
-            if size - offset < _HINP.size:
-                raise BonkLinkProtocolError("HINP trailer truncated")
-            f = _HINP.unpack_from(buf, offset)
-            snapshot = InputSnapshot(*f[2:])
-            offset += _HINP.size
-        elif magic == STAT_MAGIC and version == 1:
-            if size - offset < _STAT.size:
-                raise BonkLinkProtocolError("MBST trailer truncated")
-            _, _, kills, xp, level = _STAT.unpack_from(buf, offset)
-            stats = GameStats(kills, xp, level)
-            offset += _STAT.size
+    while size - offset >= 4:
+        (magic,) = _U32.unpack_from(buf, offset)
+        if magic not in (HINP_MAGIC, STAT_MAGIC):
+            break  # an unknown trailer: v1 trailers carry no length, so skip to the end
+        trailer = _HINP if magic == HINP_MAGIC else _STAT
+        if size - offset < 8:
+            raise BonkLinkProtocolError("trailer truncated before its version")
+        (version,) = _I32.unpack_from(buf, offset + 4)
+        if version != 1:
+            break  # a later version of a known trailer: unknown to us, skipped likewise
+        if size - offset < trailer.size:
+            raise BonkLinkProtocolError(f"{bytes(buf[offset : offset + 4])!r} trailer truncated")
+        fields = trailer.unpack_from(buf, offset)
+        if magic == HINP_MAGIC:
+            snapshot = InputSnapshot(*fields[2:])
         else:
-            break  # unknown trailer (or version): no length field, so skip to the end
+            stats = GameStats(*fields[2:])
+        offset += trailer.size
     return snapshot, stats
 
 
@@ -474,8 +482,13 @@ def _jpeg_size(data: bytes | bytearray | memoryview) -> tuple[int, int]:
                 raise BonkLinkProtocolError("JPEG frame header truncated")
             height = (data[pos + 5] << 8) | data[pos + 6]
             width = (data[pos + 7] << 8) | data[pos + 8]
-            if width <= 0 or height <= 0 or width * height > MAX_FRAME_PIXELS:
+            pixels = width * height
+            if width <= 0 or height <= 0 or pixels > MAX_FRAME_PIXELS:
                 raise BonkLinkProtocolError(f"JPEG frame size {width}x{height} out of range")
+            if pixels > JPEG_MAX_PIXELS_PER_BYTE * size:
+                raise BonkLinkProtocolError(
+                    f"JPEG frame claims {width}x{height} pixels in only {size} bytes"
+                )
             return width, height
         pos += 2 + seg_len
     raise BonkLinkProtocolError("bad JPEG frame: too many marker segments")
@@ -503,7 +516,7 @@ def decode_frame_and_size(
     try:
         if fmt == "raw_rgb":
             # ystep=-1: Pillow reads the rows bottom-up, i.e. flips them for free.
-            pixels = memoryview(data)[_RAW_HEAD.size :]
+            pixels: Any = memoryview(data)[_RAW_HEAD.size :]  # no copy
             image = Image.frombuffer("RGB", (width, height), pixels, "raw", "RGB", 0, -1)
         else:
             image = _decode_jpeg(bytes(data), width, height, size)
@@ -650,4 +663,5 @@ def decode_action_payload(payload: bytes | bytearray | memoryview) -> Action:
         if size < ACTION_CLICK_LEN:
             raise BonkLinkProtocolError(f"click action payload truncated: {size} bytes")
         click_x, click_y = _CLICK_FIELDS.unpack_from(payload, ACTION_PLAIN_LEN)
-    return Action(*fields, click_x=click_x, click_y=click_y)
+    move_x, move_y, aim_x, aim_y, fire, ability, interact, ui_click = fields
+    return Action(move_x, move_y, aim_x, aim_y, fire, ability, interact, ui_click, click_x, click_y)

@@ -19,6 +19,7 @@ therefore nondeterministic, and says so in its spec.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import socket
 import time
 from collections.abc import Mapping, Sequence
@@ -75,6 +76,19 @@ class MegabonkEnv(gym.Env[dict[str, Any], Any]):
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+    _spec: EnvSpec | None = None
+
+    @property  # type: ignore[override]
+    def spec(self) -> EnvSpec | None:
+        """The env's spec, always marked nondeterministic: a live game cannot be replayed from a
+        seed (v1 has no seed or restart command), whatever the registration says."""
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: EnvSpec | None) -> None:
+        if value is not None and not value.nondeterministic:
+            value = dataclasses.replace(value, nondeterministic=True)
+        self._spec = value
 
     def __init__(
         self,
@@ -121,13 +135,11 @@ class MegabonkEnv(gym.Env[dict[str, Any], Any]):
         self._frame_age = -1  # packets since the last frame; -1 before the first
         self._full_frame: np.ndarray | None = None
         self._menu_tick = 0
-        self._packets = 0
         self._last_obs: dict[str, Any] | None = None
         self._last_reason: str | None = None
 
         if self.spec is None:
-            # Not made by gym.make: describe ourselves, including that a live game is
-            # nondeterministic (gymnasium's checker then skips its determinism checks).
+            # Not made by gym.make (which sets the spec afterwards): describe ourselves.
             kwargs = {
                 "host": host,
                 "port": int(port),
@@ -289,7 +301,6 @@ class MegabonkEnv(gym.Env[dict[str, Any], Any]):
         if timeout <= 0:
             raise TimeoutError("no time left to wait for a packet")
         state, frame = self._reader.recv(timeout)
-        self._packets += 1
         if frame is not None:
             self._frame, width, height = decode_frame_and_size(frame, self._obs.frame_size)
             self._capture_size = (width, height)

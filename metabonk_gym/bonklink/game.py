@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from metabonk_gym.bonklink.actions import click_from_plugin
 from metabonk_gym.bonklink.codec import Action, GameState, GameStats, InputSnapshot
 
 __all__ = [
@@ -208,8 +209,8 @@ class ArenaGame:
 
     def _click_point(self, action: Action) -> tuple[float, float]:
         """Capture pixels (bottom-left origin) to normalised top-left coordinates."""
-        w, h = self.config.capture_width, self.config.capture_height
-        return (action.click_x + 0.5) / w, (h - action.click_y - 0.5) / h
+        c = self.config
+        return click_from_plugin(action.click_x, action.click_y, c.capture_width, c.capture_height)
 
     def _play_tick(self, action: Action) -> None:
         c, dt = self.config, self.dt

@@ -90,24 +90,22 @@ class ObservationBuilder:
 
     def state_vector(self, state: GameState) -> np.ndarray:
         """The float32 state vector (NaN reads as 0, infinities as +-float32 max)."""
-        pos = state.position
         enemies = state.enemies
         hp_frac = state.health / state.max_health if state.max_health > 0 else 0.0
-        head = np.array(
-            (*pos, *state.velocity, hp_frac, state.game_time, state.is_playing,
-             state.is_paused, len(enemies)),
-            np.float32,
+        vec = np.zeros(self.state_dim, np.float32)
+        head = len(STATE_LAYOUT)
+        vec[:head] = (
+            *state.position, *state.velocity, hp_frac, state.game_time, state.is_playing,
+            state.is_paused, len(enemies),
         )  # fmt: skip
         k = self.k_enemies
-        slots = np.zeros((k, len(ENEMY_LAYOUT)), np.float32)
         if k and len(enemies):
-            rel = enemies[:, :3] - head[:3]
-            nearest = np.argsort((rel * rel).sum(axis=1), kind="stable")[:k]
-            m = len(nearest)
-            slots[:m, :3] = rel[nearest]
-            slots[:m, 3] = enemies[nearest, 3]
-            slots[:m, 4] = 1.0
-        vec = np.concatenate((head, slots.ravel()))
+            rel = enemies.copy()  # dx, dy, dz, health
+            rel[:, :3] -= vec[:3]
+            nearest = np.argsort((rel[:, :3] ** 2).sum(axis=1), kind="stable")[:k]
+            slots = vec[head:].reshape(k, len(ENEMY_LAYOUT))
+            slots[: len(nearest), :4] = rel[nearest]
+            slots[: len(nearest), 4] = 1.0
         if not math.isfinite(vec.sum()):  # NaN and infinities propagate into the sum
             np.nan_to_num(vec, copy=False, nan=0.0, posinf=_FLT_MAX, neginf=-_FLT_MAX)
         return vec

@@ -136,6 +136,14 @@ class BonkLinkSim:
         """The bound port (binds first if needed)."""
         return self.bind()
 
+    @property
+    def address(self) -> tuple[str, int]:
+        """The bound (host, port) (binds first if needed)."""
+        self.bind()
+        assert self._listener is not None
+        host, port = self._listener.getsockname()[:2]
+        return host, port
+
     def bind(self) -> int:
         """Create the listening socket (loopback by default) and return its port."""
         if self._listener is None:
@@ -164,9 +172,9 @@ class BonkLinkSim:
             self._wake_w.send(b"x")
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
-            if not self._thread.is_alive():
-                self._wake_r.close()
-                self._wake_w.close()
+        if self._thread is None or not self._thread.is_alive():
+            self._wake_r.close()
+            self._wake_w.close()
         self._close_all()
 
     def __enter__(self) -> BonkLinkSim:

@@ -163,13 +163,6 @@ class ActionReader:
         """Read what the socket has (it must be readable, or non-blocking)."""
         return self._rx.recv_some()
 
-    def recv(self, timeout: float | None) -> Action:
-        """Block until one whole action has arrived (for lockstep servers and tests)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while (action := self.pop()) is None:
-            _recv_before(self._rx, deadline)
-        return action
-
 
 def _recv_before(rx: RecvBuffer, deadline: float | None) -> None:
     if deadline is None:

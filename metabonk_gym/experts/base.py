@@ -57,7 +57,18 @@ class RandomAgent:
 
 
 def _is_model_path(spec: str) -> bool:
-    return spec.endswith(".zip") or Path(spec).expanduser().is_file()
+    """True for a model file; a `.zip` that does not exist is an error naming the path."""
+    path = Path(spec).expanduser()
+    if spec.endswith(".zip") and not path.is_file():
+        raise AgentError(f"model file not found: {path}")
+    return path.is_file()
+
+
+def check_agent_spec(spec: str) -> str:
+    """`spec` itself when it names an agent or an existing model file, else a clear error."""
+    if spec in AGENT_NAMES or _is_model_path(spec):
+        return spec
+    raise unknown_agent(spec)
 
 
 def agent_env_overrides(spec: str) -> dict[str, Any]:
@@ -76,7 +87,9 @@ def unknown_agent(spec: str) -> AgentError:
     path = Path(spec).expanduser()
     if spec.endswith(".zip") and not path.exists():
         return AgentError(f"model file not found: {path}")
-    return AgentError(f"unknown agent {spec!r}; use one of {', '.join(AGENT_NAMES)} or a model PATH.zip")
+    return AgentError(
+        f"unknown agent {spec!r}; use one of {', '.join(AGENT_NAMES)} or a model PATH.zip"
+    )
 
 
 def make_agent(spec: str, env: gym.Env, seed: int | None = None, **kwargs: Any) -> Agent:
@@ -115,6 +128,13 @@ def _think_agent(env: gym.Env, **kwargs: Any) -> Agent:
         ) from exc
     agent: Agent = factory(env, **kwargs)
     return agent
+
+
+def close_agent(agent: Any) -> None:
+    """Release what an agent holds (a think agent's model server, ...), if it has `close()`."""
+    close = getattr(agent, "close", None)
+    if callable(close):
+        close()
 
 
 def action_index(env: gym.Env, buttons: set[str]) -> int:

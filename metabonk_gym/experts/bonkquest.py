@@ -33,12 +33,14 @@ class BonkQuestExpert:
 
     def __init__(self, env: gym.Env, seed: int | None = None) -> None:
         self.env = env
-        self.game = env.unwrapped
+        self.game: Any = env.unwrapped
         integration = getattr(self.game, "integration", None)
         if integration is None or integration.name != "BonkQuest":
             raise AgentError("BonkQuestExpert plays BonkQuest only")
         combos = [tuple(c) for c in integration.discrete_actions]
-        self.actions = {name: combos.index((name,)) for name in ("UP", "DOWN", "LEFT", "RIGHT", "A")}
+        self.actions = {
+            name: combos.index((name,)) for name in ("UP", "DOWN", "LEFT", "RIGHT", "A")
+        }
         self.noop = combos.index(())
         self._last = self.noop
         self.objective = ""
@@ -97,7 +99,10 @@ class BonkQuestExpert:
 
     def _key_chest(self, tiles: np.ndarray) -> Cell | None:
         """The closed chest that holds the key (`key_chest` indexes chests in reading order)."""
-        cells = [(int(r), int(c)) for r, c in zip(*np.nonzero((tiles == T_CHEST) | (tiles == T_CHEST_OPEN)))]
+        cells = [
+            (int(r), int(c))
+            for r, c in zip(*np.nonzero((tiles == T_CHEST) | (tiles == T_CHEST_OPEN)))
+        ]
         index = self._var("key_chest")
         if index < len(cells) and tiles[cells[index]] == T_CHEST:
             return cells[index]
@@ -157,4 +162,3 @@ class BonkQuestExpert:
             return self._press_a()
         step = self._step_along(tiles, me, self._adjacent(tiles, target))
         return self.noop if step is None else step
-

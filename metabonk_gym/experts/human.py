@@ -52,7 +52,9 @@ def _pygame_key(name: str) -> int:
 class PlayWindow:
     """A pygame window: the frame scaled x3, the key map and a status line beside it."""
 
-    def __init__(self, title: str = "metabonk play", fps: float = 15.0, show_keys: bool = True) -> None:
+    def __init__(
+        self, title: str = "metabonk play", fps: float = 15.0, show_keys: bool = True
+    ) -> None:
         import pygame
 
         pygame.init()
@@ -96,7 +98,13 @@ class PlayWindow:
         self.surface.blit(pygame.transform.scale(image, (w * SCALE, h * SCALE)), (0, 0))
         if self.show_keys:
             x, y = w * SCALE + 10, 10
-            lines = ["keys", *[f"{k:>9}  {b}" for k, b in KEY_MAP.items()], "      ESC  quit", "", *status.split("\n")]
+            lines = [
+                "keys",
+                *[f"{k:>9}  {b}" for k, b in KEY_MAP.items()],
+                "      ESC  quit",
+                "",
+                *status.split("\n"),
+            ]
             for line in lines:
                 self.surface.blit(self.font.render(line, True, (230, 230, 230)), (x, y))
                 y += 18

@@ -35,9 +35,10 @@ def model_env_overrides(path: Path) -> dict[str, Any]:
 
 
 class ModelAgent:
-    """Acts with `model.predict` on the frame-stacked observation (deterministic by default)."""
+    """Acts with `model.predict` on the frame-stacked observation, sampling its actions unless
+    `deterministic` (PPO policies tend to loop when always taking their most likely action)."""
 
-    def __init__(self, path: Path, env: gym.Env, deterministic: bool = True) -> None:
+    def __init__(self, path: Path, env: gym.Env, deterministic: bool = False) -> None:
         import torch
         from stable_baselines3 import PPO
 
@@ -55,14 +56,20 @@ class ModelAgent:
         self.stacker = FrameStacker(int(self.config.get("frame_stack", 1)))
         expected = self.model.observation_space.shape
         base = env.observation_space.shape
-        if base is None or expected is None or base[:-1] not in (tuple(expected[:-1]), tuple(expected[1:])):
+        if (
+            base is None
+            or expected is None
+            or base[:-1] not in (tuple(expected[:-1]), tuple(expected[1:]))
+        ):
             raise AgentError(
                 f"{path} expects observations of shape {expected} (after its frame stack) but the env "
                 f"gives {base}; make the env with the model's obs_type/downscale "
                 "(metabonk does this for you in play, record and eval)"
             )
         if getattr(self.model.action_space, "n", None) != getattr(env.action_space, "n", None):
-            raise AgentError(f"{path} has {self.model.action_space} actions, the env {env.action_space}")
+            raise AgentError(
+                f"{path} has {self.model.action_space} actions, the env {env.action_space}"
+            )
         self._fresh = False
 
     def reset(self, obs: Any, info: dict[str, Any]) -> None:

@@ -141,7 +141,9 @@ class RetroCore:
                     return bytes(block[address - start : address - start + n])
         extract = self._memory.extract
         # extract returns "<u8" as a signed 64-bit value: mask it back to unsigned
-        words = [extract(a, "<u8") & 0xFFFFFFFFFFFFFFFF for a in range(address, address + n - n % 8, 8)]
+        words = [
+            extract(a, "<u8") & 0xFFFFFFFFFFFFFFFF for a in range(address, address + n - n % 8, 8)
+        ]
         head = struct.pack(f"<{len(words)}Q", *words)
         tail = bytes(extract(a, "|u1") for a in range(address + n - n % 8, address + n))
         return head + tail

@@ -78,7 +78,7 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
             )
 
         if game is not None:
-            self.integration = Integration.bundled(game)
+            self.integration = Integration.bundled(game, rom=rom, check_hash=check_hash)
         elif integration is not None:
             self.integration = Integration.from_folder(integration, rom=rom, check_hash=check_hash)
         else:
@@ -370,9 +370,10 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         if self.downscale > 1:
             k = self.downscale
             h, w = frame.shape[0] // k, frame.shape[1] // k
-            frame = (
-                frame.reshape(h, k, w, k, 3).mean(axis=(1, 3), dtype=np.float32).astype(np.uint8)
-            )
+            # Box average in integers: the sum of k*k uint8 fits uint16, and k*k is a power of
+            # two, so the shift is the floor of the mean (several times faster than float mean).
+            summed = frame.reshape(h, k, w, k, 3).sum(axis=(1, 3), dtype=np.uint16)
+            frame = (summed >> (2 * k.bit_length() - 2)).astype(np.uint8)
         if self.obs_type == "grayscale":
             # ITU-R 601 luma, as gymnasium's GrayscaleObservation and ALE use.
             gray = frame[..., 0] * 0.299 + frame[..., 1] * 0.587 + frame[..., 2] * 0.114

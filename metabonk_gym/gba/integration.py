@@ -102,15 +102,19 @@ class Integration:
 
     # ----------------------------------------------------------------- construction
     @classmethod
-    def bundled(cls, game: str) -> Integration:
-        """The integration of a bundled game (`BonkQuest`, `BonkArena`)."""
+    def bundled(
+        cls, game: str, rom: str | Path | None = None, check_hash: bool = True
+    ) -> Integration:
+        """The integration of a bundled game (`BonkQuest`, `BonkArena`); `rom` swaps in a rebuild."""
         if game not in BUNDLED_GAMES:
             raise IntegrationError(
                 f"unknown bundled game {game!r}; bundled games: {', '.join(BUNDLED_GAMES)}. "
                 "For your own ROM use MetaBonk/GBA-v0 with rom= and integration=."
             )
         folder = games_dir() / f"{game}-GbAdvance"
-        return cls.from_folder(folder, extra_savestate_dirs=[savestates_dir(game)])
+        return cls.from_folder(
+            folder, rom=rom, check_hash=check_hash, extra_savestate_dirs=[savestates_dir(game)]
+        )
 
     @classmethod
     def from_folder(
@@ -156,6 +160,7 @@ class Integration:
                     "check_hash=False if you know the RAM layout is the same."
                 )
 
+        assert data is not None  # required=True raised otherwise
         variables = _parse_variables(data, folder)
         info_names = list(extension.get("info") or variables)
         for name in info_names:

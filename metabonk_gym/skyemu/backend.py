@@ -31,11 +31,13 @@ not reset).
 from __future__ import annotations
 
 import hashlib
+import shutil
 import tempfile
 import uuid
+import weakref
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -51,9 +53,21 @@ from metabonk_gym.skyemu.errors import (
 )
 from metabonk_gym.skyemu.process import SkyEmuProcess
 from metabonk_gym.skyemu.state import Checkpoint, pack_state, unpack_state
+from metabonk_gym.utils import atomic_write_bytes
 
 #: SkyEmu's input names in KEYINPUT bit order (A, B, SELECT, START, RIGHT, LEFT, UP, DOWN, R, L).
-BUTTON_NAMES: tuple[str, ...] = ("A", "B", "Select", "Start", "Right", "Left", "Up", "Down", "R", "L")
+BUTTON_NAMES: tuple[str, ...] = (
+    "A",
+    "B",
+    "Select",
+    "Start",
+    "Right",
+    "Left",
+    "Up",
+    "Down",
+    "R",
+    "L",
+)
 #: Cut the replay log after this many operations (bounds the cost of one `save_state()`).
 CHECKPOINT_EVERY = 1000
 #: State images kept on disk for reloading (the anchor always stays).
@@ -84,8 +98,14 @@ class SkyEmuBackend:
         self.process = process
         self._rom = self.rom_path.read_bytes()
         self.rom_sha1 = hashlib.sha1(self._rom).hexdigest()
-        self._folder = process.folder if process is not None else Path(tempfile.mkdtemp(prefix="metabonk-skyemu-"))
+        self._folder = (
+            process.folder
+            if process is not None
+            else Path(tempfile.mkdtemp(prefix="metabonk-skyemu-"))
+        )
         self._own_folder = process is None
+        if self._own_folder:  # also removed if the env is dropped without close()
+            weakref.finalize(self, shutil.rmtree, str(self._folder), True)
         self._images: OrderedDict[str, Path] = OrderedDict()  # image sha1 -> file SkyEmu can load
         self._held = -1  # buttons SkyEmu holds now (-1: unknown)
         self._screen: np.ndarray | None = None
@@ -95,7 +115,14 @@ class SkyEmuBackend:
         try:
             self.client.ping()
             status = self.client.status()
-            self.server_rom_path = self._check_rom(status) if check_rom else str(status.get("rom-path", ""))
+            if check_rom:
+                self._check_rom(status)
+            self.server_rom_path = str(status.get("rom-path", ""))
+            if not status.get("rom-loaded") or not self.server_rom_path:
+                raise SkyEmuRomMismatchError(
+                    f"SkyEmu at {client.url} reports no loaded ROM path in /status, so it cannot "
+                    f"be restarted; load {self.rom_path} in it"
+                )
             self.power_on()
         except BaseException:
             self.close()
@@ -122,15 +149,22 @@ class SkyEmuBackend:
         if skyemu_binary is not None:
             process = SkyEmuProcess(skyemu_binary, rom_path, start_timeout=skyemu_start_timeout)
             try:
-                return cls(SkyEmuClient(process.url, timeout=skyemu_timeout), rom_path, process, skyemu_check_rom)
+                return cls(
+                    SkyEmuClient(process.url, timeout=skyemu_timeout),
+                    rom_path,
+                    process,
+                    skyemu_check_rom,
+                )
             except BaseException:
                 process.stop()
                 raise
         assert skyemu_url is not None
-        return cls(SkyEmuClient(skyemu_url, timeout=skyemu_timeout), rom_path, None, skyemu_check_rom)
+        return cls(
+            SkyEmuClient(skyemu_url, timeout=skyemu_timeout), rom_path, None, skyemu_check_rom
+        )
 
-    def _check_rom(self, status: dict[str, Any]) -> str:
-        """The ROM path on SkyEmu's side, after checking that SkyEmu runs this env's ROM."""
+    def _check_rom(self, status: dict[str, Any]) -> None:
+        """Check that SkyEmu runs this env's ROM (its header and sampled bytes, via the bus)."""
         url = self.client.url
         if not status.get("rom-loaded"):
             raise SkyEmuRomMismatchError(
@@ -144,7 +178,9 @@ class SkyEmuBackend:
                 "another program took the port; try again"
             )
         size = len(self._rom)
-        offsets = sorted({*range(0xA0, min(0xC0, size)), *(i * size // ROM_SAMPLES for i in range(ROM_SAMPLES))})
+        offsets = sorted(
+            {*range(0xA0, min(0xC0, size)), *(i * size // ROM_SAMPLES for i in range(ROM_SAMPLES))}
+        )
         theirs = self.client.read([ROM_BASE + o for o in offsets])
         ours = bytes(self._rom[o] for o in offsets)
         if theirs != ours:
@@ -154,9 +190,6 @@ class SkyEmuBackend:
                 f"from the one this env needs: {self.rom_path} (SHA-1 {self.rom_sha1}). Load that ROM in "
                 "SkyEmu, or pass skyemu_binary=PATH to let metabonk start a SkyEmu with the right one"
             )
-        if not loaded:
-            raise SkyEmuProtocolError(f"SkyEmu at {url} reports no ROM path in /status, so it cannot be restarted")
-        return loaded
 
     # ------------------------------------------------------------------ emulation
     def step(self, frames: int, buttons: int) -> None:
@@ -176,7 +209,9 @@ class SkyEmuBackend:
         if self._screen is None:
             frame = decode_bmp(self.client.screen_bmp())
             if frame.shape != SCREEN_SHAPE:
-                raise SkyEmuProtocolError(f"SkyEmu sent a {frame.shape[1]}x{frame.shape[0]} screen, not a GBA's 240x160")
+                raise SkyEmuProtocolError(
+                    f"SkyEmu sent a {frame.shape[1]}x{frame.shape[0]} screen, not a GBA's 240x160"
+                )
             self._screen = frame
         return self._screen.copy()
 
@@ -245,12 +280,14 @@ class SkyEmuBackend:
         after = [(op[1], op[2]) for op in self._log[last + 1 :]]
         self._restore(self._anchor)
         self._replay(before)
-        image = self._save_image()
-        self._hold(last_buttons)
-        self.client.step(1)
-        for address, data in after:
-            self.client.write([(address + i, b) for i, b in enumerate(data)])
-        self._screen = None
+        try:
+            image = self._save_image()
+        finally:  # back to where the log says the machine is, even if the save failed
+            self._hold(last_buttons)
+            self.client.step(1)
+            for address, data in after:
+                self.client.write([(address + i, b) for i, b in enumerate(data)])
+            self._screen = None
         self._anchor = Checkpoint("image", image, last_buttons, tuple(after), self.rom_sha1)
         self._log = []
         return pack_state(self._anchor)
@@ -297,15 +334,26 @@ class SkyEmuBackend:
         self._hold(buttons)
         if frames > 1:
             self.client.step(frames - 1)
-        image = self._save_image()
-        self.client.step(1)
         self._screen = None
+        try:
+            image = self._save_image()
+        except BaseException:
+            self.client.step(1)
+            self._log_step(frames, buttons)
+            raise
+        self.client.step(1)
         self._anchor = Checkpoint("image", image, buttons, (), self.rom_sha1)
         self._log = []
 
     def _save_image(self) -> bytes:
         path = self._folder / f"state-{uuid.uuid4().hex}.png"
-        self.client.save(str(path))
+        try:
+            self.client.save(str(path))
+        except SkyEmuCommandFailedError as exc:
+            raise SkyEmuError(
+                f"SkyEmu at {self.client.url} could not write a savestate to {path} ({exc}); "
+                "savestates and resets need SkyEmu on this machine, allowed to write there"
+            ) from exc
         try:
             image = path.read_bytes()
         except FileNotFoundError:
@@ -322,7 +370,7 @@ class SkyEmuBackend:
         path = self._images.get(key)
         if path is None or not path.is_file():
             path = self._folder / f"state-{key}.png"
-            path.write_bytes(image)
+            atomic_write_bytes(path, image)
         self._remember(key, path)
         return path
 
@@ -343,8 +391,6 @@ class SkyEmuBackend:
         if self.process is not None:
             self.process.stop()
         elif self._own_folder:
-            import shutil
-
             shutil.rmtree(self._folder, ignore_errors=True)
 
 
@@ -355,7 +401,7 @@ def encode_value(value: int, type_: str) -> bytes:
     >>> encode_value(0x1234, "<u2"), encode_value(-1, "|i1"), encode_value(1234, ">n2")
     (b'4\\x12', b'\\xff', b'\\x124')
     """
-    order = "big" if type_[0] == ">" else "little"
+    order: Literal["big", "little"] = "big" if type_[0] == ">" else "little"
     kind, size = type_[1], int(type_[2])
     if kind == "n":
         digits = f"{value % 10 ** (2 * size):0{2 * size}d}"

@@ -49,7 +49,8 @@ class SkyEmuClient:
         parts = urlsplit(url if "://" in url else f"http://{url}")
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"skyemu_url must look like 'http://127.0.0.1:8080', not {url!r}")
-        self.url = f"http://{parts.hostname}:{parts.port or 80}"
+        shown = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        self.url = f"http://{shown}:{parts.port or 80}"
         self.host = parts.hostname
         self.port = parts.port or 80
         self.timeout = float(timeout)
@@ -65,9 +66,16 @@ class SkyEmuClient:
             self._conn.close()
             self._conn = None
 
-    def request(self, endpoint: str, params: Iterable[tuple[str, str]] = ()) -> tuple[int, str, bytes]:
+    def request(
+        self, endpoint: str, params: Iterable[tuple[str, str]] = ()
+    ) -> tuple[int, str, bytes]:
         """GET `endpoint?params` and return (status, content type, body)."""
-        query = "&".join(f"{quote(k, safe='')}={quote(v, safe='/:')}" for k, v in params)
+        query = "&".join(
+            f"{k}={v}"
+            if k.isalnum() and v.isalnum()
+            else f"{quote(k, safe='')}={quote(v, safe='/:')}"
+            for k, v in params
+        )
         target = f"{endpoint}?{query}" if query else endpoint
         for attempt in (0, 1):
             reused = self._prepare()
@@ -79,8 +87,10 @@ class SkyEmuClient:
                 body = self._read_body(response, endpoint)
             except (ConnectionRefusedError, socket.gaierror) as exc:
                 self.close()
-                raise SkyEmuUnreachableError(f"cannot reach SkyEmu at {self.url} ({exc}). {START_HINT}") from exc
-            except (TimeoutError, socket.timeout) as exc:
+                raise SkyEmuUnreachableError(
+                    f"cannot reach SkyEmu at {self.url} ({exc}). {START_HINT}"
+                ) from exc
+            except TimeoutError as exc:
                 self.close()
                 raise SkyEmuUnreachableError(
                     f"SkyEmu at {self.url} did not answer {endpoint} within {self.timeout:.0f} s; "
@@ -96,7 +106,9 @@ class SkyEmuClient:
                 ) from exc
             except (http.client.HTTPException, OSError) as exc:
                 self.close()
-                raise SkyEmuUnreachableError(f"HTTP error talking to SkyEmu at {self.url}: {exc!r}") from exc
+                raise SkyEmuUnreachableError(
+                    f"HTTP error talking to SkyEmu at {self.url}: {exc!r}"
+                ) from exc
             self.requests += 1
             self._last_used = time.monotonic()
             self._on_connection += 1
@@ -122,7 +134,9 @@ class SkyEmuClient:
             try:
                 conn.connect()
             except (ConnectionRefusedError, socket.gaierror, TimeoutError, OSError) as exc:
-                raise SkyEmuUnreachableError(f"cannot reach SkyEmu at {self.url} ({exc}). {START_HINT}") from exc
+                raise SkyEmuUnreachableError(
+                    f"cannot reach SkyEmu at {self.url} ({exc}). {START_HINT}"
+                ) from exc
             assert conn.sock is not None
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._conn = conn
@@ -134,7 +148,9 @@ class SkyEmuClient:
         length = response.getheader("Content-Length")
         if length is not None and (not length.isdigit() or int(length) > MAX_REPLY_BYTES):
             response.close()
-            raise SkyEmuProtocolError(f"{endpoint} announced a reply of {length!r} bytes (limit {MAX_REPLY_BYTES})")
+            raise SkyEmuProtocolError(
+                f"{endpoint} announced a reply of {length!r} bytes (limit {MAX_REPLY_BYTES})"
+            )
         body = response.read(MAX_REPLY_BYTES + 1)
         if len(body) > MAX_REPLY_BYTES:
             raise SkyEmuProtocolError(f"{endpoint} sent more than {MAX_REPLY_BYTES} bytes")
@@ -152,7 +168,9 @@ class SkyEmuClient:
                 "(upstream docs/HTTP_CONTROL_SERVER.md)"
             )
         if status != 200:
-            raise SkyEmuProtocolError(f"SkyEmu at {self.url} answered HTTP {status} to {endpoint}: {body[:200]!r}")
+            raise SkyEmuProtocolError(
+                f"SkyEmu at {self.url} answered HTTP {status} to {endpoint}: {body[:200]!r}"
+            )
         return body
 
     def text(self, endpoint: str, params: Iterable[tuple[str, str]] = ()) -> str:
@@ -173,8 +191,12 @@ class SkyEmuClient:
             return
         if reply.lower().startswith("failed"):
             shown = "&".join(f"{k}={v}" for k, v in params)
-            raise SkyEmuCommandFailedError(f"SkyEmu at {self.url} replied {reply!r} to {endpoint}?{shown}")
-        raise SkyEmuProtocolError(f"SkyEmu at {self.url} replied {reply!r} to {endpoint}, expected 'ok'")
+            raise SkyEmuCommandFailedError(
+                f"SkyEmu at {self.url} replied {reply!r} to {endpoint}?{shown}"
+            )
+        raise SkyEmuProtocolError(
+            f"SkyEmu at {self.url} replied {reply!r} to {endpoint}, expected 'ok'"
+        )
 
     # ------------------------------------------------------------------ commands
     def ping(self) -> None:
@@ -201,7 +223,9 @@ class SkyEmuClient:
                 out[key] = match.group(1)
         loaded = re.search(r'"rom-loaded"\s*:\s*(true|false)', body)
         if loaded is None:
-            raise SkyEmuProtocolError(f"{self.url}/status is not SkyEmu's status JSON: {body[:200]!r}")
+            raise SkyEmuProtocolError(
+                f"{self.url}/status is not SkyEmu's status JSON: {body[:200]!r}"
+            )
         out["rom-loaded"] = loaded.group(1) == "true"
         return out
 
@@ -228,7 +252,9 @@ class SkyEmuClient:
             try:
                 values.update(zip(chunk, bytes.fromhex(reply)))
             except ValueError:
-                raise SkyEmuProtocolError(f"/read_byte answered non-hex text {reply[:40]!r}") from None
+                raise SkyEmuProtocolError(
+                    f"/read_byte answered non-hex text {reply[:40]!r}"
+                ) from None
         return bytes(values[a] for a in addresses)
 
     def write(self, pairs: Sequence[tuple[int, int]]) -> None:
@@ -246,7 +272,9 @@ class SkyEmuClient:
             raise SkyEmuCommandFailedError(f"SkyEmu at {self.url} answered {reply!r} to /screen")
         if status == 404:
             self.call("/screen")  # raises the 404 error
-        raise SkyEmuProtocolError(f"/screen?format=bmp answered HTTP {status} {content_type}: {body[:40]!r}")
+        raise SkyEmuProtocolError(
+            f"/screen?format=bmp answered HTTP {status} {content_type}: {body[:40]!r}"
+        )
 
     def save(self, path: str) -> None:
         """Save a state image to `path` on SkyEmu's side."""

@@ -34,9 +34,9 @@ It prints `Starting HCS: http://localhost:PORT` (as SkyEmu does) once it listens
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import io
-import json
 import socket
 import socketserver
 import struct
@@ -49,11 +49,13 @@ from typing import Any
 import numpy as np
 
 from metabonk_gym.skyemu.bmp import encode_bmp
+from metabonk_gym.utils import atomic_write_bytes
 
 #: cpp-httplib 0.11.4's keep-alive limits and request-line cap.
 KEEPALIVE_MAX = 5
 KEEPALIVE_TIMEOUT_S = 5
 URI_MAX = 8192
+MAX_HEADERS = 100
 _STATUS_TEXT = {200: "OK", 400: "Bad Request", 404: "Not Found", 414: "URI Too Long"}
 _METHODS = {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI"}
 #: SkyEmu's input names (se_keybind_names) that have plain names; GBA uses the first twelve.
@@ -66,7 +68,18 @@ KEYBIND_NAMES: tuple[str, ...] = (
     "Solar Sensor+", "Solar Sensor-", "Toggle Full Screen",
 )  # fmt: skip
 #: KEYINPUT bit of each GBA button name.
-GBA_KEY_BITS = {"A": 0, "B": 1, "Select": 2, "Start": 3, "Right": 4, "Left": 5, "Up": 6, "Down": 7, "R": 8, "L": 9}
+GBA_KEY_BITS = {
+    "A": 0,
+    "B": 1,
+    "Select": 2,
+    "Start": 3,
+    "Right": 4,
+    "Left": 5,
+    "Up": 6,
+    "Down": 7,
+    "R": 8,
+    "L": 9,
+}
 STATE_CHUNK = b"mbSt"
 STATE_TAG = b"metabonk-skyemu-peer/1\0"
 REWIND_CAPACITY = 4096
@@ -111,7 +124,9 @@ def parse_query(query: str) -> list[tuple[str, str]]:
                 val = piece
         if key:
             params.append((decode_url(key, True), decode_url(val, True)))
-    return sorted(params, key=lambda kv: kv[0].encode("latin-1"))  # stable: repeats keep their order
+    return sorted(
+        params, key=lambda kv: kv[0].encode("latin-1")
+    )  # stable: repeats keep their order
 
 
 def c_atoi(text: str) -> int:
@@ -266,7 +281,9 @@ class PeerEmulator:
 
     # emulation --------------------------------------------------------------
     def buttons(self) -> int:
-        return sum(1 << bit for name, bit in GBA_KEY_BITS.items() if self.inputs.get(name, 0.0) > 0.5)
+        return sum(
+            1 << bit for name, bit in GBA_KEY_BITS.items() if self.inputs.get(name, 0.0) > 0.5
+        )
 
     def run(self, frames: int) -> None:
         if self.rom_loaded and frames > 0:
@@ -348,20 +365,20 @@ class PeerEmulator:
             okay = False
             for key, value in params:
                 if key == "path" and self.rom_loaded:
-                    try:
-                        Path(value).write_bytes(self.save_image())
-                        okay = True
-                    except OSError:
-                        pass
+                    target = Path(value)
+                    if target.parent.is_dir():  # SkyEmu fails on a missing folder
+                        try:
+                            atomic_write_bytes(target, self.save_image())
+                            okay = True
+                        except OSError:
+                            pass
             text = "ok" if okay else "failed"
         elif path == "/load":
             okay = False
             for key, value in params:
                 if key == "path" and self.rom_loaded:
-                    try:
+                    with contextlib.suppress(OSError):
                         okay = self.load_image(Path(value).read_bytes()) or okay
-                    except OSError:
-                        pass
             if okay:
                 self.run(1)  # SkyEmu emulates one frame after restoring a state
             text = "ok" if okay else "failed"
@@ -442,10 +459,13 @@ class _Handler(socketserver.StreamRequestHandler):
             self._respond(414, b"", "", True)
             return False
         headers: dict[str, str] = {}
-        while True:
+        for _ in range(MAX_HEADERS + 1):
             raw = self.rfile.readline(8192 + 2)
             if raw in (b"\r\n", b"\n", b""):
                 break
+            if len(headers) >= MAX_HEADERS:
+                self._respond(400, b"", "", True)
+                return False
             name, _, value = raw.decode("latin-1").partition(":")
             headers[name.strip().lower()] = value.strip()
         parts = line.decode("latin-1").rstrip("\r\n").split(" ")
@@ -475,14 +495,18 @@ class _Handler(socketserver.StreamRequestHandler):
             self._respond(200, result[0], result[1], close, head=method == "HEAD")
         return not close
 
-    def _respond(self, status: int, body: bytes, mime: str, close: bool, head: bool = False) -> None:
+    def _respond(
+        self, status: int, body: bytes, mime: str, close: bool, head: bool = False
+    ) -> None:
         headers = [("Connection", "close")] if close else []
         headers.append(("Content-Length", str(len(body))))
         if body:
             headers.append(("Content-Type", mime))
         if not close:
             headers.append(("Keep-Alive", f"timeout={KEEPALIVE_TIMEOUT_S}, max={KEEPALIVE_MAX}"))
-        head_text = f"HTTP/1.1 {status} {_STATUS_TEXT[status]}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers)
+        head_text = f"HTTP/1.1 {status} {_STATUS_TEXT[status]}\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in headers
+        )
         self.wfile.write(head_text.encode("latin-1") + b"\r\n" + (b"" if head else body))
         self.wfile.flush()
 
@@ -524,7 +548,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         serve(args[2], int(args[1]))
         return 0
-    parser = argparse.ArgumentParser(description="SkyEmu HTTP control server stand-in on the embedded mGBA core")
+    parser = argparse.ArgumentParser(
+        description="SkyEmu HTTP control server stand-in on the embedded mGBA core"
+    )
     parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: a free one)")
     parser.add_argument("--rom", required=True, help="the .gba ROM to serve")
     opts = parser.parse_args(args)
@@ -546,7 +572,15 @@ class PeerProcess:
         import subprocess
 
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "metabonk_gym.skyemu.fake_server", "--port", "0", "--rom", str(rom)],
+            [
+                sys.executable,
+                "-m",
+                "metabonk_gym.skyemu.fake_server",
+                "--port",
+                "0",
+                "--rom",
+                str(rom),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -563,7 +597,11 @@ class PeerProcess:
         match = re.search(r"http://localhost:(\d+)", line)
         if match is None:
             self.stop()
-            err = self.proc.stderr.read().decode("utf-8", "replace")[-2000:] if self.proc.stderr else ""
+            err = (
+                self.proc.stderr.read().decode("utf-8", "replace")[-2000:]
+                if self.proc.stderr
+                else ""
+            )
             raise RuntimeError(f"the SkyEmu peer did not start (said {line!r}): {err}")
         self.port = int(match.group(1))
         self.url = f"http://127.0.0.1:{self.port}"

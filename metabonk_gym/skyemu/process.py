@@ -16,8 +16,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import weakref
+from collections import deque
 from pathlib import Path
 
 from metabonk_gym.skyemu.client import SkyEmuClient
@@ -48,7 +50,9 @@ def _stop(proc: subprocess.Popen[bytes], folder: str) -> None:
 class SkyEmuProcess:
     """A headless SkyEmu serving one ROM copy on its own port (see the module docstring)."""
 
-    def __init__(self, binary: str | Path, rom_path: str | Path, start_timeout: float = START_TIMEOUT_S) -> None:
+    def __init__(
+        self, binary: str | Path, rom_path: str | Path, start_timeout: float = START_TIMEOUT_S
+    ) -> None:
         exe = shutil.which(str(binary)) or str(binary)
         if not Path(exe).is_file() or not os.access(exe, os.X_OK):
             raise SkyEmuError(
@@ -58,17 +62,20 @@ class SkyEmuProcess:
         self.folder = Path(tempfile.mkdtemp(prefix="metabonk-skyemu-"))
         self.rom = self.folder / Path(rom_path).name
         shutil.copyfile(rom_path, self.rom)
-        self.log = self.folder / "skyemu.log"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                [exe, "http_server", str(self.port), str(self.rom)],
-                cwd=self.folder,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        self.command = [exe, "http_server", str(self.port), str(self.rom)]
+        self.proc = subprocess.Popen(
+            self.command,
+            cwd=self.folder,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        # SkyEmu prints a line per request: keep only the tail, in memory, for error messages.
+        self._output: deque[bytes] = deque(maxlen=64)
+        self._drainer = threading.Thread(target=self._drain, name="skyemu-output", daemon=True)
+        self._drainer.start()
         self._finalizer = weakref.finalize(self, _stop, self.proc, str(self.folder))
         try:
             self._wait_until_up(start_timeout)
@@ -76,35 +83,47 @@ class SkyEmuProcess:
             self.stop()
             raise
 
+    def _drain(self) -> None:
+        stream = self.proc.stdout
+        assert stream is not None
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := os.read(stream.fileno(), 4096):
+                self._output.append(chunk)
+        with contextlib.suppress(OSError):
+            stream.close()
+
     def _wait_until_up(self, timeout: float) -> None:
-        client = SkyEmuClient(self.url, timeout=5.0)
+        """Wait for `/ping`; SkyEmu may listen on IPv4 or IPv6 loopback ("localhost")."""
+        candidates = [f"http://127.0.0.1:{self.port}", f"http://[::1]:{self.port}"]
         deadline = time.monotonic() + timeout
-        try:
-            while True:
-                code = self.proc.poll()
-                if code is not None:
-                    raise SkyEmuUnreachableError(
-                        f"SkyEmu ({self.proc.args}) exited with code {code} before its HTTP server came up; "
-                        f"its output: {self.log_tail()!r}"
-                    )
-                with contextlib.suppress(SkyEmuUnreachableError):
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                self._drainer.join(timeout=2)  # all it printed
+                raise SkyEmuUnreachableError(
+                    f"SkyEmu ({' '.join(self.command)}) exited with code {code} before its HTTP "
+                    f"server came up; its output: {self.log_tail()!r}"
+                )
+            for url in candidates:
+                client = SkyEmuClient(url, timeout=5.0)
+                try:
                     client.ping()
+                    self.url = url
                     return
-                if time.monotonic() > deadline:
-                    raise SkyEmuUnreachableError(
-                        f"SkyEmu ({self.proc.args}) did not answer /ping on {self.url} within {timeout:.0f} s; "
-                        f"its output: {self.log_tail()!r}"
-                    )
-                time.sleep(0.05)
-        finally:
-            client.close()
+                except SkyEmuUnreachableError:
+                    pass
+                finally:
+                    client.close()
+            if time.monotonic() > deadline:
+                raise SkyEmuUnreachableError(
+                    f"SkyEmu ({' '.join(self.command)}) did not answer /ping on port {self.port} "
+                    f"within {timeout:.0f} s; its output: {self.log_tail()!r}"
+                )
+            time.sleep(0.05)
 
     def log_tail(self, n: int = 2000) -> str:
         """The last `n` characters SkyEmu printed."""
-        try:
-            return self.log.read_bytes()[-n:].decode("utf-8", "replace")
-        except OSError:
-            return ""
+        return b"".join(self._output)[-n:].decode("utf-8", "replace")
 
     def alive(self) -> bool:
         return self.proc.poll() is None

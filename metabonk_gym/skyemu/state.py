@@ -41,7 +41,9 @@ class Checkpoint:
 
     def with_writes(self, writes: list[tuple[int, bytes]]) -> Checkpoint:
         """The same checkpoint followed by more RAM writes."""
-        return Checkpoint(self.kind, self.image, self.buttons, (*self.writes, *writes), self.rom_sha1)
+        return Checkpoint(
+            self.kind, self.image, self.buttons, (*self.writes, *writes), self.rom_sha1
+        )
 
 
 def pack_state(checkpoint: Checkpoint) -> bytes:
@@ -86,7 +88,11 @@ def unpack_state(state: bytes) -> Checkpoint:
         kind = str(header["kind"])
         writes = tuple((int(a), bytes.fromhex(d)) for a, d in header["writes"])
         checkpoint = Checkpoint(
-            kind, bytes(state[offset + 4 + length :]), int(header["buttons"]), writes, str(header["rom_sha1"])
+            kind,
+            bytes(state[offset + 4 + length :]),
+            int(header["buttons"]),
+            writes,
+            str(header["rom_sha1"]),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise SkyEmuStateError(f"SkyEmu savestate header is corrupt: {exc}") from exc

@@ -29,12 +29,12 @@ import gymnasium as gym
 import numpy as np
 
 from metabonk_gym.errors import MetabonkError
-from metabonk_gym.think.director import Director
 from metabonk_gym.think.directive import Directive
+from metabonk_gym.think.director import Director
 from metabonk_gym.think.follower import DirectiveFollower, make_follower
 from metabonk_gym.think.games import GameAdapter, adapter_for
 from metabonk_gym.think.log import DecisionLog
-from metabonk_gym.think.prompts import system_prompt
+from metabonk_gym.think.prompts import PromptBuilder, system_prompt
 from metabonk_gym.think.strategist import Strategist, make_strategist
 from metabonk_gym.think.view import GameView
 
@@ -90,7 +90,9 @@ class ThinkAgent:
         """The directive in force."""
         return self.director.directive
 
-    def reset(self, obs: Any = None, info: dict[str, Any] | None = None, seed: int | None = None) -> None:
+    def reset(
+        self, obs: Any = None, info: dict[str, Any] | None = None, seed: int | None = None
+    ) -> None:
         """Start of an episode (`act` calls it on its first call if nobody did)."""
         self._begin(GameView.capture(self.env, info, 0, obs), seed)
 
@@ -148,6 +150,7 @@ def make_think_agent(
     think_every: int = 0,
     log_dir: str | Path | None = None,
     vision: bool | None = None,
+    game_card: str | None = None,
     **kwargs: Any,
 ) -> ThinkAgent:
     """The think agent for `env` (see the module docstring for how the strategist is chosen).
@@ -159,17 +162,26 @@ def make_think_agent(
     director_keys = {"cooldown_steps", "min_confidence", "history_len"}
     director_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in director_keys}
     kind = strategist_kind(model_path, base_url, backend)
-    game_card = _game_card(env)
+    game_card = game_card if game_card is not None else _game_card(env)
     backend_kwargs: dict[str, Any] = dict(kwargs)
     if kind == "llama_cpp":
-        backend_kwargs.update(model_path=model_path, mmproj_path=mmproj_path, chat_handler=chat_handler)
+        backend_kwargs.update(
+            model_path=model_path, mmproj_path=mmproj_path, chat_handler=chat_handler
+        )
     elif kind == "openai":
         backend_kwargs.update(base_url=base_url, model=model, vision=bool(vision))
     elif kind == "distilled":
         backend_kwargs.update(model_path=model_path)
-    strategist = make_strategist(adapter, kind, game_card=game_card, timeout_s=timeout_s, **backend_kwargs)
+    builder = PromptBuilder.for_env(env, adapter, game_card, strip=mode == "async")
+    strategist = make_strategist(
+        adapter, kind, timeout_s=timeout_s, builder=builder, **backend_kwargs
+    )
     log = (
-        DecisionLog(log_dir, game=adapter.spec.game, meta={"system_prompt": system_prompt(adapter, game_card), **strategist.describe()})
+        DecisionLog(
+            log_dir,
+            game=adapter.spec.game,
+            meta={"system_prompt": system_prompt(adapter, game_card), **strategist.describe()},
+        )
         if log_dir is not None
         else None
     )
@@ -187,4 +199,8 @@ def make_think_agent(
 
 def _game_card(env: gym.Env) -> str | None:
     integration = getattr(env.unwrapped, "integration", None)
-    return integration.game_card() if integration is not None and hasattr(integration, "game_card") else None
+    return (
+        integration.game_card()
+        if integration is not None and hasattr(integration, "game_card")
+        else None
+    )

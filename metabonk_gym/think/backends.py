@@ -110,6 +110,7 @@ class Backend(ABC):
 
     def close(self) -> None:
         """Release the model or connection."""
+        return None  # nothing to release by default
 
     def describe(self) -> dict[str, Any]:
         """What to log about this backend."""
@@ -117,7 +118,11 @@ class Backend(ABC):
 
 
 class LlamaCppBackend(Backend):
-    """A GGUF model in this process (llama-cpp-python). See the module docstring."""
+    """A GGUF model in this process (llama-cpp-python). See the module docstring.
+
+    `chat_handler` names the vision family (`"auto"` detects it, see `families.py`); extra
+    keyword arguments go to `llama_cpp.Llama` (`n_batch`, `flash_attn`, `logits_all`, ...).
+    """
 
     name = "llama_cpp"
 
@@ -132,6 +137,7 @@ class LlamaCppBackend(Backend):
         temperature: float = 0.0,
         seed: int = 0,
         verbose: bool = False,
+        **llama_kwargs: Any,
     ) -> None:
         self.model_path = _existing(model_path, "model")
         self.mmproj_path = _existing(mmproj_path, "mmproj") if mmproj_path is not None else None
@@ -151,6 +157,7 @@ class LlamaCppBackend(Backend):
             self.family = family.name
             handler_cls = getattr(llama_chat_format, family.handler)
             handler = handler_cls(clip_model_path=str(self.mmproj_path), verbose=verbose)
+            _route_mtmd_logs()
         if n_gpu_layers is None:
             n_gpu_layers = -1 if llama_cpp.llama_supports_gpu_offload() else 0
         self.n_gpu_layers = n_gpu_layers
@@ -166,6 +173,7 @@ class LlamaCppBackend(Backend):
                 n_threads=n_threads,
                 seed=seed,
                 verbose=verbose,
+                **llama_kwargs,
             )
         except ValueError as exc:
             raise BackendError(f"llama-cpp-python could not load {self.model_path}: {exc}") from exc
@@ -178,7 +186,7 @@ class LlamaCppBackend(Backend):
             if time.monotonic() > deadline:
                 raise ThinkTimeout("the deadline passed before the model was free")
             pieces: list[str] = []
-            n_chunks = 0
+            prompt_tokens: int | None = None
             try:
                 stream: Any = self.llm.create_chat_completion(
                     messages=chat_messages(request, self.vision),  # type: ignore[arg-type]
@@ -188,20 +196,21 @@ class LlamaCppBackend(Backend):
                     stream=True,
                 )
                 for chunk in stream:
-                    n_chunks += 1
+                    if prompt_tokens is None:  # the first chunk comes right after the prompt
+                        prompt_tokens = int(self.llm.n_tokens)
                     delta = chunk["choices"][0].get("delta") or {}
                     if delta.get("content"):
                         pieces.append(delta["content"])
                     if time.monotonic() > deadline:
                         stream.close()
-                        raise ThinkTimeout(f"decoding stopped at the deadline after {n_chunks} tokens")
+                        raise ThinkTimeout(
+                            f"decoding stopped at the deadline after {len(pieces)} tokens"
+                        )
             except ThinkTimeout:
                 raise
             except Exception as exc:
                 raise BackendError(f"llama-cpp-python failed: {type(exc).__name__}: {exc}") from exc
-            total = int(getattr(self.llm, "n_tokens", 0))
-        completion_tokens = len(pieces)
-        return Completion("".join(pieces), max(0, total - completion_tokens) or None, completion_tokens)
+        return Completion("".join(pieces), prompt_tokens, len(pieces))
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)
@@ -313,7 +322,27 @@ class OpenAIBackend(Backend):
         self._client.close()
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "base_url": self.base_url, "model": self.model, "vision": self.vision}
+        return {
+            "backend": self.name,
+            "base_url": self.base_url,
+            "model": self.model,
+            "vision": self.vision,
+        }
+
+
+def _route_mtmd_logs() -> None:
+    """Send libmtmd's logs through llama-cpp-python's logger, which honours `verbose`: by
+    default libmtmd prints every prompt it tokenises to stderr."""
+    import ctypes
+
+    try:
+        from llama_cpp import mtmd_cpp
+        from llama_cpp._logger import llama_log_callback
+
+        mtmd_cpp.mtmd_log_set(llama_log_callback, ctypes.c_void_p(0))
+        mtmd_cpp.mtmd_helper_log_set(llama_log_callback, ctypes.c_void_p(0))
+    except (ImportError, AttributeError):  # another llama-cpp-python version: leave them be
+        pass
 
 
 def make_backend(kind: str, **kwargs: Any) -> Backend:

@@ -209,7 +209,9 @@ class DirectiveSpec:
                 raise DirectiveError(f"{self.game} has no menu options to target")
             option = _integer(value["option"], "target.option")
             if not 0 <= option < self.n_options:
-                raise DirectiveError(f"target.option {option} is out of range 0..{self.n_options - 1}")
+                raise DirectiveError(
+                    f"target.option {option} is out of range 0..{self.n_options - 1}"
+                )
             if action not in self.option_actions:
                 raise DirectiveError(f"action {action!r} does not take a menu option")
             return {"option": option}

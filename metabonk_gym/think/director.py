@@ -127,8 +127,7 @@ class Director:
         self._prev = view
         if trigger is None:
             return self.directive
-        status = {"done": "done", "expired": "expired"}.get(trigger, "interrupted")
-        self._think(view, trigger, status)
+        self._think(view, trigger, self._end_status(view))
         return self.directive
 
     def info(self) -> dict[str, Any]:
@@ -146,6 +145,17 @@ class Director:
         self.strategist.close()
 
     # ------------------------------------------------------------------ internals
+    def _end_status(self, view: GameView) -> str:
+        """How the directive in force ends if replaced now: done, expired or interrupted."""
+        active = self._active
+        if active is None:
+            return "interrupted"
+        if self.adapter.status(active.directive, active.start, view) == "done":
+            return "done"
+        if active.frames >= active.directive.duration_frames:
+            return "expired"
+        return "interrupted"
+
     def _trigger(self, view: GameView) -> str | None:
         if self._pending is not None:
             return None  # async: one request at a time; the game runs on the old directive
@@ -166,7 +176,10 @@ class Director:
             return events[0]
         if self.think_every and since >= self.think_every:
             return "periodic"
-        if self._active.directive.confidence < self.min_confidence and self._active.directive.source != "fallback":
+        if (
+            self._active.directive.confidence < self.min_confidence
+            and self._active.directive.source != "fallback"
+        ):
             return "low_confidence"
         return None
 
@@ -191,7 +204,9 @@ class Director:
         else:
             self._pending = (future, started, view, trigger, view.step, status)
             if self._active is None:  # nothing to run on yet: the safe directive meanwhile
-                self._active = _Active(-1, self.adapter.spec.fallback("waiting for the first answer"), view)
+                self._active = _Active(
+                    -1, self.adapter.spec.fallback("waiting for the first answer"), view
+                )
 
     def _poll(self, view: GameView) -> None:
         if self._pending is None:
@@ -207,7 +222,12 @@ class Director:
         self._install(result, asked, trigger, latency_frames=frames, now=view)
 
     def _install(
-        self, result: ThinkResult, asked: GameView, trigger: str, latency_frames: int, now: GameView | None = None
+        self,
+        result: ThinkResult,
+        asked: GameView,
+        trigger: str,
+        latency_frames: int,
+        now: GameView | None = None,
     ) -> None:
         self._call_id += 1
         self.stats.record_call(result.latency_s, result.category, result.error)
@@ -233,7 +253,12 @@ class Director:
             return
         self._active = None
         hp_lost = max(0, active.start.get("hp") - view.get("hp")) if view is not None else 0
-        outcome = {"status": status, "frames": active.frames, "reward": round(active.reward, 4), "hp_lost": hp_lost}
+        outcome = {
+            "status": status,
+            "frames": active.frames,
+            "reward": round(active.reward, 4),
+            "hp_lost": hp_lost,
+        }
         if active.directive.source != "fallback":
             self.stats.record_end(status)
         if self.history and self.history[-1].directive is active.directive:

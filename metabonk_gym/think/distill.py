@@ -38,7 +38,10 @@ from metabonk_gym.think.strategist import Strategist, ThinkResult, done_future
 from metabonk_gym.think.view import GameView
 from metabonk_gym.utils import atomic_write_bytes
 
-IMAGE_SHAPE = (40, 60)  # frames are averaged 4x4 to 40x60 RGB
+IMAGE_SHAPE = (20, 30)  # frames are averaged 8x8 (one screen cell per pixel) to 20x30 RGB
+POOL = 8
+#: info keys that say nothing about the game state
+IGNORED_KEYS = {"game_seed", "reward_terms"}
 DEFAULT_FRAMES = 240
 
 
@@ -57,18 +60,18 @@ class Dataset:
 
 
 def frame_input(frame: np.ndarray) -> np.ndarray:
-    """A frame as the net's image input: (3, 40, 60) float32 in [0, 1] (4x4 mean pooling)."""
+    """A frame as the net's image input: (3, 20, 30) float32 in [0, 1] (8x8 mean pooling)."""
     f = np.asarray(frame, np.float32)
     if f.ndim == 2:
         f = np.repeat(f[..., None], 3, axis=2)
     if f.shape[2] == 1:
         f = np.repeat(f, 3, axis=2)
     h, w = IMAGE_SHAPE
-    if f.shape[:2] != (h * 4, w * 4):
+    if f.shape[:2] != (h * POOL, w * POOL):
         from PIL import Image
 
-        f = np.asarray(Image.fromarray(f.astype(np.uint8)).resize((w * 4, h * 4)), np.float32)
-    pooled = f.reshape(h, 4, w, 4, 3).mean(axis=(1, 3)) / 255.0
+        f = np.asarray(Image.fromarray(f.astype(np.uint8)).resize((w * POOL, h * POOL)), np.float32)
+    pooled = f.reshape(h, POOL, w, POOL, 3).mean(axis=(1, 3)) / 255.0
     return np.ascontiguousarray(pooled.transpose(2, 0, 1), dtype=np.float32)
 
 
@@ -87,7 +90,14 @@ def load_dataset(logdir: str | Path, adapter: GameAdapter | None = None) -> Data
             f"{logdir} has no learnable calls (non-fallback directives with frames); record with "
             "PauseToThink(log_dir=..., log_frames=True) and a working strategist"
         )
-    keys = sorted({k for r in usable for k, v in (r.get("info") or {}).items() if isinstance(v, (int, float))})
+    keys = sorted(
+        {
+            k
+            for r in usable
+            for k, v in (r.get("info") or {}).items()
+            if isinstance(v, (int, float)) and k not in IGNORED_KEYS
+        }
+    )
     images, vectors, actions, xs, ys, options = [], [], [], [], [], []
     for record in usable:
         d = record["directive"]
@@ -135,10 +145,15 @@ def _build_net(n_vec: int, n_actions: int, grid_w: int, grid_h: int, n_options: 
         def __init__(self) -> None:
             super().__init__()
             self.conv = nn.Sequential(
-                nn.Conv2d(3, 16, 5, stride=2), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2), nn.ReLU(),
-                nn.AdaptiveAvgPool2d((4, 6)), nn.Flatten(),
+                nn.Conv2d(3, 16, 3, padding=1),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+                nn.Conv2d(16, 32, 3, padding=1),
+                nn.ReLU(),
+                nn.AdaptiveAvgPool2d((3, 4)),
+                nn.Flatten(),
             )
-            self.body = nn.Sequential(nn.Linear(32 * 24 + n_vec, 128), nn.ReLU())
+            self.body = nn.Sequential(nn.Linear(32 * 12 + n_vec, 128), nn.ReLU())
             self.action = nn.Linear(128, n_actions)
             self.x = nn.Linear(128, grid_w + 1)
             self.y = nn.Linear(128, grid_h + 1)
@@ -158,9 +173,24 @@ def distill(
     seed: int = 0,
     lr: float = 3e-3,
     val_fraction: float = 0.2,
+    threads: int = 1,
 ) -> dict[str, Any]:
     """Train on `logdir`'s decision log, write the checkpoint to `out`; returns the figures
-    (samples, action accuracy and tile accuracy on a held-out split)."""
+    (samples, action accuracy and tile accuracy on a held-out split). The net is small: one
+    thread trains it fastest (more threads mostly contend, worse on a shared machine)."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    try:
+        return _distill(logdir, out, epochs, seed, lr, val_fraction)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _distill(
+    logdir: str | Path, out: str | Path, epochs: int, seed: int, lr: float, val_fraction: float
+) -> dict[str, Any]:
     import torch
     from torch.nn import functional as F
 
@@ -172,7 +202,9 @@ def distill(
     n_val = int(n * val_fraction) if n >= 10 else 0
     val, train = order[:n_val], order[n_val:]
     scale = np.maximum(np.abs(data.vectors).max(axis=0), 1.0).astype(np.float32)
-    net = _build_net(len(data.vector_keys), len(spec.actions), spec.grid_w, spec.grid_h, spec.n_options)
+    net = _build_net(
+        len(data.vector_keys), len(spec.actions), spec.grid_w, spec.grid_h, spec.n_options
+    )
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     tensors = [
         torch.from_numpy(a)
@@ -185,10 +217,17 @@ def distill(
 
     for _ in range(epochs):
         net.train()
-        for chunk in np.array_split(np.random.default_rng(seed + _).permutation(train), max(1, len(train) // 64)):
+        for chunk in np.array_split(
+            np.random.default_rng(seed + _).permutation(train), max(1, len(train) // 32)
+        ):
             img, vec, act, x, y, opt_t = batch(chunk)
             la, lx, ly, lo = net(img, vec)
-            loss = F.cross_entropy(la, act) + F.cross_entropy(lx, x) + F.cross_entropy(ly, y) + F.cross_entropy(lo, opt_t)
+            loss = (
+                F.cross_entropy(la, act)
+                + F.cross_entropy(lx, x)
+                + F.cross_entropy(ly, y)
+                + F.cross_entropy(lo, opt_t)
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -224,12 +263,16 @@ class DistilledStrategist(Strategist):
 
     name = "distilled"
 
-    def __init__(self, path: str | Path, adapter: GameAdapter, frames: int = DEFAULT_FRAMES) -> None:
+    def __init__(
+        self, path: str | Path, adapter: GameAdapter, frames: int = DEFAULT_FRAMES
+    ) -> None:
         import torch
 
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"distilled policy not found: {path} (make one with `metabonk distill LOGDIR`)")
+            raise FileNotFoundError(
+                f"distilled policy not found: {path} (make one with `metabonk distill LOGDIR`)"
+            )
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
         if ckpt.get("format") != "metabonk-distilled-v1":
             raise MetabonkError(f"{path} is not a policy written by `metabonk distill`")
@@ -241,7 +284,9 @@ class DistilledStrategist(Strategist):
         self.keys: list[str] = list(ckpt["vector_keys"])
         self.scale = np.asarray(ckpt["vector_scale"], np.float32)
         spec = adapter.spec
-        self.net = _build_net(len(self.keys), len(spec.actions), spec.grid_w, spec.grid_h, spec.n_options)
+        self.net = _build_net(
+            len(self.keys), len(spec.actions), spec.grid_w, spec.grid_h, spec.n_options
+        )
         self.net.load_state_dict(ckpt["state_dict"])
         self.net.eval()
 
@@ -255,9 +300,14 @@ class DistilledStrategist(Strategist):
         import torch
 
         spec = self.adapter.spec
-        vector = np.asarray([[float(view.info.get(k, view.get(k))) for k in self.keys]], np.float32) / self.scale
+        vector = (
+            np.asarray([[float(view.info.get(k, view.get(k))) for k in self.keys]], np.float32)
+            / self.scale
+        )
         with torch.no_grad():
-            la, lx, ly, lo = self.net(torch.from_numpy(frame_input(view.frame)[None]), torch.from_numpy(vector))
+            la, lx, ly, lo = self.net(
+                torch.from_numpy(frame_input(view.frame)[None]), torch.from_numpy(vector)
+            )
         probs = torch.softmax(la, 1)[0]
         action = spec.actions[int(probs.argmax())]
         x, y, option = int(lx.argmax()), int(ly.argmax()), int(lo.argmax())

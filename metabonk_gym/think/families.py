@@ -37,19 +37,48 @@ class Family:
 
 #: Most specific first: "llava-1.6" must win over "llava", "nanollava" over "llava".
 FAMILIES: tuple[Family, ...] = (
-    Family("qwen2.5-vl", "Qwen25VLChatHandler", "qwen2.5-vl", ("qwen2.5-vl", "qwen2_5_vl", "qwen2vl", "qwen2-vl")),
+    Family(
+        "qwen2.5-vl",
+        "Qwen25VLChatHandler",
+        "qwen2.5-vl",
+        ("qwen2.5-vl", "qwen2_5_vl", "qwen2vl", "qwen2-vl"),
+    ),
     Family("minicpm-v", "MiniCPMv26ChatHandler", "minicpm-v-2.6", ("minicpm",)),
     Family("moondream2", "MoondreamChatHandler", "moondream", ("moondream",)),
     Family("nanollava", "NanoLlavaChatHandler", "nanollava", ("nanollava", "nano-llava")),
-    Family("llama-3-vision-alpha", "Llama3VisionAlphaChatHandler", "llama-3-vision-alpha", ("llama-3-vision-alpha", "llama3-vision-alpha")),
-    Family("llava-1.6", "Llava16ChatHandler", "llava-1-6", ("llava-v1.6", "llava-1.6", "llava1.6", "llava-next")),
+    Family(
+        "llama-3-vision-alpha",
+        "Llama3VisionAlphaChatHandler",
+        "llama-3-vision-alpha",
+        ("llama-3-vision-alpha", "llama3-vision-alpha"),
+    ),
+    Family(
+        "llava-1.6",
+        "Llava16ChatHandler",
+        "llava-1-6",
+        ("llava-v1.6", "llava-1.6", "llava1.6", "llava-next"),
+    ),
     Family("llava-1.5", "Llava15ChatHandler", "llava-1-5", ("llava",)),
     Family("gemma4", "Gemma4ChatHandler", "gemma4", ("gemma4", "gemma-4")),
-    Family("mtmd", "MTMDChatHandler", "mtmd", ("gemma3", "gemma-3", "smolvlm", "qwen3-vl", "internvl", "pixtral", "mistral3")),
+    Family(
+        "mtmd",
+        "MTMDChatHandler",
+        "mtmd",
+        ("gemma3", "gemma-3", "smolvlm", "qwen3-vl", "internvl", "pixtral", "mistral3"),
+    ),
 )
 FAMILY_NAMES: tuple[str, ...] = tuple(f.name for f in FAMILIES)
-_ALIASES = {"llava15": "llava-1.5", "llava16": "llava-1.6", "qwen25vl": "qwen2.5-vl", "moondream": "moondream2",
-            "minicpm": "minicpm-v", "gemma3": "mtmd", "gemma-3": "mtmd", "generic": "mtmd", "gemma-4": "gemma4"}
+_ALIASES = {
+    "llava15": "llava-1.5",
+    "llava16": "llava-1.6",
+    "qwen25vl": "qwen2.5-vl",
+    "moondream": "moondream2",
+    "minicpm": "minicpm-v",
+    "gemma3": "mtmd",
+    "gemma-3": "mtmd",
+    "generic": "mtmd",
+    "gemma-4": "gemma4",
+}
 
 
 def family_by_name(name: str) -> Family:
@@ -79,7 +108,9 @@ def gguf_names(path: str | Path) -> list[str]:
     return out
 
 
-def resolve_family(model_path: str | Path, mmproj_path: str | Path | None, name: str = "auto") -> Family:
+def resolve_family(
+    model_path: str | Path, mmproj_path: str | Path | None, name: str = "auto"
+) -> Family:
     """The family for a model: `name` if given, else detected, else the generic libmtmd one."""
     if name and name != "auto":
         return family_by_name(name)

@@ -9,16 +9,15 @@ about to step onto it. In BonkArena it steers in eight directions (towards targe
 enemies) and moves the level-up menu's cursor to the chosen option before pressing A.
 Why: a directive is only worth as much as its execution; with this follower an oracle strategist
 wins BonkQuest (see `metabonk bench think`), so the benchmark measures the strategist alone.
-The path finding is here because `metabonk_gym.experts` had none when this was written.
+Path finding is the scripted experts' A* (`metabonk_gym.experts.pathfinding`), used in (x, y).
 
 >>> grid = np.ones((3, 4), bool); grid[1, 1:3] = False   # two walls in the middle row
->>> astar(grid, (0, 1), [(3, 1)])
+>>> path_cells(grid, (0, 1), [(3, 1)])
 [(0, 1), (0, 0), (1, 0), (2, 0), (3, 0), (3, 1)]
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable
 from typing import Any
 
@@ -41,57 +40,28 @@ INTERACT = {QUEST_TILE_IDS["chest"], QUEST_TILE_IDS["npc"]}
 DOORS = {QUEST_TILE_IDS["door"], QUEST_TILE_IDS["door_locked"]}
 
 
-def astar(
+def path_cells(
     passable: np.ndarray,
     start: tuple[int, int],
     goals: Iterable[tuple[int, int]],
-    cost: np.ndarray | None = None,
+    extra_cost: np.ndarray | None = None,
 ) -> list[tuple[int, int]] | None:
-    """Shortest 4-connected path from `start` to any of `goals` over `passable[y, x]` cells, as
-    a list of (x, y) from start to goal; a goal may itself be impassable (a door to bump into).
-    `cost[y, x]` adds to the cost of entering a cell. None when no goal is reachable."""
-    goals = {(int(x), int(y)) for x, y in goals}
-    if not goals:
-        return None
-    h_max, w_max = passable.shape
+    """A* (`metabonk_gym.experts.pathfinding`) in this module's (x, y) cells: the cells from
+    `start` to the nearest reachable goal (a goal may itself be impassable, like a door);
+    `extra_cost[y, x]` is added to the unit cost of entering a cell. None when unreachable."""
+    from metabonk_gym.experts.pathfinding import astar
 
-    def heuristic(x: int, y: int) -> int:
-        return min(abs(x - gx) + abs(y - gy) for gx, gy in goals)
-
-    start = (int(start[0]), int(start[1]))
-    frontier: list[tuple[float, int, tuple[int, int]]] = [(heuristic(*start), 0, start)]
-    came: dict[tuple[int, int], tuple[int, int] | None] = {start: None}
-    best: dict[tuple[int, int], float] = {start: 0.0}
-    counter = 0
-    while frontier:
-        _, _, node = heapq.heappop(frontier)
-        if node in goals:
-            path = [node]
-            while came[path[-1]] is not None:
-                path.append(came[path[-1]])  # type: ignore[arg-type]
-            return path[::-1]
-        x, y = node
-        for dx, dy in ((0, -1), (0, 1), (-1, 0), (1, 0)):
-            nx, ny = x + dx, y + dy
-            if not (0 <= nx < w_max and 0 <= ny < h_max):
-                continue
-            if not passable[ny, nx] and (nx, ny) not in goals:
-                continue
-            g = best[node] + 1.0 + (float(cost[ny, nx]) if cost is not None else 0.0)
-            if g < best.get((nx, ny), float("inf")):
-                best[(nx, ny)] = g
-                came[(nx, ny)] = node
-                counter += 1
-                heapq.heappush(frontier, (g + heuristic(nx, ny), counter, (nx, ny)))
-    return None
+    cost = None if extra_cost is None else 1.0 + extra_cost
+    path = astar(passable, (start[1], start[0]), {(int(y), int(x)) for x, y in goals}, cost)
+    return None if path is None else [(c, r) for r, c in path]
 
 
 class DirectiveFollower:
     """Base follower: maps button combos to the env's discrete actions; see `make_follower`."""
 
-    def __init__(self, adapter: GameAdapter, discrete_actions: list[tuple[str, ...]]) -> None:
+    def __init__(self, adapter: GameAdapter, env: Any) -> None:
         self.adapter = adapter
-        self.combos = [tuple(sorted(c)) for c in discrete_actions]
+        self.env = env
         self.last_action = 0
         self.rng = np.random.default_rng(0)
 
@@ -101,18 +71,10 @@ class DirectiveFollower:
         self.rng = np.random.default_rng(seed)
 
     def action_for(self, *buttons: str) -> int:
-        """The discrete action pressing exactly `buttons`, else one holding the most of them."""
-        want = tuple(sorted(buttons))
-        if want in self.combos:
-            return self.combos.index(want)
-        if not want:
-            return 0
+        """The discrete action pressing `buttons` (`metabonk_gym.experts.base.action_index`)."""
+        from metabonk_gym.experts.base import action_index
 
-        def overlap(i: int) -> tuple[int, int]:
-            combo = set(self.combos[i])
-            return len(combo & set(want)) - len(combo - set(want)), -i
-
-        return max(range(len(self.combos)), key=overlap)
+        return action_index(self.env, set(buttons))
 
     def press_fresh(self, *buttons: str) -> int:
         """`buttons` if they were not held last step, else release first (games react to presses)."""
@@ -142,8 +104,8 @@ class QuestFollower(DirectiveFollower):
 
     adapter: QuestAdapter
 
-    def __init__(self, adapter: QuestAdapter, discrete_actions: list[tuple[str, ...]]) -> None:
-        super().__init__(adapter, discrete_actions)
+    def __init__(self, adapter: QuestAdapter, env: Any) -> None:
+        super().__init__(adapter, env)
         self._room = -1
         self._last_enemies: list[tuple[int, int]] = []
         self._axis: dict[int, tuple[int, int]] = {}
@@ -158,7 +120,12 @@ class QuestFollower(DirectiveFollower):
         """Current enemy cells; learns each enemy's patrol axis from its moves."""
         enemies = self.adapter.enemies(view)
         if view.get("room") != self._room:
-            self._room, self._axis, self._last_enemies, self._explore = view.get("room"), {}, [], None
+            self._room, self._axis, self._last_enemies, self._explore = (
+                view.get("room"),
+                {},
+                [],
+                None,
+            )
         if len(enemies) == len(self._last_enemies):
             for i, (new, old) in enumerate(zip(enemies, self._last_enemies)):
                 if new != old:
@@ -226,7 +193,7 @@ class QuestFollower(DirectiveFollower):
             if 0 <= y < grid.shape[0] and 0 <= x < grid.shape[1]:
                 grid[y, x] = False
         safe_goals = [g for g in goals if g not in blocked]
-        path = astar(grid, cell, safe_goals, cost) if safe_goals else None
+        path = path_cells(grid, cell, safe_goals, cost) if safe_goals else None
         if path is None or len(path) < 2:
             return 0  # wait for the way to clear
         return self._step_towards(cell, path[1])
@@ -247,7 +214,11 @@ class QuestFollower(DirectiveFollower):
         cell: tuple[int, int],
         directive: Directive,
     ) -> int:
-        wanted = {QUEST_TILE_IDS["npc"]} if directive.action == "talk" else {QUEST_TILE_IDS["chest"], QUEST_TILE_IDS["door_locked"]}
+        wanted = (
+            {QUEST_TILE_IDS["npc"]}
+            if directive.action == "talk"
+            else {QUEST_TILE_IDS["chest"], QUEST_TILE_IDS["door_locked"]}
+        )
         if directive.tile is not None:
             targets = [directive.tile]
         else:
@@ -257,14 +228,20 @@ class QuestFollower(DirectiveFollower):
             return 0
         tx, ty = targets[0]
         kind = int(tiles[ty, tx])
-        if kind in DOORS:  # bump into a locked door (with a key) to unlock it; walk into an open one
+        if (
+            kind in DOORS
+        ):  # bump into a locked door (with a key) to unlock it; walk into an open one
             return self._walk(passable, cost, blocked, cell, [(tx, ty)])
         if abs(tx - cell[0]) + abs(ty - cell[1]) == 1:
             if kind in INTERACT:
                 return self.press_fresh("A")
             return 0
         around = [(tx + dx, ty + dy) for dx, dy in DIRS.values()]
-        around = [(x, y) for x, y in around if 0 <= y < tiles.shape[0] and 0 <= x < tiles.shape[1] and passable[y, x]]
+        around = [
+            (x, y)
+            for x, y in around
+            if 0 <= y < tiles.shape[0] and 0 <= x < tiles.shape[1] and passable[y, x]
+        ]
         return self._walk(passable, cost, blocked, cell, around)
 
     def _flee(
@@ -286,22 +263,38 @@ class QuestFollower(DirectiveFollower):
             score = min(abs(x - ex) + abs(y - ey) for ex, ey in enemies)
             if (x, y) in danger:
                 score -= 100
-            score += 0.1 * sum(passable[y + ddy, x + ddx] for ddx, ddy in DIRS.values()
-                               if 0 <= y + ddy < tiles.shape[0] and 0 <= x + ddx < tiles.shape[1])
+            score += 0.1 * sum(
+                passable[y + ddy, x + ddx]
+                for ddx, ddy in DIRS.values()
+                if 0 <= y + ddy < tiles.shape[0] and 0 <= x + ddx < tiles.shape[1]
+            )
             if score > best_score:
                 best, best_score = (self.action_for(name) if name else 0), score
         return best
 
 
 class ArenaFollower(DirectiveFollower):
-    """BonkArena: steering in 8 directions and level-up menu navigation."""
+    """BonkArena: steering in 8 directions and level-up menu navigation.
+
+    The move follows a force: every enemy pushes away ((40 px / distance)^2, brutes harder), the
+    arena's centre pulls (hard near the walls), and the directive pulls towards its target (a
+    cell, the gems near it, or the nearest enemy for `attack`) while no enemy is close.
+    """
 
     adapter: ArenaAdapter
     MOVES: dict[tuple[str, ...], tuple[float, float]] = {
-        ("UP",): (0, -1), ("DOWN",): (0, 1), ("LEFT",): (-1, 0), ("RIGHT",): (1, 0),
-        ("UP", "LEFT"): (-0.7, -0.7), ("UP", "RIGHT"): (0.7, -0.7),
-        ("DOWN", "LEFT"): (-0.7, 0.7), ("DOWN", "RIGHT"): (0.7, 0.7),
+        ("UP",): (0.0, -1.0),
+        ("DOWN",): (0.0, 1.0),
+        ("LEFT",): (-1.0, 0.0),
+        ("RIGHT",): (1.0, 0.0),
+        ("LEFT", "UP"): (-0.7, -0.7),
+        ("RIGHT", "UP"): (0.7, -0.7),
+        ("DOWN", "LEFT"): (-0.7, 0.7),
+        ("DOWN", "RIGHT"): (0.7, 0.7),
     }
+    AREA = (15.0, 22.0, 225.0, 145.0)  # the player's centre stays inside (x0, y0, x1, y1)
+    CLOSE_PX = 36.0
+    BRUTE = 2
 
     def _act(self, view: GameView, directive: Directive) -> int:
         if view.get("menu_open"):
@@ -310,49 +303,69 @@ class ArenaFollower(DirectiveFollower):
             if cursor == option:
                 return self.action_for("A")
             return self.press_fresh("DOWN" if (option - cursor) % 3 == 1 else "UP")
-        px, py = view.get("player_x"), view.get("player_y")
-        enemies = self.adapter.enemies(view)
-        away = np.zeros(2)
-        for ex, ey in enemies:
-            d = np.array([px - ex, py - ey], float)
-            dist = max(4.0, float(np.hypot(*d)))
-            away += d / dist * (1.0 / dist) * 40.0
-        # keep off the walls
-        away += np.array([max(0, 40 - (px - 15)) - max(0, 40 - (225 - px)), max(0, 30 - (py - 22)) - max(0, 30 - (145 - py))]) / 40.0
-        want = np.zeros(2)
-        action = directive.action
-        tile = directive.tile
-        if action in ("go_to", "collect") and tile is not None:
-            want = np.array([tile[0] * CELL + 4 - px, tile[1] * CELL + 4 - py], float)
-            if action == "collect":
-                gems = self.adapter.gems(view)
-                if gems:
-                    gx, gy = min(gems, key=lambda g: (g[0] - want[0] - px) ** 2 + (g[1] - want[1] - py) ** 2)
-                    want = np.array([gx - px, gy - py], float)
-        elif action == "attack" and enemies:
-            ex, ey = min(enemies, key=lambda e: (e[0] - px) ** 2 + (e[1] - py) ** 2)
-            d = np.array([ex - px, ey - py], float)
-            dist = float(np.hypot(*d))
-            want = d if dist > 56 else np.array([-d[1], d[0]])  # close in, then circle
-        elif action == "flee" or (action == "wait" and any(np.hypot(ex - px, ey - py) < 28 for ex, ey in enemies)):
-            want = away * 3
-        norm = float(np.hypot(*want))
-        if norm > 1e-6:
-            want = want / norm
-        total = want + away * (0.5 if action != "flee" else 0.0)
-        if float(np.hypot(*total)) < 0.2:
+        me = np.array([view.get("player_x"), view.get("player_y")], np.float64)
+        force, nearest = self._repulsion(view, me)
+        pull = self._pull(view, directive, me)
+        if pull is not None and (nearest > self.CLOSE_PX or directive.action == "attack"):
+            force += pull
+        elif directive.action == "wait" and nearest > self.CLOSE_PX:
             return 0
-        best = max(self.MOVES.items(), key=lambda kv: kv[1][0] * total[0] + kv[1][1] * total[1])
-        return self.action_for(*best[0])
+        x0, y0, x1, y1 = self.AREA
+        to_centre = np.array([(x0 + x1) / 2, (y0 + y1) / 2]) - me
+        margin = min(me[0] - x0, x1 - me[0], me[1] - y0, y1 - me[1])
+        norm = float(np.linalg.norm(to_centre))
+        if norm > 1:
+            force += to_centre / norm * (0.3 + (2.5 if margin < 24 else 0.0))
+        if float(np.linalg.norm(force)) < 0.05:
+            return 0
+        best = max(
+            self.MOVES, key=lambda k: self.MOVES[k][0] * force[0] + self.MOVES[k][1] * force[1]
+        )
+        return self.action_for(*best)
+
+    def _repulsion(self, view: GameView, me: np.ndarray) -> tuple[np.ndarray, float]:
+        xs, ys, active = (view.arrays.get(k) for k in ("enemy_x", "enemy_y", "enemy_active"))
+        if xs is None or ys is None or active is None or not active.any():
+            return np.zeros(2), float("inf")
+        mask = active.astype(bool)
+        kinds = view.arrays.get("enemy_kind")
+        delta = me[None, :] - np.stack([xs[mask], ys[mask]], axis=1).astype(np.float64)
+        dist = np.maximum(np.linalg.norm(delta, axis=1), 1.0)
+        heavy = (kinds[mask] == self.BRUTE) if kinds is not None else np.zeros(len(dist), bool)
+        weight = np.where(heavy, 1.6, 1.0) * (40.0 / dist) ** 2
+        return (delta / dist[:, None] * weight[:, None]).sum(axis=0), float(dist.min())
+
+    def _pull(self, view: GameView, directive: Directive, me: np.ndarray) -> np.ndarray | None:
+        """A unit pull (times 0.8) towards what the directive is after, if anything."""
+        goal: np.ndarray | None = None
+        tile = directive.tile
+        if directive.action in ("go_to", "collect") and tile is not None:
+            goal = np.array([tile[0] * CELL + 4, tile[1] * CELL + 4], np.float64)
+            gems = self.adapter.gems(view)
+            if directive.action == "collect" and gems:
+                near = min(gems, key=lambda g: (g[0] - goal[0]) ** 2 + (g[1] - goal[1]) ** 2)  # type: ignore[index]
+                goal = np.array(near, np.float64)
+        elif directive.action == "attack":
+            enemies = self.adapter.enemies(view)
+            if enemies:
+                target = np.array(
+                    min(enemies, key=lambda e: (e[0] - me[0]) ** 2 + (e[1] - me[1]) ** 2),
+                    np.float64,
+                )
+                if float(np.linalg.norm(target - me)) > 56:
+                    goal = target
+        if goal is None:
+            return None
+        d = goal - me
+        norm = float(np.linalg.norm(d))
+        return None if norm < 2 else d / norm * 0.8
 
 
 def make_follower(env: Any, adapter: GameAdapter | None = None) -> DirectiveFollower:
     """The follower for an env's game (discrete action spaces)."""
     adapter = adapter or adapter_for(env)
-    integration = getattr(env.unwrapped, "integration", None)
-    combos = list(getattr(integration, "discrete_actions", [()]))
     if isinstance(adapter, QuestAdapter):
-        return QuestFollower(adapter, combos)
+        return QuestFollower(adapter, env)
     if isinstance(adapter, ArenaAdapter):
-        return ArenaFollower(adapter, combos)
-    return DirectiveFollower(adapter, combos)
+        return ArenaFollower(adapter, env)
+    return DirectiveFollower(adapter, env)

@@ -59,7 +59,9 @@ class GameAdapter:
 
     def state(self, view: GameView) -> dict[str, Any]:
         """RAM state shown to the model (the integration's info variables)."""
-        keys = self.state_keys or tuple(k for k in view.info if k not in ("reward_terms", "game_seed"))
+        keys = self.state_keys or tuple(
+            k for k in view.info if k not in ("reward_terms", "game_seed")
+        )
         return {k: view.get(k) for k in keys if k in view.ram or k in view.info}
 
     def goals(self, view: GameView) -> list[str]:
@@ -135,7 +137,17 @@ class QuestAdapter(GameAdapter):
             "wait": "stay put, stepping aside from enemies",
         },
     )
-    state_keys = ("room", "hp", "max_hp", "keys", "chests", "quest_stage", "rooms_visited", "score", "talked")
+    state_keys = (
+        "room",
+        "hp",
+        "max_hp",
+        "keys",
+        "chests",
+        "quest_stage",
+        "rooms_visited",
+        "score",
+        "talked",
+    )
 
     def player_cell(self, view: GameView) -> tuple[int, int] | None:
         return view.get("player_x"), view.get("player_y")
@@ -171,7 +183,9 @@ class QuestAdapter(GameAdapter):
         if room == 2 and stage < 3:
             goals.append("talk to the sage (N) to learn which chest holds the key")
         if view.get("keys") > 0:
-            goals.append("unlock the locked door (D) on the east side with your key and go through it")
+            goals.append(
+                "unlock the locked door (D) on the east side with your key and go through it"
+            )
         elif room == 5:
             goals.append("reach the treasure (T) and step onto it, avoiding the ghosts")
         elif room == 2:
@@ -207,7 +221,9 @@ class QuestAdapter(GameAdapter):
         for name in ("key", "chest", "npc", "door_locked", "door", "treasure", "heart"):
             cells = np.argwhere(tiles == QUEST_TILE_IDS[name])
             for y, x in cells[:4]:
-                out.append(f"{name.replace('_', ' ')} at x={x}, y={y} ({_direction(px, py, int(x), int(y))})")
+                out.append(
+                    f"{name.replace('_', ' ')} at x={x}, y={y} ({_direction(px, py, int(x), int(y))})"
+                )
         for x, y in self.enemies(view):
             out.append(f"enemy at x={x}, y={y} ({_direction(px, py, x, y)})")
         return out
@@ -219,7 +235,9 @@ class QuestAdapter(GameAdapter):
                 out.append("new_room")
             if now.get("dialogue_open") and not before.get("dialogue_open"):
                 out.append("dialogue")
-            if now.get("keys") != before.get("keys") or now.get("quest_stage") != before.get("quest_stage"):
+            if now.get("keys") != before.get("keys") or now.get("quest_stage") != before.get(
+                "quest_stage"
+            ):
                 out.append("progress")
         return out
 
@@ -232,7 +250,9 @@ class QuestAdapter(GameAdapter):
         if action in ("go_to", "collect") and tile is not None:
             return "done" if cell == tile else "running"
         if action == "open":
-            opened = now.get("chests") > start.get("chests") or now.get("doors_open") != start.get("doors_open")
+            opened = now.get("chests") > start.get("chests") or now.get("doors_open") != start.get(
+                "doors_open"
+            )
             return "done" if opened else "running"
         if action == "talk":
             return "done" if now.get("talked") > start.get("talked") else "running"
@@ -260,13 +280,27 @@ class ArenaAdapter(GameAdapter):
             "wait": "stand still",
         },
     )
-    state_keys = ("hp", "max_hp", "level", "xp", "xp_next", "kills", "time_s", "wave", "enemies", "gems", "menu_open")
+    state_keys = (
+        "hp",
+        "max_hp",
+        "level",
+        "xp",
+        "xp_next",
+        "kills",
+        "time_s",
+        "wave",
+        "enemies",
+        "gems",
+        "menu_open",
+    )
 
     def state(self, view: GameView) -> dict[str, Any]:
         out = super().state(view)
         options = view.arrays.get("menu_options")
         if view.get("menu_open") and options is not None:
-            out["menu"] = [UPGRADES[int(o)] if int(o) < len(UPGRADES) else str(int(o)) for o in options]
+            out["menu"] = [
+                UPGRADES[int(o)] if int(o) < len(UPGRADES) else str(int(o)) for o in options
+            ]
         return out
 
     def enemies(self, view: GameView) -> list[tuple[int, int]]:
@@ -286,7 +320,9 @@ class ArenaAdapter(GameAdapter):
     def goals(self, view: GameView) -> list[str]:
         if view.get("menu_open"):
             return ["choose an upgrade in the level-up menu"]
-        goals = [f"survive until 5:00 (now {view.get('time_s') // 60}:{view.get('time_s') % 60:02d})"]
+        goals = [
+            f"survive until 5:00 (now {view.get('time_s') // 60}:{view.get('time_s') % 60:02d})"
+        ]
         if view.get("hp") * 3 < view.get("max_hp"):
             goals.insert(0, "low HP: keep away from enemies")
         goals.append("collect XP gems to level up")
@@ -317,7 +353,9 @@ class ArenaAdapter(GameAdapter):
         out.append(f"{len(foes)} enemies; {len(self.gems(view))} gems on the floor.")
         for x, y in foes[:5]:
             dist = int(((x - px) ** 2 + (y - py) ** 2) ** 0.5)
-            out.append(f"enemy at x={x // CELL}, y={y // CELL}, {dist} px {_direction(*cell, x // CELL, y // CELL)}")
+            out.append(
+                f"enemy at x={x // CELL}, y={y // CELL}, {dist} px {_direction(*cell, x // CELL, y // CELL)}"
+            )
         return out
 
     def events(self, before: GameView | None, now: GameView) -> list[str]:

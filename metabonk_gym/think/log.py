@@ -53,7 +53,9 @@ class DecisionLog:
         self.frames = frames
         self._lock = threading.Lock()
         self._run = f"{int(time.time())}-{id(self) & 0xFFFF:04x}"
-        self._write({"type": "meta", "run": self._run, "game": game, "time": time.time(), **(meta or {})})
+        self._write(
+            {"type": "meta", "run": self._run, "game": game, "time": time.time(), **(meta or {})}
+        )
 
     def _write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, default=_jsonable, separators=(",", ":")) + "\n"
@@ -108,7 +110,9 @@ class DecisionLog:
 
     def record_outcome(self, call_id: int, outcome: dict[str, Any]) -> None:
         """How the directive of call `call_id` ended."""
-        self._write({"type": "outcome", "run": self._run, "id": call_id, "time": time.time(), **outcome})
+        self._write(
+            {"type": "outcome", "run": self._run, "id": call_id, "time": time.time(), **outcome}
+        )
 
 
 def read_decisions(folder: str | Path) -> list[dict[str, Any]]:
@@ -116,7 +120,9 @@ def read_decisions(folder: str | Path) -> list[dict[str, Any]]:
     ended); several runs may share a folder. Broken lines (a crash mid-write) are skipped."""
     path = Path(folder) / LOG_NAME
     if not path.is_file():
-        raise FileNotFoundError(f"no decision log at {path}; record one with PauseToThink(log_dir=...)")
+        raise FileNotFoundError(
+            f"no decision log at {path}; record one with PauseToThink(log_dir=...)"
+        )
     calls: dict[tuple[str, int], dict[str, Any]] = {}
     outcomes: dict[tuple[str, int], dict[str, Any]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():

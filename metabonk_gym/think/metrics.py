@@ -72,7 +72,9 @@ class ThinkStats:
             "last_error": self.last_error,
             "latency_p50_s": self.percentile(50),
             "latency_p95_s": self.percentile(95),
-            "latency_frames_p50": float(np.median(list(self.latency_frames))) if self.latency_frames else None,
+            "latency_frames_p50": float(np.median(list(self.latency_frames)))
+            if self.latency_frames
+            else None,
             "directives_ended": ended,
             "directives_done": self.ended["done"],
             "success_rate": self.ended["done"] / ended if ended else None,
@@ -97,7 +99,9 @@ def think_scalars(source: ThinkStats | dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def log_think_scalars(writer: Any, source: ThinkStats | dict[str, Any], step: int) -> dict[str, float]:
+def log_think_scalars(
+    writer: Any, source: ThinkStats | dict[str, Any], step: int
+) -> dict[str, float]:
     """Write `think_scalars(source)` at `step`; `writer` has `add_scalar` or is a log-dir path
     (a `SummaryWriter` is opened, written and closed). Returns the scalars."""
     scalars = think_scalars(source)

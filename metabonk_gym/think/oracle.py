@@ -2,7 +2,7 @@
 
 What: for BonkQuest it knows where each key lies and which chest of the sage's hall holds one
 (`key_chest`), so it sends System 1 straight along the shortest quest: key, door, next room, ...,
-treasure, detouring for a heart when HP is low. For BonkArena it picks upgrades by a fixed priority,
+treasure, detouring for a heart when HP is low. For BonkArena it picks upgrades as the scripted expert does (`pick_upgrade`),
 flees when hurt or crowded, and otherwise fights and collects gems.
 Why: `metabonk bench think` measures what perfect thinking is worth with the `DirectiveFollower`
 (the ceiling a VLM could reach), and tests run the whole think loop without a model.
@@ -21,13 +21,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from metabonk_gym.think.directive import Directive
-from metabonk_gym.think.games import CELL, NONE, QUEST_TILE_IDS, ArenaAdapter, GameAdapter, QuestAdapter
+from metabonk_gym.think.games import (
+    CELL,
+    NONE,
+    QUEST_TILE_IDS,
+    ArenaAdapter,
+    GameAdapter,
+    QuestAdapter,
+)
 from metabonk_gym.think.prompts import HistoryItem
 from metabonk_gym.think.strategist import Strategist, ThinkResult, done_future
 from metabonk_gym.think.view import GameView
-
-#: BonkArena upgrade ids by preference (multishot, damage, fire rate, max HP, armor, speed, magnet, heal).
-ARENA_PRIORITY = (6, 0, 1, 3, 7, 2, 5, 4)
 
 
 class OracleStrategist(Strategist):
@@ -60,14 +64,22 @@ def quest_advice(view: GameView) -> Directive:
     room, keys, hp = view.get("room"), view.get("keys"), view.get("hp")
     tiles = view.arrays.get("room_tiles")
     if view.get("treasure_x") != NONE:
-        return _d("take the treasure", "collect", {"x": view.get("treasure_x"), "y": view.get("treasure_y")})
+        return _d(
+            "take the treasure",
+            "collect",
+            {"x": view.get("treasure_x"), "y": view.get("treasure_y")},
+        )
     if tiles is not None and hp <= 2:
         hearts = np.argwhere(tiles == QUEST_TILE_IDS["heart"])
         if len(hearts):
             y, x = hearts[0]
             return _d("heal with the heart", "collect", {"x": int(x), "y": int(y)}, 600)
     exit_x, exit_y = view.get("exit_x"), view.get("exit_y")
-    door_open = tiles is not None and exit_x != NONE and int(tiles[exit_y, exit_x]) == QUEST_TILE_IDS["door"]
+    door_open = (
+        tiles is not None
+        and exit_x != NONE
+        and int(tiles[exit_y, exit_x]) == QUEST_TILE_IDS["door"]
+    )
     if door_open:
         return _d("go through the open door", "go_to", {"x": exit_x, "y": exit_y})
     if keys > 0 and exit_x != NONE:
@@ -75,7 +87,12 @@ def quest_advice(view: GameView) -> Directive:
     if view.get("key_x") != NONE:
         return _d("pick up the key", "collect", {"x": view.get("key_x"), "y": view.get("key_y")})
     if tiles is not None:
-        chests = [(int(x), int(y)) for y, x in np.argwhere(np.isin(tiles, [QUEST_TILE_IDS["chest"], QUEST_TILE_IDS["chest_open"]]))]
+        chests = [
+            (int(x), int(y))
+            for y, x in np.argwhere(
+                np.isin(tiles, [QUEST_TILE_IDS["chest"], QUEST_TILE_IDS["chest_open"]])
+            )
+        ]
         index = view.get("key_chest")
         if room == 2 and 0 <= index < len(chests):
             x, y = chests[index]  # argwhere is in reading order, as the game counts chests
@@ -87,12 +104,10 @@ def quest_advice(view: GameView) -> Directive:
 def arena_advice(view: GameView, adapter: ArenaAdapter) -> Directive:
     """A sound BonkArena plan from RAM: upgrades by priority, flee when hurt or crowded."""
     if view.get("menu_open"):
+        from metabonk_gym.experts.bonkarena import pick_upgrade
+
         options = [int(o) for o in view.arrays.get("menu_options", np.zeros(3, int))]
-        rank = {u: i for i, u in enumerate(ARENA_PRIORITY)}
-        if view.get("hp") * 2 < view.get("max_hp") and 4 in options:
-            best = options.index(4)
-        else:
-            best = min(range(len(options)), key=lambda i: rank.get(options[i], 99))
+        best = pick_upgrade(options, view.get("hp") / max(1, view.get("max_hp")))
         return _d("take the best upgrade", "choose_upgrade", {"option": best}, 120)
     px, py = view.get("player_x"), view.get("player_y")
     enemies = adapter.enemies(view)
@@ -100,7 +115,9 @@ def arena_advice(view: GameView, adapter: ArenaAdapter) -> Directive:
     if view.get("hp") * 3 < view.get("max_hp") or len(close) >= 3:
         return _d("get away from the enemies", "flee", None, 60)
     gems = adapter.gems(view)
-    safe = [g for g in gems if all((g[0] - e[0]) ** 2 + (g[1] - e[1]) ** 2 > 32**2 for e in enemies)]
+    safe = [
+        g for g in gems if all((g[0] - e[0]) ** 2 + (g[1] - e[1]) ** 2 > 32**2 for e in enemies)
+    ]
     if safe:
         gx, gy = min(safe, key=lambda g: (g[0] - px) ** 2 + (g[1] - py) ** 2)
         return _d("collect XP gems", "collect", {"x": gx // CELL, "y": gy // CELL}, 90)

@@ -26,7 +26,7 @@ import numpy as np
 
 from metabonk_gym.think.backends import ThinkRequest, png_bytes
 from metabonk_gym.think.directive import Directive
-from metabonk_gym.think.games import CELL, GameAdapter
+from metabonk_gym.think.games import GameAdapter
 from metabonk_gym.think.view import GameView
 
 SYSTEM_TEMPLATE = """You are the strategist ("System 2") of an agent playing {game}, a Game Boy Advance game.
@@ -90,25 +90,60 @@ class HistoryItem:
         )
 
 
-def _builtin_grid(frame: np.ndarray) -> np.ndarray:
-    """The frame with a faint line every 8 px and a strong one every 5 cells (a built-in stand-in
-    for `wrappers.GridOverlay`)."""
-    out = np.asarray(frame, dtype=np.uint8).copy()
-    if out.ndim != 3 or out.shape[2] != 3:
-        return out
-    for step, value in ((CELL, 96), (CELL * 5, 255)):
-        out[::step, :, :] = np.maximum(out[::step, :, :], value // 2)
-        out[:, ::step, :] = np.maximum(out[:, ::step, :], value // 2)
-        out[::step, :, 1] = value
-        out[:, ::step, 1] = value
-    return out
+def overlay_image(view: GameView, player: tuple[int, int] | None) -> np.ndarray:
+    """The frame, doubled, with the cell grid and coordinates (`wrappers.GridOverlay`'s drawing)."""
+    from metabonk_gym.wrappers.grid_overlay import draw_overlay
+
+    return draw_overlay(view.frame, player=player)
+
+
+def strip_picture(view: GameView) -> np.ndarray | None:
+    """The temporal strip (past, present, predicted frames) tiled into one picture, if any."""
+    if view.strip is None:
+        return None
+    from metabonk_gym.wrappers.temporal_strip import strip_image
+
+    frames, past = view.strip
+    return strip_image(frames, past=past, columns=min(len(frames), 3))
+
+
+def screen_text_map(env: Any) -> Callable[[GameView], str | None] | None:
+    """The wrappers' VRAM-based map and description (`ascii_map`, `describe`) for games the
+    adapters do not know; None when the env has no `tiles.json` semantic classes."""
+    try:
+        from metabonk_gym.wrappers.screen import ScreenReader
+        from metabonk_gym.wrappers.text_map import ascii_map, describe
+
+        reader = ScreenReader(env)
+    except (TypeError, ImportError, AttributeError):
+        return None
+    semantic = reader.semantic
+    if semantic is None:
+        return None
+
+    def text(view: GameView) -> str | None:
+        screen = reader.read()
+        classes = reader.classes(screen)
+        if classes is None:
+            return None
+        player = reader.player_cell(screen, view.info)
+        return (
+            ascii_map(classes, semantic.names, player)
+            + "\n"
+            + describe(classes, semantic.names, player)
+        )
+
+    return text
 
 
 class PromptBuilder:
     """Builds `ThinkRequest`s for one game; see the module docstring.
 
     `text_map` / `image` override how the map text and the picture are made (callables taking a
-    `GameView`); by default the game adapter's map and the built-in grid overlay are used.
+    `GameView`); by default the game adapter's map (exact, from RAM) and the frame with the
+    cell grid are used. With `strip=True` (async mode) a `TemporalStrip` in the wrapper stack
+    supplies the picture: past frames, the present and predicted frames, so the model can
+    plan for where things will be when its answer arrives.
     """
 
     def __init__(
@@ -119,14 +154,35 @@ class PromptBuilder:
         image: Callable[[GameView], np.ndarray | None] | None = None,
         max_tokens: int = 256,
         history_len: int = 4,
+        strip: bool = False,
     ) -> None:
         self.adapter = adapter
         self.system = system_prompt(adapter, game_card)
         self.schema = adapter.spec.schema()
         self._text_map = text_map or adapter.text_map
-        self._image = image or (lambda view: _builtin_grid(view.frame))
+        self._image = image or self._default_image
+        self.strip = strip
         self.max_tokens = int(max_tokens)
         self.history_len = int(history_len)
+
+    def _default_image(self, view: GameView) -> np.ndarray:
+        picture = strip_picture(view) if self.strip else None
+        return (
+            picture if picture is not None else overlay_image(view, self.adapter.player_cell(view))
+        )
+
+    @classmethod
+    def for_env(
+        cls,
+        env: Any,
+        adapter: GameAdapter,
+        game_card: str | None,
+        strip: bool = False,
+        max_tokens: int = 256,
+    ) -> PromptBuilder:
+        """The builder for `env`: games without an adapter map get the wrappers' screen map."""
+        text_map = screen_text_map(env) if type(adapter) is GameAdapter else None
+        return cls(adapter, game_card, text_map=text_map, max_tokens=max_tokens, strip=strip)
 
     def user_text(
         self, view: GameView, history: Sequence[HistoryItem], trigger: str, note: str | None = None

@@ -49,20 +49,34 @@ def server_command(
     if check and not model_path.is_file():
         raise MetabonkError(f"model file not found: {model_path} (pass the path of a .gguf file)")
     if check and mmproj_path is not None and not Path(mmproj_path).expanduser().is_file():
-        raise MetabonkError(f"mmproj file not found: {mmproj_path} (the model's vision projector .gguf)")
+        raise MetabonkError(
+            f"mmproj file not found: {mmproj_path} (the model's vision projector .gguf)"
+        )
     if n_gpu_layers is None:
         n_gpu_layers = _default_gpu_layers()
     cmd = [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", str(model_path),
-        "--host", LOOPBACK,
-        "--port", str(int(port)),
-        "--n_ctx", str(int(n_ctx)),
-        "--n_gpu_layers", str(int(n_gpu_layers)),
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model_path),
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(int(port)),
+        "--n_ctx",
+        str(int(n_ctx)),
+        "--n_gpu_layers",
+        str(int(n_gpu_layers)),
     ]
     if mmproj_path is not None:
         family = resolve_family(model_path, mmproj_path, chat_format)
-        cmd += ["--clip_model_path", str(Path(mmproj_path).expanduser()), "--chat_format", family.server_chat_format]
+        cmd += [
+            "--clip_model_path",
+            str(Path(mmproj_path).expanduser()),
+            "--chat_format",
+            family.server_chat_format,
+        ]
     elif chat_format != "auto":
         cmd += ["--chat_format", chat_format]
     return cmd
@@ -120,7 +134,9 @@ class ServerProcess:
                 pass
             time.sleep(0.1)
         self.stop()
-        raise MetabonkError(f"the llama-cpp-python server did not answer within {self.startup_timeout_s} s")
+        raise MetabonkError(
+            f"the llama-cpp-python server did not answer within {self.startup_timeout_s} s"
+        )
 
     def stop(self) -> None:
         """Terminate the server (kill it if it does not exit within 10 s)."""

@@ -24,7 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from metabonk_gym.think.backends import Backend, BackendError, Completion, ThinkRequest, ThinkTimeout
+from metabonk_gym.think.backends import (
+    Backend,
+    BackendError,
+    Completion,
+    ThinkRequest,
+    ThinkTimeout,
+)
 from metabonk_gym.think.directive import Directive, DirectiveError, DirectiveSpec, parse_directive
 from metabonk_gym.think.games import GameAdapter
 from metabonk_gym.think.prompts import HistoryItem, PromptBuilder
@@ -75,6 +81,7 @@ class Strategist(ABC):
 
     def close(self) -> None:
         """Release models, threads, connections."""
+        return None  # nothing to release by default
 
     def describe(self) -> dict[str, Any]:
         """What to log about this strategist."""
@@ -112,7 +119,9 @@ class ModelStrategist(Strategist):
             req = self.builder.build(view, history, trigger, self.vision, note)
         except Exception as exc:  # a prompt bug must not stop the game
             return done_future(
-                ThinkResult.fallback(self.spec, "invalid", f"prompt: {type(exc).__name__}: {exc}", 0.0)
+                ThinkResult.fallback(
+                    self.spec, "invalid", f"prompt: {type(exc).__name__}: {exc}", 0.0
+                )
             )
         return self._pool.submit(self._answer, req, start, deadline)
 
@@ -122,9 +131,13 @@ class ModelStrategist(Strategist):
             completion = self.backend.complete(req, deadline)
             directive = parse_directive(completion.text, self.spec)
         except ThinkTimeout as exc:
-            return ThinkResult.fallback(self.spec, "timeout", str(exc), time.monotonic() - start, request=req)
+            return ThinkResult.fallback(
+                self.spec, "timeout", str(exc), time.monotonic() - start, request=req
+            )
         except BackendError as exc:
-            return ThinkResult.fallback(self.spec, "backend", str(exc), time.monotonic() - start, request=req)
+            return ThinkResult.fallback(
+                self.spec, "backend", str(exc), time.monotonic() - start, request=req
+            )
         except DirectiveError as exc:
             assert completion is not None
             return ThinkResult.fallback(
@@ -139,13 +152,21 @@ class ModelStrategist(Strategist):
             )
         except Exception as exc:  # anything else is a backend bug: still never raise
             return ThinkResult.fallback(
-                self.spec, "backend", f"{type(exc).__name__}: {exc}", time.monotonic() - start, request=req
+                self.spec,
+                "backend",
+                f"{type(exc).__name__}: {exc}",
+                time.monotonic() - start,
+                request=req,
             )
         latency = time.monotonic() - start
         if latency > self.timeout_s:
             return ThinkResult.fallback(
-                self.spec, "timeout", f"answered after {latency:.2f} s > {self.timeout_s} s", latency,
-                raw=completion.text, request=req,
+                self.spec,
+                "timeout",
+                f"answered after {latency:.2f} s > {self.timeout_s} s",
+                latency,
+                raw=completion.text,
+                request=req,
             )
         return ThinkResult(
             directive,
@@ -176,7 +197,9 @@ def deadline_result(
             spec, "timeout", f"no answer within {timeout_s} s", time.monotonic() - started
         )
     except Exception as exc:  # a strategist broke its contract; still no exception in the env loop
-        return ThinkResult.fallback(spec, "backend", f"{type(exc).__name__}: {exc}", time.monotonic() - started)
+        return ThinkResult.fallback(
+            spec, "backend", f"{type(exc).__name__}: {exc}", time.monotonic() - started
+        )
 
 
 def make_strategist(

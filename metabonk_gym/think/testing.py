@@ -1,8 +1,8 @@
 """Tiny random GGUF models (a llama text model and a LLaVA-1.5-style mmproj) for tests and docs.
 
-What: `write_tiny_llama(path)` writes a llama-architecture GGUF with random weights and a 259-token
-byte-level vocabulary (SentencePiece byte fallback: `<unk>`, `<s>`, `</s>` and the 256 byte
-tokens); `write_tiny_mmproj(path)` writes a matching CLIP vision tower with an "mlp" projector.
+What: `write_tiny_llama(path)` writes a llama-architecture GGUF with random weights and a 260-token
+byte-level vocabulary (SentencePiece byte fallback: `<unk>`, `<s>`, `</s>`, the 256 byte tokens and
+the space piece); `write_tiny_mmproj(path)` writes a matching CLIP vision tower with an "mlp" projector.
 Why: the test suite (and anyone trying the thinking stack without downloading gigabytes) needs a
 real GGUF that real llama-cpp-python loads in milliseconds and decodes fast under a JSON-schema
 grammar. A small vocabulary keeps grammar-constrained decoding cheap (its cost grows with the
@@ -11,7 +11,7 @@ vocabulary), and the facts checked for llama-cpp-python 0.3.36 are in
 
 The weights are random, but not aimless: every token embedding carries a constant component that
 the output layer reads as a bias towards the characters that close JSON values (`"`, `}`, `,`) and
-towards the digit 1. Under a JSON-schema grammar the model therefore writes short, schema-valid
+towards the digit 1 (and against signs, fractions and exponents). Under a JSON-schema grammar the model therefore writes short, schema-valid
 directives (short strings, one-digit numbers) in a few dozen tokens, while the random part of the
 weights still makes the answer depend on the prompt and the image.
 
@@ -32,18 +32,30 @@ import numpy as np
 #: `{"type": "text", "text": "<__media__>"}`, so list content must be supported.
 TINY_CHAT_TEMPLATE = (
     "{% for message in messages %}"
-    "<|{{ message['role'] }}|>\n"
+    "<|{{ message['role'] }}|>{{ '\\n' }}"
     "{% if message['content'] is string %}{{ message['content'] }}"
     "{% else %}{% for part in message['content'] %}"
     "{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}\n"
+    "{% endfor %}{% endif %}{{ '\\n' }}"
     "{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+    "{% if add_generation_prompt %}<|assistant|>{{ '\\n' }}{% endif %}"
 )
 
-#: Characters the output layer favours (with their bias): JSON value terminators and the digit 1.
-_FAVOURED = {'"': 9.0, "}": 8.0, ",": 8.0, "1": 7.0, "{": 6.0, "a": 5.0}
+#: Output biases: JSON value terminators and the digit 1 up; signs, fractions, exponents down.
+_FAVOURED = {
+    '"': 10.0,
+    "}": 9.0,
+    ",": 9.0,
+    "1": 5.0,
+    "{": 6.0,
+    "a": 4.0,
+    "-": -8.0,
+    ".": -8.0,
+    "e": -8.0,
+    "E": -8.0,
+}
 _N_SPECIAL = 3  # <unk>, <s>, </s>
+SPACE = "\u2581"  # SentencePiece's space
 
 
 @dataclass(frozen=True)
@@ -88,7 +100,7 @@ def write_tiny_llama(path: str | Path, config: TinyModelConfig | None = None) ->
 
     cfg = config or TinyModelConfig()
     rng = np.random.default_rng(cfg.seed)
-    n_vocab = _N_SPECIAL + 256
+    n_vocab = _N_SPECIAL + 256 + 1
     path = Path(path)
     tmp = path.with_name(f".{path.name}.writing")
     writer = gguf.GGUFWriter(str(tmp), "llama")
@@ -103,9 +115,12 @@ def write_tiny_llama(path: str | Path, config: TinyModelConfig | None = None) ->
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
 
+    # SentencePiece writes spaces as U+2581; without a token for it every space would cost three
+    # byte tokens.
     tokens = [b"<unk>", b"<s>", b"</s>"] + [f"<0x{b:02X}>".encode() for b in range(256)]
+    tokens.append(SPACE.encode("utf-8"))
     types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
-    types += [gguf.TokenType.BYTE] * 256
+    types += [gguf.TokenType.BYTE] * 256 + [gguf.TokenType.NORMAL]
     writer.add_tokenizer_model("llama")
     writer.add_token_list(tokens)
     writer.add_token_scores([0.0] * n_vocab)
@@ -129,14 +144,14 @@ def write_tiny_llama(path: str | Path, config: TinyModelConfig | None = None) ->
     for i in range(cfg.n_layer):
         e, f = cfg.n_embd, cfg.n_ff
         writer.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(e, np.float32))
-        writer.add_tensor(f"blk.{i}.attn_q.weight", rand(e, e, scale=0.2))
-        writer.add_tensor(f"blk.{i}.attn_k.weight", rand(e, e, scale=0.2))
-        writer.add_tensor(f"blk.{i}.attn_v.weight", rand(e, e, scale=0.2))
-        writer.add_tensor(f"blk.{i}.attn_output.weight", rand(e, e, scale=0.2))
+        writer.add_tensor(f"blk.{i}.attn_q.weight", rand(e, e, scale=0.1))
+        writer.add_tensor(f"blk.{i}.attn_k.weight", rand(e, e, scale=0.1))
+        writer.add_tensor(f"blk.{i}.attn_v.weight", rand(e, e, scale=0.1))
+        writer.add_tensor(f"blk.{i}.attn_output.weight", rand(e, e, scale=0.1))
         writer.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(e, np.float32))
-        writer.add_tensor(f"blk.{i}.ffn_gate.weight", rand(f, e, scale=0.2))
-        writer.add_tensor(f"blk.{i}.ffn_up.weight", rand(f, e, scale=0.2))
-        writer.add_tensor(f"blk.{i}.ffn_down.weight", rand(e, f, scale=0.2))
+        writer.add_tensor(f"blk.{i}.ffn_gate.weight", rand(f, e, scale=0.1))
+        writer.add_tensor(f"blk.{i}.ffn_up.weight", rand(f, e, scale=0.1))
+        writer.add_tensor(f"blk.{i}.ffn_down.weight", rand(e, f, scale=0.1))
     writer.add_tensor("output_norm.weight", np.ones(cfg.n_embd, np.float32))
     output = rand(n_vocab, cfg.n_embd, scale=0.05)
     output[:, 0] = 0.0
@@ -202,9 +217,9 @@ def write_tiny_mmproj(
             writer.add_tensor(f"v.blk.{i}.{name}.weight", rand(e, e))
         writer.add_tensor(f"v.blk.{i}.ffn_up.weight", rand(f, e))
         writer.add_tensor(f"v.blk.{i}.ffn_down.weight", rand(e, f))
-    writer.add_tensor("mm.0.weight", rand(t, e, scale=0.2))
+    writer.add_tensor("mm.0.weight", rand(t, e, scale=0.1))
     writer.add_tensor("mm.0.bias", np.zeros(t, np.float32))
-    writer.add_tensor("mm.2.weight", rand(t, t, scale=0.2))
+    writer.add_tensor("mm.2.weight", rand(t, t, scale=0.1))
     writer.add_tensor("mm.2.bias", np.zeros(t, np.float32))
 
     writer.write_header_to_file()
@@ -220,4 +235,13 @@ def write_tiny_pair(folder: str | Path) -> tuple[Path, Path]:
     """Write `tiny-llama.gguf` and `tiny-mmproj.gguf` into `folder`; return both paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    return write_tiny_llama(folder / "tiny-llama.gguf"), write_tiny_mmproj(folder / "tiny-mmproj.gguf")
+    return write_tiny_llama(folder / "tiny-llama.gguf"), write_tiny_mmproj(
+        folder / "tiny-mmproj.gguf"
+    )
+
+
+if __name__ == "__main__":  # python -m metabonk_gym.think.testing DIR
+    import sys
+
+    for written in write_tiny_pair(sys.argv[1] if len(sys.argv) > 1 else "."):
+        print(written)

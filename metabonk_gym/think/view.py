@@ -37,6 +37,8 @@ class GameView:
     ram: dict[str, int] = field(default_factory=dict)
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     frameskip: int = 1
+    #: `(frames, past)` from a `TemporalStrip` in the wrapper stack: past, present, predicted
+    strip: tuple[np.ndarray, int] | None = None
 
     @property
     def frame(self) -> np.ndarray:
@@ -62,10 +64,12 @@ class GameView:
         game = str(getattr(integration, "name", None) or (env.spec.id if env.spec else "game"))
         ram: dict[str, int] = {}
         arrays: dict[str, np.ndarray] = {}
-        if integration is not None and hasattr(base, "variables"):
-            ram = {k: int(v) for k, v in base.variables().items()}
+        variables = getattr(base, "variables", None)
+        read_array = getattr(base, "read_array", None)
+        if integration is not None and variables is not None and read_array is not None:
+            ram = {k: int(v) for k, v in variables().items()}
             for name in getattr(integration, "arrays", {}):
-                arrays[name] = base.read_array(name)
+                arrays[name] = read_array(name)
         return cls(
             game=game,
             step=step,
@@ -74,7 +78,21 @@ class GameView:
             ram=ram,
             arrays=arrays,
             frameskip=int(getattr(base, "frameskip", 1)),
+            strip=_strip(env, obs),
         )
+
+
+def _strip(env: gym.Env, obs: Any) -> tuple[np.ndarray, int] | None:
+    """The temporal strip in `obs` and its number of past frames, if a TemporalStrip is stacked."""
+    if not isinstance(obs, dict):
+        return None
+    layer: Any = env
+    while layer is not None:
+        key, past = getattr(layer, "key", None), getattr(layer, "past", None)
+        if type(layer).__name__ == "TemporalStrip" and key in obs and isinstance(past, int):
+            return np.asarray(obs[key]), past
+        layer = getattr(layer, "env", None)
+    return None
 
 
 def current_frame(env: gym.Env, obs: Any = None) -> np.ndarray:
@@ -86,7 +104,12 @@ def current_frame(env: gym.Env, obs: Any = None) -> np.ndarray:
         return np.asarray(backend.screen())
     if isinstance(obs, dict):
         obs = obs.get("image", obs.get("pixels"))
-    if isinstance(obs, np.ndarray) and obs.ndim == 3 and obs.shape[2] == 3 and obs.dtype == np.uint8:
+    if (
+        isinstance(obs, np.ndarray)
+        and obs.ndim == 3
+        and obs.shape[2] == 3
+        and obs.dtype == np.uint8
+    ):
         return obs
     frame = base.render() if getattr(base, "render_mode", None) != "human" else None
     if isinstance(frame, np.ndarray):

@@ -16,6 +16,7 @@ would wash out the cloned policy.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,9 @@ class SpacesEnv(gym.Env):
         self.observation_space = observation_space
         self.action_space = action_space
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         return self.observation_space.sample(), {}
 
@@ -53,7 +56,9 @@ def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
     return out
 
 
-def dataset_arrays(dataset: Any, cfg: TrainConfig, source: tuple[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def dataset_arrays(
+    dataset: Any, cfg: TrainConfig, source: tuple[str, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(policy observations (N, H, W, C*stack), actions (N,), discounted returns (N,))."""
     from metabonk_gym.training.envs import convert_frames, stack_episode
 
@@ -64,7 +69,10 @@ def dataset_arrays(dataset: Any, cfg: TrainConfig, source: tuple[str, int]) -> t
             continue
         frames = convert_frames(np.asarray(episode.observations[:-1]), source, target)
         xs.append(stack_episode(frames, cfg.frame_stack))
-        ys.append(np.asarray(episode.actions, dtype=np.int64).reshape(-1))
+        infos = episode.infos or {}
+        labels = infos.get("expert_action")  # the agent's choice where recording added noise
+        actions = labels[:-1] if labels is not None else episode.actions
+        ys.append(np.asarray(actions, dtype=np.int64).reshape(-1))
         gs.append(discounted_returns(np.asarray(episode.rewards), cfg.gamma))
     if not xs:
         raise DatasetError(f"dataset {dataset.spec.dataset_id} has no steps")
@@ -90,7 +98,7 @@ def train_bc(
     from stable_baselines3.common.logger import configure
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from metabonk_gym.training.datasets import check_dataset_fits, load_dataset
+    from metabonk_gym.training.datasets import check_dataset_env, check_dataset_fits, load_dataset
     from metabonk_gym.training.envs import probe_env, stacked_space
     from metabonk_gym.training.policies import make_ppo
 
@@ -98,14 +106,18 @@ def train_bc(
     run = RunDir(Path(run_dir))
     run.check_new()
     dataset = load_dataset(dataset_id)
+    check_dataset_env(dataset, env_id)
     obs_space, action_space, _ = probe_env(env_id, cfg)
     kwargs = check_dataset_fits(dataset, env_id, action_space, cfg.frameskip)
     source = (str(kwargs.get("obs_type", "rgb")), int(kwargs.get("downscale", 1)))
     x, y, g = dataset_arrays(dataset, cfg, source)
     policy_space = stacked_space(obs_space, cfg.frame_stack)  # type: ignore[arg-type]
     if x.shape[1:] != policy_space.shape:
-        raise DatasetError(f"dataset frames become {x.shape[1:]}, the policy wants {policy_space.shape}")
+        raise DatasetError(
+            f"dataset frames become {x.shape[1:]}, the policy wants {policy_space.shape}"
+        )
 
+    existed = run.path.exists()
     run.path.mkdir(parents=True, exist_ok=True)
     run.write_config(config_to_yaml(cfg))
     run.write_state(env_id=env_id, algo="bc", status="running", dataset=dataset_id)
@@ -117,7 +129,9 @@ def train_bc(
     val, train = order[:n_val], order[n_val:]
 
     venv = DummyVecEnv([lambda: SpacesEnv(policy_space, action_space)])
-    model = make_ppo(cfg, venv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PPO's rollout-size hints do not apply to cloning
+        model = make_ppo(cfg, venv)
     policy = model.policy
     channel_first = model.observation_space.shape != policy_space.shape
     logger = configure(str(run.tensorboard), ["tensorboard"])
@@ -162,9 +176,9 @@ def train_bc(
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
                 optimizer.step()
-                totals["loss"] += float(loss)
-                totals["value_loss"] += float(value_loss)
-                totals["entropy"] += float(ent)
+                totals["loss"] += loss.item()
+                totals["value_loss"] += value_loss.item()
+                totals["entropy"] += ent.item()
                 batches += 1
             policy.set_training_mode(False)
             stats = {k: v / max(batches, 1) for k, v in totals.items()}
@@ -178,15 +192,25 @@ def train_bc(
             if progress_bar is not None:
                 progress_bar.update(1, stats)
         policy.set_training_mode(False)
-        meta = model_metadata(env_id, "bc", cfg.to_dict(), dataset=dataset_id, samples=int(len(x)), **stats)
+        meta = model_metadata(
+            env_id, "bc", cfg.to_dict(), dataset=dataset_id, samples=int(len(x)), **stats
+        )
         save_model(model, run.model, meta)
         run.write_state(status="finished", num_timesteps=0, samples=int(len(x)), **stats)
+    except Exception:
+        run.discard_new(existed)
+        raise
     finally:
         if progress_bar is not None:
             progress_bar.close()
         logger.close()
         venv.close()
-    return TrainResult(run_dir=run.path, model_path=run.model, num_timesteps=0, extra={"samples": int(len(x)), **stats})
+    return TrainResult(
+        run_dir=run.path,
+        model_path=run.model,
+        num_timesteps=0,
+        extra={"samples": int(len(x)), **stats},
+    )
 
 
 class _progress:
@@ -195,12 +219,19 @@ class _progress:
     def __init__(self, total: int) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        self.bar = Progress(TextColumn("[bold]BC"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[extra]}"))
+        self.bar = Progress(
+            TextColumn("[bold]BC"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[extra]}"),
+        )
         self.bar.start()
         self.task = self.bar.add_task("bc", total=total, extra="")
 
     def update(self, n: int, stats: Mapping[str, float]) -> None:
-        extra = "  ".join(f"{k} {v:.3f}" for k, v in stats.items() if k in ("loss", "accuracy", "val_accuracy"))
+        extra = "  ".join(
+            f"{k} {v:.3f}" for k, v in stats.items() if k in ("loss", "accuracy", "val_accuracy")
+        )
         self.bar.update(self.task, advance=n, extra=extra)
 
     def close(self) -> None:

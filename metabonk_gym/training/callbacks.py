@@ -70,7 +70,9 @@ class GameStatsCallback(BaseCallback):
     `won`), the game's variables at episode end (`game/<name>`) and the return of each reward
     term (`reward_terms/<name>`)."""
 
-    def __init__(self, variables: list[str], stats: EpisodeStats | None = None, prefix: str = "") -> None:
+    def __init__(
+        self, variables: list[str], stats: EpisodeStats | None = None, prefix: str = ""
+    ) -> None:
         super().__init__()
         self.variables = list(variables)
         self.stats = stats if stats is not None else EpisodeStats()
@@ -104,7 +106,9 @@ class GameStatsCallback(BaseCallback):
         if self.stats.episodes:
             self.logger.record(f"{self.prefix}episode/count", self.stats.episodes)
             self.logger.record(f"{self.prefix}episode/return_mean", self.stats.mean_return())
-            self.logger.record(f"{self.prefix}episode/length_mean", float(np.mean(self.stats.lengths)))
+            self.logger.record(
+                f"{self.prefix}episode/length_mean", float(np.mean(self.stats.lengths))
+            )
             win_rate = self.stats.win_rate()
             if win_rate is not None:
                 self.logger.record(f"{self.prefix}episode/win_rate", win_rate)
@@ -169,7 +173,9 @@ class CheckpointCallback(BaseCallback):
     """Every `every` steps, an atomic `checkpoints/step_<N>.zip` (with the metabonk metadata);
     keeps the newest `keep`."""
 
-    def __init__(self, every: int, run: RunDir, metadata: Callable[[], dict[str, Any]], keep: int = 3) -> None:
+    def __init__(
+        self, every: int, run: RunDir, metadata: Callable[[], dict[str, Any]], keep: int = 3
+    ) -> None:
         super().__init__()
         self.every = int(every)
         self.run = run
@@ -202,7 +208,9 @@ class CheckpointCallback(BaseCallback):
 class RichProgressCallback(BaseCallback):
     """A rich progress bar: steps, speed, episodes, recent return and win rate."""
 
-    def __init__(self, total_steps: int, stats: EpisodeStats, description: str = "training") -> None:
+    def __init__(
+        self, total_steps: int, stats: EpisodeStats, description: str = "training"
+    ) -> None:
         super().__init__()
         self.total_steps = total_steps
         self.stats = stats
@@ -212,7 +220,13 @@ class RichProgressCallback(BaseCallback):
         self._last = 0.0
 
     def _on_training_start(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
 
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),

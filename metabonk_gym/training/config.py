@@ -71,6 +71,9 @@ class TrainConfig:
     #: Success condition that also ends the episode, e.g. {"variable": "rooms_visited",
     #: "op": "greater-or-equal", "reference": 2}; None: success is the game's own `won`.
     goal: dict[str, Any] | None = None
+    #: Potential-based shaping towards objectives (`ApproachShaping` kwargs: position, targets,
+    #: weight, absent); None: none.
+    shaping: dict[str, Any] | None = None
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     # ---- model and PPO
     policy: str = "CnnPolicy"
@@ -101,8 +104,8 @@ class TrainConfig:
     video_length: int = 300
     win_window: int = 100
     # ---- behavioural cloning
-    bc_epochs: int = 10
-    bc_batch_size: int = 256
+    bc_epochs: int = 100
+    bc_batch_size: int = 64
     bc_learning_rate: float = 1e-3
     bc_ent_coef: float = 0.0
     bc_value_coef: float = 0.5
@@ -139,9 +142,16 @@ _HINTS = typing.get_type_hints(TrainConfig)
 
 #: Built-in defaults per env id (and per start state), tuned so that CPU runs finish.
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
+    # BonkQuest is a tile game (8x8 tiles, sprites on the grid): downscale 8 gives one pixel per
+    # tile and loses nothing the policy needs, at ~7x the training speed of downscale 4.
     "MetaBonk/BonkQuest-v0": {
         "state": "room1",
         "reward": "explore",
+        "downscale": 8,
+        "learning_rate": 5e-4,
+        "n_epochs": 10,
+        "batch_size": 128,
+        "clip_range": 0.2,
         "total_steps": 500_000,
     },
     "MetaBonk/BonkArena-v0": {
@@ -157,7 +167,10 @@ STATE_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     ("MetaBonk/BonkQuest-v0", "room1"): {
         "reward": "room1",
         "goal": {"variable": "rooms_visited", "op": "greater-or-equal", "reference": 2},
-        "max_episode_steps": 300,
+        # potential-based, towards the key and then the exit: PPO learns room 1 in ~100k steps
+        # with it, and plateaus near random (win rate ~0.2) in 50k without
+        "shaping": {"weight": 0.05},
+        "max_episode_steps": 200,
     },
 }
 
@@ -190,7 +203,9 @@ def unknown_key_error(key: str, valid: list[str], source: str) -> ConfigError:
     """A `ConfigError` for `key` naming the nearest valid key."""
     close = difflib.get_close_matches(key, valid, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return ConfigError(f"unknown config key {key!r}{hint}; valid keys: {', '.join(valid)} [{source}]")
+    return ConfigError(
+        f"unknown config key {key!r}{hint}; valid keys: {', '.join(valid)} [{source}]"
+    )
 
 
 def validate(data: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
@@ -201,7 +216,9 @@ def validate(data: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
             raise unknown_key_error(str(key), list(FIELDS), source)
         hint = _HINTS[key]
         if not _type_ok(value, hint):
-            raise ConfigError(f"config key {key!r} must be {_hint_name(hint)}, not {value!r} [{source}]")
+            raise ConfigError(
+                f"config key {key!r} must be {_hint_name(hint)}, not {value!r} [{source}]"
+            )
         if hint is float and isinstance(value, int):
             value = float(value)
         if key in CHOICES and value not in CHOICES[key]:
@@ -209,12 +226,32 @@ def validate(data: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
                 f"config key {key!r} must be one of {', '.join(map(str, CHOICES[key]))}, not {value!r} [{source}]"
             )
         out[key] = value
-    for key in ("n_envs", "n_steps", "batch_size", "n_epochs", "frameskip", "frame_stack", "torch_threads"):
+    for key in (
+        "n_envs",
+        "n_steps",
+        "batch_size",
+        "n_epochs",
+        "frameskip",
+        "frame_stack",
+        "torch_threads",
+    ):
         if key in out and out[key] < 1:
             raise ConfigError(f"config key {key!r} must be >= 1, not {out[key]} [{source}]")
     if out.get("goal") is not None:
         check_goal(out["goal"], source)
-    for key in ("total_steps", "checkpoint_every", "video_every", "keep_checkpoints", "video_length"):
+    if out.get("shaping") is not None:
+        extra = set(out["shaping"]) - {"position", "targets", "weight", "absent"}
+        if extra:
+            raise ConfigError(
+                f"shaping takes position, targets, weight and absent, not {sorted(extra)} [{source}]"
+            )
+    for key in (
+        "total_steps",
+        "checkpoint_every",
+        "video_every",
+        "keep_checkpoints",
+        "video_length",
+    ):
         if key in out and out[key] < 0:
             raise ConfigError(f"config key {key!r} must be >= 0, not {out[key]} [{source}]")
     return out
@@ -230,7 +267,9 @@ def check_goal(goal: Mapping[str, Any], source: str = "config") -> None:
             f"goal must be {{variable: NAME, op: OP, reference: INT}}, not {dict(goal)!r} [{source}]"
         )
     if goal.get("op", "equal") not in OPS:
-        raise ConfigError(f"goal op {goal.get('op')!r} is unknown; valid: {', '.join(OPS)} [{source}]")
+        raise ConfigError(
+            f"goal op {goal.get('op')!r} is unknown; valid: {', '.join(OPS)} [{source}]"
+        )
 
 
 def load_config_file(path: str | Path, env_id: str) -> dict[str, Any]:
@@ -263,7 +302,9 @@ def load_config_file(path: str | Path, env_id: str) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {path} must hold a mapping of keys, not {type(data).__name__}")
+        raise ConfigError(
+            f"config file {path} must hold a mapping of keys, not {type(data).__name__}"
+        )
     sections = [k for k in data if "/" in str(k) or k == "default"]
     if not sections:
         return data
@@ -304,9 +345,12 @@ def resolve_config(
     overrides: Mapping[str, Any] | None = None,
     base: Mapping[str, Any] | None = None,
 ) -> TrainConfig:
-    """Defaults for `env_id` < `base` < `config_file` < `overrides` (None values are ignored)."""
-    file_part = validate(load_config_file(config_file, env_id), str(config_file)) if config_file else {}
-    flag_part = validate({k: v for k, v in (overrides or {}).items() if v is not None}, "flags")
+    """Defaults for `env_id` < `base` < `config_file` < `overrides` (given as they are: a None
+    value sets an optional key such as `goal` to None)."""
+    file_part = (
+        validate(load_config_file(config_file, env_id), str(config_file)) if config_file else {}
+    )
+    flag_part = validate(dict(overrides or {}), "flags")
     base_part = validate(dict(base or {}), "base")
     state = flag_part.get("state", file_part.get("state", base_part.get("state")))
     merged: dict[str, Any] = env_defaults(env_id, state)
@@ -328,3 +372,26 @@ def config_to_yaml(cfg: TrainConfig | Mapping[str, Any]) -> str:
 
     data = cfg.to_dict() if isinstance(cfg, TrainConfig) else dict(cfg)
     return yaml.safe_dump(data, sort_keys=False)
+
+
+def parse_set_options(items: list[str] | None) -> dict[str, Any]:
+    """`--set key=value` flags (values parsed as YAML: numbers, lists, dicts, null).
+
+    >>> parse_set_options(["gamma=0.98", "net_arch=[64, 64]", "state=room2"])
+    {'gamma': 0.98, 'net_arch': [64, 64], 'state': 'room2'}
+    """
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set takes KEY=VALUE, not {item!r}")
+        key = key.strip()
+        if key not in FIELDS:
+            raise unknown_key_error(key, list(FIELDS), "--set")
+        try:
+            out[key] = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {key}: cannot parse {raw!r}: {exc}") from exc
+    return out

@@ -68,17 +68,21 @@ def _minari_root(path: Path) -> Iterator[None]:
             os.environ["MINARI_DATASETS_PATH"] = old
 
 
-def _infos(infos: list[dict[str, Any]]) -> dict[str, Any]:
+def _infos(infos: list[dict[str, Any]], labels: list[int] | None = None) -> dict[str, Any]:
     """Per-step infos (reset first) as Minari wants them: a dict of equal-length arrays.
 
     Numeric game variables are kept; `reward_terms` becomes a sub-dict (0 at reset); values
-    only some steps have (e.g. `game_seed` at reset) are carried to every step.
+    only some steps have (e.g. `game_seed` at reset) are carried to every step. `expert_action`
+    (the agent's choice for the observation at the same index, -1 after the last) is what
+    behavioural cloning learns when recording added noise.
     """
     n = len(infos)
     keys: list[str] = []
     for info in infos:
         for key, value in info.items():
-            if key not in keys and isinstance(value, (int, float, bool, np.integer, np.floating, np.bool_)):
+            if key not in keys and isinstance(
+                value, (int, float, bool, np.integer, np.floating, np.bool_)
+            ):
                 keys.append(key)
     out: dict[str, Any] = {}
     for key in keys:
@@ -97,9 +101,13 @@ def _infos(infos: list[dict[str, Any]]) -> dict[str, Any]:
                 terms.append(key)
     if terms:
         out["reward_terms"] = {
-            name: np.asarray([float((info.get("reward_terms") or {}).get(name, 0.0)) for info in infos])
+            name: np.asarray(
+                [float((info.get("reward_terms") or {}).get(name, 0.0)) for info in infos]
+            )
             for name in terms
         }
+    if labels is not None and len(labels) == n - 1:
+        out["expert_action"] = np.asarray([*labels, -1], dtype=np.int64)
     assert all(len(v) == n for v in out.values() if not isinstance(v, dict))
     return out
 
@@ -140,7 +148,9 @@ class DatasetWriter:
             )
         self.env = env
         self.algorithm_name = algorithm_name
-        self.description = description or f"{env.spec.id if env.spec else 'env'} episodes recorded by metabonk"
+        self.description = (
+            description or f"{env.spec.id if env.spec else 'env'} episodes recorded by metabonk"
+        )
         self.author = author
         self.staging = self.root / f".staging-{uuid.uuid4().hex[:12]}"
         self.episodes = 0
@@ -151,7 +161,9 @@ class DatasetWriter:
         space = self.env.observation_space
         first = np.asarray(traj.observations[0])
         if space.shape is not None and first.shape != space.shape:
-            raise DatasetError(f"observation shape {first.shape} does not match the env's {space.shape}")
+            raise DatasetError(
+                f"observation shape {first.shape} does not match the env's {space.shape}"
+            )
         if len(traj.observations) != len(traj.actions) + 1:
             raise DatasetError("an episode needs one more observation than actions")
 
@@ -168,7 +180,8 @@ class DatasetWriter:
 
     def add(self, traj: Trajectory, seed: int | None = None) -> None:
         """Append one episode (its last step's terminated/truncated flags say how it ended)."""
-        from minari import EpisodeBuffer, create_dataset_from_buffers
+        from minari import create_dataset_from_buffers
+        from minari.data_collector.episode_buffer import EpisodeBuffer
 
         if not traj.actions:
             return
@@ -182,7 +195,7 @@ class DatasetWriter:
             rewards=np.asarray(traj.rewards, dtype=np.float64),
             terminations=np.asarray(traj.terminations, dtype=bool),
             truncations=np.asarray(traj.truncations, dtype=bool),
-            infos=_infos(traj.infos),
+            infos=_infos(traj.infos, traj.labels),
         )
         with _minari_root(self.staging), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -251,12 +264,21 @@ def dataset_env_kwargs(dataset: Any) -> dict[str, Any]:
     return kwargs
 
 
-def check_dataset_fits(dataset: Any, env_id: str, action_space: gym.Space, frameskip: int) -> Mapping[str, Any]:
-    """The dataset's recording kwargs, after checking its env, actions and frameskip fit."""
-    kwargs = dataset_env_kwargs(dataset)
-    theirs = str(kwargs.get("env_id", "")).split(":")[-1]
+def check_dataset_env(dataset: Any, env_id: str) -> None:
+    """The dataset must come from `env_id` (checked before any emulator starts)."""
+    theirs = str(dataset_env_kwargs(dataset).get("env_id", "")).split(":")[-1]
     if theirs and theirs != env_id.split(":")[-1]:
-        raise DatasetError(f"dataset {dataset.spec.dataset_id} was recorded on {theirs}, not {env_id}")
+        raise DatasetError(
+            f"dataset {dataset.spec.dataset_id} was recorded on {theirs}, not {env_id}"
+        )
+
+
+def check_dataset_fits(
+    dataset: Any, env_id: str, action_space: gym.Space, frameskip: int
+) -> Mapping[str, Any]:
+    """The dataset's recording kwargs, after checking its env, actions and frameskip fit."""
+    check_dataset_env(dataset, env_id)
+    kwargs = dataset_env_kwargs(dataset)
     if dataset.spec.action_space != action_space:
         raise DatasetError(
             f"dataset {dataset.spec.dataset_id} has actions {dataset.spec.action_space} but {env_id} "

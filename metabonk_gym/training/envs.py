@@ -16,10 +16,10 @@ and is the exact transform `convert_frames` reproduces for recorded datasets.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from collections.abc import Callable, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -37,7 +37,9 @@ class StartWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     and swarm mode saves a milestone state with `save_start_state`.
     """
 
-    def __init__(self, env: gym.Env, state: str | None = None, game_seeds: Sequence[int] | None = None) -> None:
+    def __init__(
+        self, env: gym.Env, state: str | None = None, game_seeds: Sequence[int] | None = None
+    ) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, state=state, game_seeds=game_seeds)
         gym.Wrapper.__init__(self, env)
         self.start_state = state
@@ -54,7 +56,9 @@ class StartWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.env.unwrapped.save_state(path)  # type: ignore[attr-defined]
         return path
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         options = dict(options or {})
@@ -89,7 +93,9 @@ class GoalWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             value = self.env.unwrapped.read_variable(self._variable)  # type: ignore[attr-defined]
         return bool(self._test(int(value), self._reference))
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         info["success"] = False
         return obs, info
@@ -98,6 +104,67 @@ class GoalWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         obs, reward, terminated, truncated, info = self.env.step(action)
         info["success"] = self._success(info)
         return obs, reward, terminated or info["success"], truncated, info
+
+
+class ApproachShaping(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Potential-based reward shaping (Ng et al. 1999) towards the current objective.
+
+    Phi(s) = weight * (50 * i - manhattan(position, target_i)), where target_i is the first of
+    `targets` whose coordinates are present (not `absent`): e.g. the key while it lies in the room,
+    then the exit. The reward gains Phi(s') - Phi(s); over an episode that sums to
+    Phi(end) - Phi(start), so it changes no optimal policy, but it turns "find the key, then the
+    door" into a dense signal PPO learns in far fewer steps. Added to `info["reward_terms"]` as
+    `shaping`.
+    """
+
+    STAGE = 50.0  # more than any distance on a 30x20 room: reaching the next objective pays
+
+    def __init__(
+        self,
+        env: gym.Env,
+        position: Sequence[str] = ("player_x", "player_y"),
+        targets: Sequence[Sequence[str]] = (("key_x", "key_y"), ("exit_x", "exit_y")),
+        weight: float = 0.05,
+        absent: int = 255,
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            position=list(position),
+            targets=[list(t) for t in targets],
+            weight=weight,
+            absent=absent,
+        )
+        gym.Wrapper.__init__(self, env)
+        self.position = tuple(position)
+        self.targets = [tuple(t) for t in targets]
+        self.weight = float(weight)
+        self.absent = int(absent)
+        self._phi = 0.0
+
+    def potential(self, info: dict[str, Any]) -> float:
+        x, y = int(info[self.position[0]]), int(info[self.position[1]])
+        for i, (tx_name, ty_name) in enumerate(self.targets):
+            tx, ty = int(info[tx_name]), int(info[ty_name])
+            if tx != self.absent and ty != self.absent:
+                return self.weight * (self.STAGE * i - (abs(tx - x) + abs(ty - y)))
+        return self.weight * self.STAGE * len(self.targets)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._phi = self.potential(info)
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        phi = self.potential(info)
+        bonus = phi - self._phi
+        self._phi = phi
+        terms = dict(info.get("reward_terms") or {})
+        terms["shaping"] = bonus
+        info["reward_terms"] = terms
+        return obs, float(reward) + bonus, terminated, truncated, info
 
 
 def make_env(env_id: str, cfg: TrainConfig, **extra: Any) -> gym.Env:
@@ -114,18 +181,59 @@ def make_env(env_id: str, cfg: TrainConfig, **extra: Any) -> gym.Env:
                 f"goal variable {cfg.goal['variable']!r} is not a variable of {integration.name}; "
                 f"valid: {', '.join(sorted(integration.variables))}"
             )
+    if cfg.shaping is not None:
+        shaped = ApproachShaping(env, **cfg.shaping)
+        info_names = list(getattr(getattr(env.unwrapped, "integration", None), "info_names", []))
+        names = [*shaped.position, *(n for t in shaped.targets for n in t)]
+        missing = [n for n in names if info_names and n not in info_names]
+        if missing:
+            env.close()
+            raise ConfigError(f"shaping reads {missing}, which are not info variables of {env_id}")
+        env = shaped
     return StartWrapper(GoalWrapper(env, cfg.goal), game_seeds=cfg.game_seeds)
 
 
-def _build_env(env_id: str, cfg: TrainConfig) -> gym.Env:
+def _die_with_parent(parent: int) -> None:
+    """Linux: end this worker when the trainer dies (even by SIGKILL). Forked workers hold copies of
+    each other's pipe ends, so they would never see end-of-file and would wait forever."""
+    import ctypes
+    import os
+    import sys
+
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent:  # the trainer died before prctl
+            os._exit(1)
+
+
+def _build_env(env_id: str, cfg: TrainConfig, parent: int) -> gym.Env:
     """Runs inside a worker: Ctrl-C is left to the trainer, which saves a checkpoint and closes us."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent)
     return make_env(env_id, cfg)
 
 
 def env_factory(env_id: str, cfg: TrainConfig) -> Callable[[], gym.Env]:
     """A picklable zero-argument function that builds one training env (for a subprocess)."""
-    return partial(_build_env, env_id, cfg)
+    import os
+
+    return partial(_build_env, env_id, cfg, os.getpid())
+
+
+def start_method() -> str:
+    """`fork` where there is one: workers start in milliseconds with this process's imports.
+
+    SB3's default (`forkserver`) makes every worker import stable_baselines3 and with it torch,
+    seconds per env on a busy 2-core machine. Forking is safe here because the workers run only
+    the emulator and numpy, never torch, and no emulator is open in this process when they fork.
+    """
+    import multiprocessing
+
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
 def make_train_venv(env_id: str, cfg: TrainConfig, n_envs: int | None = None) -> Any:
@@ -133,11 +241,46 @@ def make_train_venv(env_id: str, cfg: TrainConfig, n_envs: int | None = None) ->
     from stable_baselines3.common.vec_env import SubprocVecEnv, VecFrameStack, VecMonitor
 
     count = n_envs if n_envs is not None else cfg.n_envs
-    venv: Any = SubprocVecEnv([env_factory(env_id, cfg) for _ in range(count)])
+    venv: Any = SubprocVecEnv(
+        [env_factory(env_id, cfg) for _ in range(count)], start_method=start_method()
+    )
     venv = VecMonitor(venv)
     if cfg.frame_stack > 1:
         venv = VecFrameStack(venv, cfg.frame_stack, channels_order="last")
     return venv
+
+
+def close_venv(venv: Any, timeout: float = 20.0) -> None:
+    """Close a training vector env, also after Ctrl-C interrupted it mid-step.
+
+    SB3's `SubprocVecEnv.close` waits for one reply per worker when a step was in flight; if the
+    interrupt came after some replies were read, that wait never ends. Here each worker is told to
+    close while whatever it still sends is read and dropped, and one that does not exit in
+    `timeout` seconds is terminated.
+    """
+    import time
+
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    base = getattr(venv, "unwrapped", venv)
+    if not isinstance(base, SubprocVecEnv) or base.closed:
+        venv.close()
+        return
+    base.waiting = False
+    for remote in base.remotes:
+        with contextlib.suppress(OSError):
+            remote.send(("close", None))
+    deadline = time.monotonic() + timeout
+    for remote, process in zip(base.remotes, base.processes):
+        while process.is_alive() and time.monotonic() < deadline:
+            with contextlib.suppress(EOFError, OSError):
+                if remote.poll(0.05):
+                    remote.recv()  # a step result sent before the close: dropped
+            process.join(0.05)
+        if process.is_alive():
+            process.terminate()
+            process.join(1.0)
+    base.closed = True
 
 
 def probe_env(env_id: str, cfg: TrainConfig) -> tuple[spaces.Space, spaces.Space, list[str]]:
@@ -173,7 +316,9 @@ def stacked_space(space: spaces.Box, frame_stack: int) -> spaces.Box:
     return spaces.Box(low=low, high=high, dtype=space.dtype)  # type: ignore[arg-type]
 
 
-def convert_frames(frames: np.ndarray, source: tuple[str, int], target: tuple[str, int]) -> np.ndarray:
+def convert_frames(
+    frames: np.ndarray, source: tuple[str, int], target: tuple[str, int]
+) -> np.ndarray:
     """Frames recorded as `source` (obs_type, downscale) converted to `target`, bit for bit as the
     env computes them (downscale by block means, then ITU-R 601 luma).
 
@@ -190,8 +335,11 @@ def convert_frames(frames: np.ndarray, source: tuple[str, int], target: tuple[st
     obs_type, k = target
     out = frames
     if k > 1:
+        # integer block sums; k*k is a power of two, so sum // k**2 equals the env's float32 mean
         n, h, w = frames.shape[0], frames.shape[1] // k, frames.shape[2] // k
-        out = frames.reshape(n, h, k, w, k, 3).mean(axis=(2, 4), dtype=np.float32).astype(np.uint8)
+        rows = frames.reshape(n, h, k, w * k * 3).sum(axis=2, dtype=np.uint16)
+        sums = rows.reshape(n, h, w, k, 3).sum(axis=3, dtype=np.uint16)
+        out = (sums // (k * k)).astype(np.uint8)
     if obs_type == "grayscale":
         gray = out[..., 0] * 0.299 + out[..., 1] * 0.587 + out[..., 2] * 0.114
         out = gray.astype(np.uint8)[..., None]
@@ -235,4 +383,3 @@ class FrameStacker:
         self._stack = np.roll(self._stack, -c, axis=-1)
         self._stack[..., -c:] = obs
         return self._stack
-

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from metabonk_gym.training.rollout import EpisodeResult, episode_config, run_epi
 from metabonk_gym.utils import atomic_write_text
 
 
-def summarize(episodes: list[Mapping[str, Any]]) -> dict[str, float]:
+def summarize(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     returns = np.asarray([e["return"] for e in episodes], dtype=np.float64)
     return {
         "mean_return": float(returns.mean()) if len(returns) else 0.0,
@@ -46,13 +46,18 @@ def evaluate(
     video_dir: str | Path | None = None,
     ladder: str | Path | None = None,
     on_episode: Callable[[EpisodeResult], None] | None = None,
+    agent_kwargs: Mapping[str, Any] | None = None,
+    deterministic: bool = False,
 ) -> dict[str, Any]:
     """Evaluate `agent` (a model PATH.zip, "scripted", "random", ...) and return the report.
+
+    A model samples its actions (`deterministic=False`, seeded per episode so reports repeat):
+    PPO policies often loop forever when always taking their most likely action.
 
     `out` writes the report as JSON; `video_dir` keeps `best.mp4` and `worst.mp4`; `ladder`
     adds this evaluation to a ranking file.
     """
-    from metabonk_gym.experts.base import make_agent
+    from metabonk_gym.experts.base import close_agent, make_agent
     from metabonk_gym.training.envs import make_env
 
     if episodes < 1:
@@ -62,9 +67,14 @@ def evaluate(
     cfg = episode_config(env_id, agent, config_file, overrides)
     env = make_env(env_id, cfg)
     results: list[EpisodeResult] = []
+    actor: Any = None
     videos: dict[str, str] = {}
+    kwargs = dict(agent_kwargs or {})
+    is_model = Path(agent).expanduser().is_file()
+    if is_model:
+        kwargs.setdefault("deterministic", deterministic)
     try:
-        actor = make_agent(agent, env, seed=seed)
+        actor = make_agent(agent, env, seed=seed, **kwargs)
         fps = 60.0 / cfg.frameskip
         kept: dict[int, Path] = {}
         for i in range(episodes):
@@ -73,8 +83,12 @@ def evaluate(
                 from metabonk_gym.training.video import Mp4Stream
 
                 stream = Mp4Stream(Path(video_dir) / f".episode_{i:04d}.mp4", fps)
+            if is_model:
+                _seed_torch(seed + i)  # sampled actions repeat for the same seed
             try:
-                result = run_episode(env, actor, index=i, seed=seed + i, on_frame=stream.add if stream else None)
+                result = run_episode(
+                    env, actor, index=i, seed=seed + i, on_frame=stream.add if stream else None
+                )
             finally:
                 if stream is not None:
                     stream.close()
@@ -87,14 +101,22 @@ def evaluate(
         if video_dir is not None:
             videos = _publish_videos(kept, results, Path(video_dir))
     finally:
+        close_agent(actor)
         env.close()
     report = make_report(env_id, agent, cfg.to_dict(), seed, results)
+    report["deterministic"] = bool(kwargs.get("deterministic", False)) if is_model else None
     report["videos"] = videos
     if out is not None:
         atomic_write_text(Path(out), json.dumps(report, indent=2))
     if ladder is not None:
         report["ladder_rank"] = update_ladder(Path(ladder), report)
     return report
+
+
+def _seed_torch(seed: int) -> None:
+    import torch
+
+    torch.manual_seed(seed)
 
 
 def _order(results: list[EpisodeResult]) -> list[int]:
@@ -110,7 +132,9 @@ def _keep_extremes(kept: dict[int, Path], results: list[EpisodeResult]) -> None:
             kept.pop(index).unlink(missing_ok=True)
 
 
-def _publish_videos(kept: dict[int, Path], results: list[EpisodeResult], folder: Path) -> dict[str, str]:
+def _publish_videos(
+    kept: dict[int, Path], results: list[EpisodeResult], folder: Path
+) -> dict[str, str]:
     order = _order(results)
     out: dict[str, str] = {}
     for label, index in (("worst", order[0]), ("best", order[-1])):
@@ -126,7 +150,9 @@ def _publish_videos(kept: dict[int, Path], results: list[EpisodeResult], folder:
     return out
 
 
-def make_report(env_id: str, agent: str, config: dict[str, Any], seed: int, results: list[EpisodeResult]) -> dict[str, Any]:
+def make_report(
+    env_id: str, agent: str, config: dict[str, Any], seed: int, results: list[EpisodeResult]
+) -> dict[str, Any]:
     episodes = [r.to_dict() for r in results]
     return {
         "env_id": env_id,
@@ -156,7 +182,9 @@ def update_ladder(path: Path, report: Mapping[str, Any]) -> int:
             data = json.loads(path.read_text())
             entries = list(data.get("entries", []))
         except (json.JSONDecodeError, AttributeError) as exc:
-            raise ConfigError(f"ladder file {path} is not a metabonk ladder ({exc}); choose another file") from exc
+            raise ConfigError(
+                f"ladder file {path} is not a metabonk ladder ({exc}); choose another file"
+            ) from exc
     entry = {
         "agent": _agent_name(str(report["agent"])),
         "env_id": report["env_id"],

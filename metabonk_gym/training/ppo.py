@@ -5,7 +5,7 @@ Everything that can be wrong with the input (env id, config keys, state, reward,
 model, run directory) is checked before the run directory is created or changed.
 
 >>> from metabonk_gym.training.config import TrainConfig
->>> resume_changes(TrainConfig(), {"total_steps": 10, "n_envs": 4})
+>>> resume_changes(TrainConfig(n_envs=4), {"total_steps": 10, "n_envs": 2})
 ['n_envs']
 """
 
@@ -28,8 +28,16 @@ from metabonk_gym.training.rundir import RunDir, model_metadata, read_model_meta
 
 #: Keys a `--resume` may change; the rest define the run.
 RESUME_MUTABLE: frozenset[str] = frozenset(
-    {"total_steps", "checkpoint_every", "keep_checkpoints", "video_every", "video_length", "win_window",
-     "device", "torch_threads"}
+    {
+        "total_steps",
+        "checkpoint_every",
+        "keep_checkpoints",
+        "video_every",
+        "video_length",
+        "win_window",
+        "device",
+        "torch_threads",
+    }
 )
 
 
@@ -58,11 +66,15 @@ def resume_changes(stored: TrainConfig, overrides: Mapping[str, Any]) -> list[st
     """Keys in `overrides` that differ from `stored` and that a resume may not change."""
     current = stored.to_dict()
     return sorted(
-        k for k, v in overrides.items() if v is not None and k not in RESUME_MUTABLE and current.get(k) != v
+        k
+        for k, v in overrides.items()
+        if v is not None and k not in RESUME_MUTABLE and current.get(k) != v
     )
 
 
-def check_compatible(model_path: Path, meta: Mapping[str, Any], cfg: TrainConfig, env_id: str) -> None:
+def check_compatible(
+    model_path: Path, meta: Mapping[str, Any], cfg: TrainConfig, env_id: str
+) -> None:
     """A model can start this run only if it saw the same frames and buttons the same way."""
     theirs = meta.get("config", {})
     diff = [k for k in MODEL_KEYS if k in theirs and theirs[k] != getattr(cfg, k)]
@@ -141,8 +153,10 @@ def train_ppo(
         stored = resolve_config(env_id, base=run.read_config())
         changed = resume_changes(stored, overrides)
         if config_file is not None:
-            raise ConfigError("--resume uses the run's own config.yaml; drop --config (flags may change "
-                              f"only {', '.join(sorted(RESUME_MUTABLE))})")
+            raise ConfigError(
+                "--resume uses the run's own config.yaml; drop --config (flags may change "
+                f"only {', '.join(sorted(RESUME_MUTABLE))})"
+            )
         if changed:
             raise ConfigError(
                 f"--resume cannot change {', '.join(changed)} (the run was trained with its config.yaml); "
@@ -167,13 +181,32 @@ def train_ppo(
         check_compatible(init_path, read_model_metadata(init_path), cfg, env_id)
         init_params = load_policy_params(init_path, getattr(action_space, "n", None))
 
+    existed = run.path.exists()
     run.path.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        run.write_config(config_to_yaml(cfg))
-    run.write_state(env_id=env_id, algo="ppo", status="running", total_steps=cfg.total_steps,
-                    init_from=str(init_from) if init_from else run.read_state().get("init_from"))
-    return _learn(env_id, run, cfg, info_names, resume_from, init_params, progress, callbacks,
-                  init_from=str(init_from) if init_from else None)
+    run.write_config(config_to_yaml(cfg))  # on --resume only total_steps and logging keys change
+    run.write_state(
+        env_id=env_id,
+        algo="ppo",
+        status="running",
+        total_steps=cfg.total_steps,
+        init_from=str(init_from) if init_from else run.read_state().get("init_from"),
+    )
+    try:
+        return _learn(
+            env_id,
+            run,
+            cfg,
+            info_names,
+            resume_from,
+            init_params,
+            progress,
+            callbacks,
+            init_from=str(init_from) if init_from else None,
+        )
+    except Exception:
+        if not resume:
+            run.discard_new(existed)
+        raise
 
 
 def _learn(
@@ -198,7 +231,7 @@ def _learn(
         RichProgressCallback,
         VideoCallback,
     )
-    from metabonk_gym.training.envs import make_train_venv
+    from metabonk_gym.training.envs import close_venv, make_train_venv
     from metabonk_gym.training.policies import make_ppo
 
     torch.set_num_threads(cfg.torch_threads)
@@ -224,12 +257,18 @@ def _learn(
             return model_metadata(env_id, "ppo", cfg.to_dict(), init_from=init_from)
 
         stats = EpisodeStats(window=cfg.win_window)
-        checkpoint_cb = CheckpointCallback(cfg.checkpoint_every, run, metadata, keep=cfg.keep_checkpoints)
+        checkpoint_cb = CheckpointCallback(
+            cfg.checkpoint_every, run, metadata, keep=cfg.keep_checkpoints
+        )
         cbs: list[Any] = [GameStatsCallback(info_names, stats), checkpoint_cb]
         if cfg.video_every > 0:
-            cbs.append(VideoCallback(cfg.video_every, cfg.video_length, run, fps=60.0 / cfg.frameskip))
+            cbs.append(
+                VideoCallback(cfg.video_every, cfg.video_length, run, fps=60.0 / cfg.frameskip)
+            )
         if progress:
-            progress_cb = RichProgressCallback(cfg.total_steps, stats, f"PPO {env_id.split('/')[-1]}")
+            progress_cb = RichProgressCallback(
+                cfg.total_steps, stats, f"PPO {env_id.split('/')[-1]}"
+            )
             cbs.append(progress_cb)
         cbs.extend(extra_callbacks)
         interrupted = False
@@ -265,4 +304,4 @@ def _learn(
             progress_cb._on_training_end()
         if logger is not None:
             logger.close()
-        venv.close()
+        close_venv(venv)

@@ -77,18 +77,26 @@ def play(
     min_partial_steps: int = 1,
     on_episode: Callable[[EpisodeResult], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    agent_kwargs: Mapping[str, Any] | None = None,
+    noise: float = 0.0,
 ) -> RecordResult:
     """Play `episodes` episodes of `agent` ("human", "random", "scripted", "think", PATH.zip).
 
     `window` shows a pygame window (always for "human"); `dataset_id` records a Minari dataset.
     Episode i uses reset seed `seed + i`. `stop()` returning True ends play like a closed window.
+    `agent_kwargs` go to the agent's factory (e.g. `model_path` for "think"). `noise` replaces that
+    fraction of actions by random ones (DART); datasets keep the agent's choices in
+    `infos["expert_action"]`, which `train bc` learns.
     """
-    from metabonk_gym.experts.base import make_agent
+    from metabonk_gym.experts.base import close_agent, make_agent
     from metabonk_gym.training.datasets import DatasetWriter, check_dataset_id
     from metabonk_gym.training.envs import make_env
+    from metabonk_gym.training.errors import ConfigError
 
     if episodes < 1:
-        raise ValueError(f"episodes must be >= 1, not {episodes}")
+        raise ConfigError(f"--episodes must be >= 1, not {episodes}")
+    if not 0.0 <= noise < 1.0:
+        raise ConfigError(f"--noise must be in [0, 1), not {noise}")
     if dataset_id is not None:
         check_dataset_id(dataset_id)
     cfg = episode_config(env_id, agent, config_file, overrides)
@@ -96,6 +104,7 @@ def play(
     env = make_env(env_id, cfg, render_mode=None)
     result = RecordResult(dataset_id=dataset_id)
     writer = None
+    actor: Any = None
     play_window = None
     try:
         if dataset_id is not None:
@@ -107,7 +116,9 @@ def play(
                 title=f"metabonk play {env_id} ({agent})",
                 fps=60.0 / cfg.frameskip,
             )
-        kwargs: dict[str, Any] = {"window": play_window} if agent == "human" else {}
+        kwargs: dict[str, Any] = dict(agent_kwargs or {})
+        if agent == "human":
+            kwargs["window"] = play_window
         actor = make_agent(agent, env, seed=seed, **kwargs)
         flag = {"stop": False}
 
@@ -136,6 +147,7 @@ def play(
                     trajectory=traj,
                     on_frame=on_frame if play_window is not None else None,
                     should_stop=should_stop,
+                    noise=noise,
                 )
                 result.episodes.append(episode)
                 if on_episode is not None:
@@ -151,18 +163,23 @@ def play(
             result.saved_episodes = writer.episodes
             result.saved_steps = writer.steps
             if result.dataset_path is None:
-                result.messages.append(f"no episode was recorded, so dataset {dataset_id} was not created")
+                result.messages.append(
+                    f"no episode was recorded, so dataset {dataset_id} was not created"
+                )
             else:
                 result.messages.append(
                     f"dataset {dataset_id}: {writer.episodes} episodes, {writer.steps} steps in {result.dataset_path}"
                 )
         if play_window is not None:
             play_window.close()
+        close_agent(actor)
         env.close()
     return result
 
 
-def _save(writer: Any, traj: Trajectory, episode: EpisodeResult, min_steps: int, result: RecordResult) -> None:
+def _save(
+    writer: Any, traj: Trajectory, episode: EpisodeResult, min_steps: int, result: RecordResult
+) -> None:
     if not episode.stopped:
         writer.add(traj, seed=episode.seed)
         return
@@ -194,11 +211,13 @@ def record(
     min_partial_steps: int = 1,
     on_episode: Callable[[EpisodeResult], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    agent_kwargs: Mapping[str, Any] | None = None,
+    noise: float = 0.0,
 ) -> RecordResult:
     """Record `episodes` episodes of `agent` as the Minari dataset `dataset_id`.
 
     Observations are the env's as configured (the training defaults: for BonkQuest room1,
-    grayscale 40x60), so `train bc` can use them as they are; pass
+    grayscale 20x30), so `train bc` can use them as they are; pass
     `overrides={"obs_type": "rgb", "downscale": 1}` for full frames that convert to any setting.
     """
     return play(
@@ -213,4 +232,6 @@ def record(
         min_partial_steps=min_partial_steps,
         on_episode=on_episode,
         stop=stop,
+        agent_kwargs=agent_kwargs,
+        noise=noise,
     )

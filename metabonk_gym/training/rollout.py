@@ -66,6 +66,8 @@ class Trajectory:
     terminations: list[bool] = field(default_factory=list)
     truncations: list[bool] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
+    #: The agent's own choice at each step (differs from `actions` where noise replaced it).
+    labels: list[int] = field(default_factory=list)
 
 
 def episode_config(
@@ -76,8 +78,9 @@ def episode_config(
 ) -> TrainConfig:
     """The config of an env for `agent`: a model's own config as the base (it must see frames as
     it was trained), else the env's training defaults; then the file and flags."""
-    from metabonk_gym.experts.base import AGENT_NAMES
+    from metabonk_gym.experts.base import AGENT_NAMES, check_agent_spec
 
+    check_agent_spec(agent)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     if agent in AGENT_NAMES:
         return resolve_config(env_id, config_file, overrides)
@@ -115,13 +118,18 @@ def run_episode(
     trajectory: Trajectory | None = None,
     on_frame: Callable[[np.ndarray], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    noise: float = 0.0,
+    rng: np.random.Generator | None = None,
 ) -> EpisodeResult:
     """Play one episode of `agent` in `env` (which applies its own time limit).
 
     `trajectory` collects the data a dataset needs; `on_frame` gets every RGB frame (videos);
     `should_stop()` returning True (a closed window, Ctrl-C) ends the episode early with
-    `stopped=True`.
+    `stopped=True`. With `noise` > 0, that fraction of steps executes a random action instead of
+    the agent's (DART-style demonstrations: the data then shows how the agent recovers from
+    mistakes); `trajectory.labels` keeps the agent's choices.
     """
+    rng = rng if rng is not None else np.random.default_rng(seed)
     obs, info = env.reset(seed=seed)
     agent.reset(obs, info)
     if trajectory is not None:
@@ -136,13 +144,17 @@ def run_episode(
         if should_stop is not None and should_stop():
             stopped = True
             break
-        action = agent.act(obs, info)
+        label = agent.act(obs, info)
+        action = label
+        if noise > 0.0 and rng.random() < noise:
+            action = int(rng.integers(env.action_space.n))  # discrete actions (GBA envs)
         obs, reward, terminated, truncated, info = env.step(action)
         total += float(reward)
         length += 1
         if trajectory is not None:
             trajectory.observations.append(obs)
             trajectory.actions.append(int(action))
+            trajectory.labels.append(int(label))
             trajectory.rewards.append(float(reward))
             trajectory.terminations.append(bool(terminated))
             trajectory.truncations.append(bool(truncated))

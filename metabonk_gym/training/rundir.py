@@ -53,11 +53,13 @@ def read_model_data(path: Path) -> dict[str, Any]:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
             if bad is not None:
-                raise CheckpointError(f"model file {path} is corrupt (entry {bad} fails its CRC check)")
+                raise CheckpointError(
+                    f"model file {path} is corrupt (entry {bad} fails its CRC check)"
+                )
             names = set(archive.namelist())
             if "data" not in names or "policy.pth" not in names:
                 raise CheckpointError(
-                    f"{path} is not a stable-baselines3 model zip (it lacks 'data' or 'policy.pth')"
+                    f"{path} is corrupt or not a stable-baselines3 model zip (it lacks 'data' or 'policy.pth')"
                 )
             data = json.loads(archive.read("data"))
     except CheckpointError:
@@ -136,11 +138,27 @@ class RunDir:
 
     def check_resumable(self) -> None:
         if not self.path.is_dir():
-            raise RunDirError(f"cannot resume: {self.path} does not exist; start the run without --resume")
+            raise RunDirError(
+                f"cannot resume: {self.path} does not exist; start the run without --resume"
+            )
         if not self.config_file.is_file():
             raise RunDirError(
                 f"cannot resume: {self.path} has no config.yaml, so it is not a metabonk run directory"
             )
+
+    def discard_new(self, existed: bool) -> None:
+        """Undo a new run that failed before saving any model: remove what it created (the
+        directory was missing or empty before, so nothing of the user's is lost)."""
+        import shutil
+
+        if self.model.is_file() or self.list_checkpoints():
+            return
+        for path in (self.config_file, self.state_file):
+            path.unlink(missing_ok=True)
+        for folder in (self.tensorboard, self.videos, self.checkpoints):
+            shutil.rmtree(folder, ignore_errors=True)
+        if not existed and self.path.is_dir() and not any(self.path.iterdir()):
+            self.path.rmdir()
 
     # ------------------------------------------------------------------ state
     def read_config(self) -> dict[str, Any]:
@@ -149,7 +167,9 @@ class RunDir:
         try:
             data = yaml.safe_load(self.config_file.read_text())
         except Exception as exc:
-            raise RunDirError(f"{self.config_file} cannot be parsed ({exc}); restore it from a backup") from exc
+            raise RunDirError(
+                f"{self.config_file} cannot be parsed ({exc}); restore it from a backup"
+            ) from exc
         if not isinstance(data, dict):
             raise RunDirError(f"{self.config_file} must hold a mapping")
         return data
@@ -213,11 +233,13 @@ class RunDir:
             except CheckpointError as exc:
                 scored.append((step, path, None, str(exc)))
         scored.sort(key=lambda item: item[0])
-        steps, path, meta, error = scored[-1]
-        if error is not None or meta is None:
+        steps, path, best, error = scored[-1]
+        if error is not None or best is None:
             good = [(s, p) for s, p, m, e in scored if m is not None]
             fallback = (
-                f"; delete or move it to resume from {good[-1][1].name} ({good[-1][0]} steps)" if good else ""
+                f"; delete or move it to resume from {good[-1][1].name} ({good[-1][0]} steps)"
+                if good
+                else ""
             )
             raise CheckpointError(f"cannot resume from {path}: {error}{fallback}")
-        return path, meta
+        return path, best

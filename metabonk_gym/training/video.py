@@ -31,7 +31,9 @@ def _as_rgb(frames: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
     return array.astype(np.uint8, copy=False)
 
 
-def encode_gif(frames: Sequence[np.ndarray] | np.ndarray, fps: float, max_frames: int = 400) -> bytes:
+def encode_gif(
+    frames: Sequence[np.ndarray] | np.ndarray, fps: float, max_frames: int = 400
+) -> bytes:
     """An animated GIF of (T, H, W, C) frames; long clips are subsampled to `max_frames`."""
     from PIL import Image
 
@@ -41,7 +43,9 @@ def encode_gif(frames: Sequence[np.ndarray] | np.ndarray, fps: float, max_frames
     images = [Image.fromarray(frame) for frame in array]
     buffer = io.BytesIO()
     duration = max(20, int(1000 * step / max(fps, 1e-3)))
-    images[0].save(buffer, format="GIF", save_all=True, append_images=images[1:], duration=duration, loop=0)
+    images[0].save(
+        buffer, format="GIF", save_all=True, append_images=images[1:], duration=duration, loop=0
+    )
     return buffer.getvalue()
 
 
@@ -54,7 +58,8 @@ def write_mp4(path: Path, frames: Sequence[np.ndarray] | np.ndarray, fps: float)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.mp4")
     try:
-        with imageio.get_writer(tmp, fps=fps, codec="libx264", macro_block_size=8) as writer:
+        writer: Any = imageio.get_writer(tmp, fps=fps, codec="libx264", macro_block_size=8)
+        with writer:
             for frame in array:
                 writer.append_data(frame)
         atomic_write_bytes(path, tmp.read_bytes())
@@ -71,7 +76,9 @@ class Mp4Stream:
 
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._writer: Any = imageio.get_writer(self.path, fps=fps, codec="libx264", macro_block_size=8)
+        self._writer: Any = imageio.get_writer(
+            self.path, fps=fps, codec="libx264", macro_block_size=8
+        )
 
     def add(self, frame: np.ndarray) -> None:
         self._writer.append_data(_as_rgb(frame[None])[0])
@@ -96,13 +103,17 @@ def tensorboard_writer(logger: Any) -> Any:
     return None
 
 
-def add_gif_summary(writer: Any, tag: str, frames: Sequence[np.ndarray] | np.ndarray, step: int, fps: float) -> None:
+def add_gif_summary(
+    writer: Any, tag: str, frames: Sequence[np.ndarray] | np.ndarray, step: int, fps: float
+) -> None:
     """Write frames as an animated image summary (TensorBoard's video format)."""
     from tensorboard.compat.proto.summary_pb2 import Summary
 
     array = _as_rgb(frames)
     gif = encode_gif(array, fps=fps)
-    image = Summary.Image(height=array.shape[1], width=array.shape[2], colorspace=3, encoded_image_string=gif)
+    image = Summary.Image(
+        height=array.shape[1], width=array.shape[2], colorspace=3, encoded_image_string=gif
+    )
     summary = Summary(value=[Summary.Value(tag=tag, image=image)])
     writer._get_file_writer().add_summary(summary, step)
     writer.flush()

@@ -1,0 +1,91 @@
+"""Observation-wrapper commands: `metabonk bench tiles`, `metabonk bench predictors`, and the
+predictor trainer `predictor_command` (mounted as `metabonk train predictor` by cli/train.py,
+and available as `metabonk train-predictor`).
+
+Thin typer layer over `metabonk_gym.bench.wrappers_speed` and
+`metabonk_gym.training.predictor.train_predictor`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from metabonk_gym.cli.bench import _print, bench_app, console
+
+
+@bench_app.command("tiles")
+def bench_tiles(
+    env_id: str = typer.Argument("MetaBonk/BonkQuest-v0", help="GBA env id to measure."),
+    steps: int = typer.Option(2000, help="Env steps (each timed: env, VRAM tokens, pixel tokens)."),
+    seed: int = typer.Option(0, help="Reset seed and policy seed."),
+    out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+) -> None:
+    """TileTokens cost per step (VRAM and pixel paths) as ratios to the env step."""
+    from metabonk_gym.bench.wrappers_speed import run_tiles
+
+    _print(f"metabonk bench tiles {env_id}", run_tiles(env_id, steps=steps, seed=seed), out)
+
+
+@bench_app.command("predictors")
+def bench_predictors(
+    env_ids: list[str] = typer.Argument(None, help="Env ids (default: BonkQuest and BonkArena)."),
+    episodes: int = typer.Option(2, help="Held-out episodes per env."),
+    steps: int = typer.Option(300, help="Steps per episode."),
+    model: Path | None = typer.Option(
+        None, help="A learned predictor (from `metabonk train predictor`)."
+    ),
+    train_seconds: float = typer.Option(
+        0.0,
+        help="Without --model: train a learned predictor for this long first (0: leave it out).",
+    ),
+    out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+) -> None:
+    """PSNR / SSIM at t+1..t+3 of each predictor vs `copy` on held-out episodes, and cost per step."""
+    from metabonk_gym.bench.wrappers_speed import DEFAULT_ENVS, run_predictors
+
+    result = run_predictors(
+        tuple(env_ids) if env_ids else DEFAULT_ENVS,
+        episodes=episodes,
+        steps=steps,
+        model=model,
+        train_seconds=train_seconds,
+        log=console.print,
+    )
+    _print("metabonk bench predictors", result, out)
+
+
+def predictor_command(
+    out: Path = typer.Option(Path("predictor.pt"), help="Where to write the model."),
+    env_ids: list[str] = typer.Option(
+        None, "--env", help="Env ids to record (repeat; default both bundled games)."
+    ),
+    episodes: int = typer.Option(3, help="Recorded episodes per env."),
+    steps: int = typer.Option(300, help="Steps per episode."),
+    iterations: int = typer.Option(1500, help="Training iterations at most."),
+    time_limit: float = typer.Option(180.0, help="Seconds of training at most."),
+    batch_size: int = typer.Option(16, help="Crops per iteration."),
+    threads: int = typer.Option(1, help="Torch CPU threads."),
+    seed: int = typer.Option(0, help="Seed of the recorded episodes and of training."),
+) -> None:
+    """Train the learned frame predictor (a tiny conv net, CPU) on recorded episodes."""
+    from metabonk_gym.training.predictor import DEFAULT_ENVS, train_predictor
+
+    result = train_predictor(
+        out,
+        env_ids=tuple(env_ids) if env_ids else DEFAULT_ENVS,
+        episodes=episodes,
+        steps=steps,
+        iterations=iterations,
+        time_limit_s=time_limit,
+        batch_size=batch_size,
+        threads=threads,
+        seed=seed,
+        log=console.print,
+    )
+    _print("metabonk train predictor", result, None)
+
+
+def register(app: typer.Typer) -> None:
+    # the bench commands joined bench_app when this module was imported
+    app.command("train-predictor")(predictor_command)

@@ -1,0 +1,164 @@
+"""`metabonk play` and `metabonk record`: an agent or a human plays; optionally into a Minari dataset.
+
+Thin typer layer over `metabonk_gym.training.record.play` / `record`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from metabonk_gym.cli.train import guarded, overrides_from, parse_agent_options
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+AGENT_HELP = (
+    "human (a window, keyboard), random, scripted (the game's expert), think, or a model PATH.zip."
+)
+
+
+def _key_map() -> Table:
+    from metabonk_gym.experts.human import KEY_MAP
+
+    table = Table(title="keys")
+    table.add_column("key")
+    table.add_column("GBA button")
+    for key, button in KEY_MAP.items():
+        table.add_row(key, button)
+    table.add_row("ESC / close window", "quit (the current episode ends)")
+    return table
+
+
+def _report(result: Any) -> None:
+    table = Table(title="episodes")
+    for column in ("episode", "seed", "return", "length", "won", "ended"):
+        table.add_column(column)
+    for e in result.episodes:
+        ended = "stopped" if e.stopped else ("terminated" if e.terminated else "time limit")
+        table.add_row(
+            str(e.index), str(e.seed), f"{e.ret:.2f}", str(e.length), str(e.success), ended
+        )
+    console.print(table)
+    for message in result.messages:
+        console.print(message)
+
+
+def play_command(
+    env_id: str = typer.Argument(
+        ..., help="Env id, e.g. MetaBonk/BonkQuest-v0 (see `metabonk list`)."
+    ),
+    agent: str = typer.Option("human", help=AGENT_HELP),
+    episodes: int = typer.Option(1, help="Episodes to play."),
+    seed: int = typer.Option(0, help="Reset seed of the first episode (then +1 each)."),
+    state: str | None = typer.Option(
+        None, help="Start state (e.g. start, room1, wave3 or a .state file)."
+    ),
+    reward: str | None = typer.Option(None, help="Reward preset or file."),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Episode step limit."),
+    config: Path | None = typer.Option(None, "--config", help="Config file (env keys)."),
+    record_to: str | None = typer.Option(
+        None, "--record", help="Record into this new Minari dataset id."
+    ),
+    window: bool | None = typer.Option(
+        None, "--window/--no-window", help="Show the game (default: only for human)."
+    ),
+    agent_opt: list[str] | None = typer.Option(
+        None, "--agent-opt", help="KEY=VALUE for the agent (think: model_path=M.gguf)."
+    ),
+    model: str | None = typer.Option(
+        None, "--model", help="think: the strategist (M.gguf, policy.pt or oracle)."
+    ),
+    mmproj: Path | None = typer.Option(None, "--mmproj", help="think: the vision projector GGUF."),
+    set_options: list[str] | None = typer.Option(
+        None, "--set", help="Any config key: --set obs_type=rgb."
+    ),
+) -> None:
+    """Play ENV: a human in a window (the key map is shown), or an agent, headless or watched."""
+    from metabonk_gym.training.record import play
+
+    agent_kwargs = parse_agent_options(agent_opt)
+    if model is not None:
+        agent_kwargs["model_path"] = model
+    if mmproj is not None:
+        agent_kwargs["mmproj_path"] = str(mmproj)
+
+    if agent == "human":
+        console.print(_key_map())
+    flags = overrides_from(set_options, state=state, reward=reward, max_episode_steps=max_steps)
+    result = guarded(
+        lambda: play(
+            env_id,
+            agent,
+            episodes=episodes,
+            seed=seed,
+            dataset_id=record_to,
+            config_file=config,
+            overrides=flags,
+            window=window,
+            agent_kwargs=agent_kwargs,
+        )
+    )
+    _report(result)
+
+
+def record_command(
+    env_id: str = typer.Argument(..., help="Env id."),
+    dataset: str = typer.Option(
+        ..., "--dataset", help="New Minari dataset id, e.g. metabonk/quest-expert-v0."
+    ),
+    agent: str = typer.Option("scripted", help=AGENT_HELP),
+    episodes: int = typer.Option(10, help="Episodes to record."),
+    seed: int = typer.Option(0, help="Reset seed of the first episode (then +1 each)."),
+    state: str | None = typer.Option(None, help="Start state."),
+    reward: str | None = typer.Option(None, help="Reward preset or file (stored rewards)."),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Episode step limit."),
+    obs_type: str | None = typer.Option(
+        None, "--obs-type", help="rgb or grayscale (default: the training config's)."
+    ),
+    downscale: int | None = typer.Option(
+        None, help="1, 2, 4 or 8 (default: the training config's)."
+    ),
+    config: Path | None = typer.Option(None, "--config", help="Config file (env keys)."),
+    window: bool = typer.Option(False, "--window/--no-window", help="Watch while recording."),
+    noise: float = typer.Option(
+        0.0, help="Fraction of random actions (DART; BC learns the agent's own choices)."
+    ),
+    agent_opt: list[str] | None = typer.Option(
+        None, "--agent-opt", help="KEY=VALUE for the agent."
+    ),
+    set_options: list[str] | None = typer.Option(None, "--set", help="Any config key."),
+) -> None:
+    """Record demonstrations as a Minari dataset (observations, actions, rewards, ends, infos)."""
+    from metabonk_gym.training.record import record
+
+    flags = overrides_from(
+        set_options,
+        state=state,
+        reward=reward,
+        max_episode_steps=max_steps,
+        obs_type=obs_type,
+        downscale=downscale,
+    )
+    result = guarded(
+        lambda: record(
+            env_id,
+            agent,
+            dataset,
+            episodes=episodes,
+            seed=seed,
+            config_file=config,
+            overrides=flags,
+            window=window,
+            agent_kwargs=parse_agent_options(agent_opt),
+            noise=noise,
+        )
+    )
+    _report(result)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("play")(play_command)
+    app.command("record")(record_command)

@@ -1,0 +1,419 @@
+"""`metabonk train ppo|bc|config`, `metabonk curriculum` and `metabonk eval`.
+
+A thin typer layer: each command parses flags into config overrides and calls the library
+function research code can call too (`metabonk_gym.training`). Errors in the input print one line
+that names the problem and the fix (exit code 2) and leave run directories untouched; Ctrl-C
+during training saves a checkpoint and exits with 130.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+T = TypeVar("T")
+
+train_app = typer.Typer(
+    help="Train agents on MetaBonk envs: PPO, behavioural cloning; watch them in TensorBoard.",
+    no_args_is_help=True,
+)
+
+
+def _interrupt_on_sigterm() -> Any:
+    """SIGTERM (a scheduler stopping the job, `kill PID`) acts like Ctrl-C: checkpoint, then exit."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def guarded(fn: Callable[[], T]) -> T:
+    """Run `fn`, turning the package's input errors into a one-line message and exit code 2."""
+    import signal
+
+    from metabonk_gym.errors import MetabonkError
+
+    previous = _interrupt_on_sigterm()
+    try:
+        return fn()
+    except MetabonkError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def overrides_from(set_options: list[str] | None, **flags: Any) -> dict[str, Any]:
+    """Config overrides from explicit flags (None = not given) and `--set KEY=VALUE`."""
+    from metabonk_gym.training.config import parse_set_options
+
+    out = {k: v for k, v in flags.items() if v is not None}
+    out.update(guarded(lambda: parse_set_options(set_options)))
+    return out
+
+
+def _print_result(result: Any, as_json: bool) -> None:
+    data = result.to_dict()
+    if as_json:
+        console.print_json(json.dumps(data, default=str))
+        return
+    table = Table(title="result", show_header=False)
+    for key in ("run_dir", "model_path", "num_timesteps", "episodes", "win_rate", "mean_return"):
+        if data.get(key) is not None:
+            value = data[key]
+            table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    for key, value in (data.get("extra") or {}).items():
+        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    console.print(table)
+    if data.get("run_dir"):
+        console.print(f"TensorBoard: tensorboard --logdir {Path(data['run_dir']) / 'tensorboard'}")
+
+
+def _finish(result: Any, as_json: bool) -> None:
+    _print_result(result, as_json)
+    if getattr(result, "interrupted", False):
+        err_console.print("interrupted: checkpoint and model.zip saved; continue with --resume")
+        raise typer.Exit(130)
+
+
+SET_HELP = "Any config key, repeatable: --set gamma=0.98 --set net_arch='[64,64]'."
+
+
+@train_app.command("ppo")
+def ppo_command(
+    env_id: str = typer.Argument(
+        ..., help="Env id, e.g. MetaBonk/BonkQuest-v0 (see `metabonk list`)."
+    ),
+    run_dir: Path = typer.Option(
+        ..., "--run-dir", help="Run directory (TensorBoard, checkpoints, model.zip)."
+    ),
+    total_steps: int | None = typer.Option(
+        None, "--total-steps", help="Env steps in total (all envs)."
+    ),
+    n_envs: int | None = typer.Option(
+        None, "--n-envs", help="Envs stepped in parallel (one process each)."
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", help="YAML/TOML config (flat keys or per-env sections)."
+    ),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue the run in --run-dir (same curves and step count)."
+    ),
+    init_from: Path | None = typer.Option(
+        None, "--init-from", help="Start from this model's policy (e.g. BC's model.zip)."
+    ),
+    reward: str | None = typer.Option(
+        None,
+        help="Reward preset (default, explore, sparse, room1, ...) or a .json/.yaml/.toml file.",
+    ),
+    state: str | None = typer.Option(None, help="Start state (named start or .state file)."),
+    seed: int | None = typer.Option(None, help="Random seed."),
+    checkpoint_every: int | None = typer.Option(
+        None, "--checkpoint-every", help="Steps between checkpoints."
+    ),
+    video_every: int | None = typer.Option(
+        None, "--video-every", help="Steps between episode videos (0: none)."
+    ),
+    set_options: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """PPO (stable-baselines3) on subprocess envs with Atari-style preprocessing.
+
+    Writes DIR/tensorboard/, DIR/checkpoints/, DIR/videos/ and DIR/model.zip.
+    """
+    from metabonk_gym.training.ppo import train_ppo
+
+    flags = overrides_from(
+        set_options,
+        total_steps=total_steps,
+        n_envs=n_envs,
+        reward=reward,
+        state=state,
+        seed=seed,
+        checkpoint_every=checkpoint_every,
+        video_every=video_every,
+    )
+    result = guarded(
+        lambda: train_ppo(
+            env_id,
+            run_dir,
+            config_file=config,
+            overrides=flags,
+            resume=resume,
+            init_from=init_from,
+            progress=progress,
+        )
+    )
+    _finish(result, as_json)
+
+
+@train_app.command("bc")
+def bc_command(
+    env_id: str = typer.Argument(..., help="Env id the dataset was recorded on."),
+    dataset: str = typer.Option(
+        ..., "--dataset", help="Minari dataset id (from `metabonk record`)."
+    ),
+    run_dir: Path = typer.Option(..., "--run-dir", help="Run directory (TensorBoard, model.zip)."),
+    config: Path | None = typer.Option(
+        None, "--config", help="YAML/TOML config (the same as for `train ppo`)."
+    ),
+    epochs: int | None = typer.Option(None, help="Passes over the dataset."),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Minibatch size."),
+    lr: float | None = typer.Option(None, "--lr", help="Adam learning rate."),
+    set_options: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Behavioural cloning into the PPO policy class; fine-tune with `train ppo --init-from DIR/model.zip`."""
+    from metabonk_gym.training.bc import train_bc
+
+    flags = overrides_from(
+        set_options, bc_epochs=epochs, bc_batch_size=batch_size, bc_learning_rate=lr
+    )
+    result = guarded(
+        lambda: train_bc(
+            env_id, dataset, run_dir, config_file=config, overrides=flags, progress=progress
+        )
+    )
+    _finish(result, as_json)
+
+
+@train_app.command("config")
+def config_command(
+    env_id: str = typer.Argument(..., help="Env id."),
+    config: Path | None = typer.Option(None, "--config", help="A config file to merge in."),
+    set_options: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
+) -> None:
+    """Print the effective training config (defaults < file < flags) as YAML."""
+    from metabonk_gym.training.config import config_to_yaml, resolve_config
+
+    flags = overrides_from(set_options)
+    cfg = guarded(lambda: resolve_config(env_id, config, flags))
+    typer.echo(config_to_yaml(cfg), nl=False)
+
+
+def curriculum_command(
+    env_id: str = typer.Argument(..., help="Env id."),
+    run_dir: Path = typer.Option(..., "--run-dir", help="Run directory."),
+    plan: Path | None = typer.Option(
+        None, "--plan", help="Plan file (stages with promotion rules)."
+    ),
+    swarm: bool = typer.Option(
+        False, "--swarm", help="Swarm mode: milestone states become every env's start."
+    ),
+    milestone: str | None = typer.Option(
+        None, help="Swarm milestone variable (default: rooms_visited / level)."
+    ),
+    total_steps: int | None = typer.Option(
+        None, "--total-steps", help="Swarm mode: env steps in total."
+    ),
+    n_envs: int | None = typer.Option(None, "--n-envs", help="Envs stepped in parallel."),
+    config: Path | None = typer.Option(None, "--config", help="YAML/TOML training config."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the curriculum in --run-dir."),
+    set_options: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """PPO through a plan of savestates / seeded variants with promotion rules (or --swarm)."""
+    from metabonk_gym.training.curriculum import run_curriculum
+    from metabonk_gym.training.errors import ConfigError
+
+    if plan is None and not swarm:
+        err_console.print("[bold red]error:[/] pass --plan PLAN.yaml, or --swarm")
+        raise typer.Exit(2)
+    flags = overrides_from(set_options, n_envs=n_envs, total_steps=total_steps)
+
+    def go() -> Any:
+        if plan is not None and not plan.exists():
+            raise ConfigError(f"plan file not found: {plan}")
+        return run_curriculum(
+            env_id,
+            plan if plan is not None else {"swarm": {}},
+            run_dir,
+            config_file=config,
+            overrides=flags,
+            swarm=swarm,
+            milestone=milestone,
+            resume=resume,
+            progress=progress,
+        )
+
+    result = guarded(go)
+    if not as_json and result.stages:
+        table = Table(title="stages")
+        for column in ("stage", "promoted", "steps", "episodes", "win rate", "mean return"):
+            table.add_column(column)
+        for s in result.stages:
+            table.add_row(
+                s["name"],
+                str(s["promoted"]),
+                str(s["steps"]),
+                str(s["episodes"]),
+                "-" if s["win_rate"] is None else f"{s['win_rate']:.2f}",
+                "-" if s["mean_return"] is None else f"{s['mean_return']:.2f}",
+            )
+        console.print(table)
+    _finish(result, as_json)
+
+
+def eval_command(
+    env_id: str = typer.Argument(..., help="Env id."),
+    model: str = typer.Argument(
+        ..., help="A model PATH.zip, or an agent: scripted, random, think."
+    ),
+    episodes: int = typer.Option(10, help="Episodes (episode i is reset with seed SEED+i)."),
+    seed: int = typer.Option(0, help="First reset seed."),
+    out: Path | None = typer.Option(None, "--out", help="Write the report JSON here."),
+    video: Path | None = typer.Option(
+        None, "--video", help="Write best.mp4 and worst.mp4 into this folder."
+    ),
+    ladder: Path | None = typer.Option(
+        None, "--ladder", help="Add the result to this ranking file (.json)."
+    ),
+    state: str | None = typer.Option(None, help="Start state (default: the model's)."),
+    reward: str | None = typer.Option(None, help="Reward (default: the model's)."),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Episode step limit."),
+    config: Path | None = typer.Option(
+        None, "--config", help="Config file (for non-model agents)."
+    ),
+    agent_opt: list[str] | None = typer.Option(
+        None, "--agent-opt", help="KEY=VALUE for the agent (think: model_path=M.gguf)."
+    ),
+    deterministic: bool = typer.Option(
+        False,
+        "--deterministic/--stochastic",
+        help="Models: always take the most likely action, or sample (seeded per episode).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON."),
+) -> None:
+    """Evaluate a model or agent on fixed seeds: mean/std return, win rate, final game variables."""
+    from metabonk_gym.training.evaluate import evaluate, read_ladder
+
+    flags = overrides_from(None, state=state, reward=reward, max_episode_steps=max_steps)
+    report = guarded(
+        lambda: evaluate(
+            env_id,
+            model,
+            episodes=episodes,
+            seed=seed,
+            config_file=config,
+            overrides=flags,
+            out=out,
+            video_dir=video,
+            ladder=ladder,
+            agent_kwargs=parse_agent_options(agent_opt),
+            deterministic=deterministic,
+        )
+    )
+    if as_json:
+        console.print_json(json.dumps(report, default=str))
+        return
+    table = Table(title=f"eval {model} on {env_id}")
+    for column in ("episode", "seed", "return", "length", "won"):
+        table.add_column(column)
+    for e in report["episodes"]:
+        table.add_row(
+            str(e["index"]), str(e["seed"]), f"{e['return']:.2f}", str(e["length"]), str(e["won"])
+        )
+    console.print(table)
+    console.print(
+        f"mean return {report['mean_return']:.3f} ± {report['std_return']:.3f}, win rate {report['win_rate']:.2f}"
+    )
+    for label in ("best", "worst"):
+        if label in report.get("videos", {}):
+            console.print(f"{label} episode video: {report['videos'][label]}")
+    if out is not None:
+        console.print(f"report: {out}")
+    if ladder is not None:
+        ranking = Table(title=f"ladder {ladder}")
+        for column in ("rank", "agent", "state", "episodes", "win rate", "mean return"):
+            ranking.add_column(column)
+        for rank, entry in enumerate(read_ladder(ladder), start=1):
+            ranking.add_row(
+                str(rank),
+                str(entry["agent"]),
+                str(entry.get("state")),
+                str(entry["episodes"]),
+                f"{entry['win_rate']:.2f}",
+                f"{entry['mean_return']:.2f}",
+            )
+        console.print(ranking)
+
+
+def parse_agent_options(items: list[str] | None) -> dict[str, Any]:
+    """`--agent-opt KEY=VALUE` (YAML values) as keyword arguments for the agent's factory."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            err_console.print(f"[bold red]error:[/] --agent-opt takes KEY=VALUE, not {item!r}")
+            raise typer.Exit(2)
+        out[key.strip()] = yaml.safe_load(raw)
+    return out
+
+
+def bench_learning(
+    parts: list[str] = typer.Argument(
+        None, help="ppo-room1, bc-room1, arena (default: the first two)."
+    ),
+    out: Path = typer.Option(Path("runs/proof"), help="Folder of the runs (they resume)."),
+    steps: int | None = typer.Option(None, help="Env steps (default: each part's target)."),
+) -> None:
+    """Proof that it learns: PPO on room1, BC vs the expert, PPO vs random on BonkArena."""
+    from metabonk_gym.training.proof import PARTS
+
+    chosen = parts or ["ppo-room1", "bc-room1"]
+    unknown = [p for p in chosen if p not in PARTS]
+    if unknown:
+        err_console.print(
+            f"[bold red]error:[/] unknown part(s) {unknown}; choose from {', '.join(PARTS)}"
+        )
+        raise typer.Exit(2)
+    results: dict[str, Any] = {}
+    for part in chosen:
+        kwargs: dict[str, Any] = {}
+        if steps is not None:
+            kwargs["finetune_steps" if part == "bc-room1" else "total_steps"] = steps
+        results[part] = guarded(partial(PARTS[part], out, **kwargs))
+    console.print_json(json.dumps(results, default=str))
+
+
+def _mount_predictor() -> None:
+    """`metabonk train predictor` lives in cli/observe.py (another command group) when present."""
+    name = "metabonk_gym.cli.observe"
+    if importlib.util.find_spec(name) is None:
+        return
+    command = getattr(importlib.import_module(name), "predictor_command", None)
+    if command is not None:
+        train_app.command("predictor")(command)
+
+
+def register(app: typer.Typer) -> None:
+    from metabonk_gym.cli.bench import bench_app
+
+    bench_app.command("learning")(bench_learning)
+    _mount_predictor()
+    app.add_typer(train_app, name="train")
+    app.command("curriculum")(curriculum_command)
+    app.command("eval")(eval_command)

@@ -1,0 +1,229 @@
+"""Benchmarks of the observation wrappers: tokenizer cost against the env step, and frame
+predictors' quality against `copy` (`metabonk bench tiles`, `metabonk bench predictors`).
+
+Tiles: one env, each step timed three ways in turn (the env step, then the VRAM path and the
+pixel path on the frame it produced), so machine noise hits all alike; medians are reported,
+as ratios to the env step (and in ms, against the issue's budgets: 0.3 ms VRAM, 2 ms pixels).
+
+Predictors: held-out episodes of both games (seeds no training run uses) under the sticky
+random policy; every predictor sees the same frames; PSNR (from the mean squared error over all
+predicted frames) and SSIM (mean) at t+1..t+3 against the real frames, as differences and
+ratios to `copy`; cost per step (update + predict) as a ratio to `copy`'s and to the env step.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metabonk_gym.training.predictor import DEFAULT_ENVS, _n_actions, record_episode, sticky_actions
+
+#: Seeds of held-out episodes: training uses seed .. seed + episodes and 10_000 + i.
+HELDOUT_SEED = 20_000
+TILE_BUDGET_MS = {"vram": 0.3, "pixels": 2.0}
+
+
+def run_tiles(
+    env_id: str = "MetaBonk/BonkQuest-v0", steps: int = 2000, seed: int = 0
+) -> dict[str, Any]:
+    """Per-step cost of `TileTokens` (VRAM and pixel paths) against the env step."""
+    import gymnasium as gym
+
+    import metabonk_gym  # noqa: F401
+    from metabonk_gym.wrappers.tile_tokens import TileTokens
+
+    env = gym.make(env_id)
+    try:
+        vram = TileTokens(env, source="vram")
+        pixel = TileTokens(env, source="pixels")
+        obs, _ = env.reset(seed=seed)
+        actions = sticky_actions(np.random.default_rng(seed), _n_actions(env), steps)
+        t_env, t_vram, t_pix = [], [], []
+        clock = time.perf_counter
+        for i, action in enumerate(actions):
+            a = clock()
+            obs, _, terminated, truncated, _ = env.step(int(action))
+            b = clock()
+            vram.observation(obs)
+            c = clock()
+            pixel.observation(obs)
+            d = clock()
+            if i >= 20:  # warm caches
+                t_env.append(b - a)
+                t_vram.append(c - b)
+                t_pix.append(d - c)
+            if terminated or truncated:
+                env.reset()
+        assert pixel.tokenizer is not None
+        vocabulary = len(pixel.tokenizer)
+    finally:
+        env.close()
+    env_ms = statistics.median(t_env) * 1e3
+    vram_ms = statistics.median(t_vram) * 1e3
+    pix_ms = statistics.median(t_pix) * 1e3
+    return {
+        "env_id": env_id,
+        "steps": len(t_env),
+        "env_step_ms": env_ms,
+        "vram_ms": vram_ms,
+        "pixels_ms": pix_ms,
+        "vram_vs_env_step": vram_ms / env_ms,
+        "pixels_vs_env_step": pix_ms / env_ms,
+        "vram_p95_vs_env_step": float(np.percentile(t_vram, 95)) / statistics.median(t_env),
+        "vram_within_0.3ms": vram_ms <= TILE_BUDGET_MS["vram"],
+        "pixels_within_2ms": pix_ms <= TILE_BUDGET_MS["pixels"],
+        "pixel_vocabulary": vocabulary,
+    }
+
+
+def _env_step_ms(env_id: str, steps: int = 300) -> float:
+    import gymnasium as gym
+
+    import metabonk_gym  # noqa: F401
+
+    env = gym.make(env_id)
+    try:
+        env.reset(seed=0)
+        times = []
+        for action in sticky_actions(np.random.default_rng(0), _n_actions(env), steps):
+            start = time.perf_counter()
+            _, _, terminated, truncated, _ = env.step(int(action))
+            times.append(time.perf_counter() - start)
+            if terminated or truncated:
+                env.reset()
+        return statistics.median(times) * 1e3
+    finally:
+        env.close()
+
+
+def evaluate_predictors(
+    episodes: Sequence[np.ndarray],
+    predictors: dict[str, Callable[[], Any]],
+    horizon: int = 3,
+    ssim_every: int = 5,
+) -> dict[str, dict[str, Any]]:
+    """PSNR / SSIM per horizon and seconds per step of each predictor over `episodes`."""
+    from metabonk_gym.wrappers.frame_metrics import ssim
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, factory in predictors.items():
+        sq_err = np.zeros(horizon)
+        count = 0
+        ssims: list[list[float]] = [[] for _ in range(horizon)]
+        seconds = 0.0
+        calls = 0
+        for episode in episodes:
+            predictor = factory()
+            predictor.reset()
+            for t in range(len(episode) - horizon):
+                start = time.perf_counter()
+                predictor.update(episode[t])
+                pred = predictor.predict(horizon)
+                seconds += time.perf_counter() - start
+                calls += 1
+                if t < 2:  # every predictor has its context
+                    continue
+                for k in range(horizon):
+                    real = episode[t + 1 + k]
+                    sq_err[k] += float(np.mean((pred[k].astype(np.float64) - real) ** 2))
+                    if t % ssim_every == 0:
+                        ssims[k].append(ssim(pred[k], real))
+                count += 1
+        mse = sq_err / max(count, 1)
+        out[name] = {
+            "psnr": [float(10 * np.log10(255.0**2 / max(m, 1e-10))) for m in mse],
+            "ssim": [float(np.mean(s)) if s else float("nan") for s in ssims],
+            "ms_per_step": seconds / max(calls, 1) * 1e3,
+            "frames": count,
+        }
+    return out
+
+
+def run_predictors(
+    env_ids: Sequence[str] = DEFAULT_ENVS,
+    episodes: int = 2,
+    steps: int = 300,
+    model: str | Path | None = None,
+    train_seconds: float = 0.0,
+    seed: int = HELDOUT_SEED,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Score copy / linear / flow (and learned, given `model` or `train_seconds > 0`) on held-out
+    episodes of each env. Flat figures: `<game>_<predictor>_psnr_t<k>`, `..._vs_copy_db`, ..."""
+    from metabonk_gym.wrappers.predictors import (
+        CopyPredictor,
+        FlowPredictor,
+        LearnedPredictor,
+        LinearPredictor,
+    )
+
+    log = log or (lambda _msg: None)
+    factories: dict[str, Callable[[], Any]] = {
+        "copy": CopyPredictor,
+        "linear": LinearPredictor,
+        "flow": FlowPredictor,
+    }
+    result: dict[str, Any] = {}
+    if model is None and train_seconds > 0:
+        import tempfile
+
+        from metabonk_gym.training.predictor import train_predictor
+
+        model = Path(tempfile.mkdtemp(prefix="metabonk-predictor-")) / "predictor.pt"
+        log(f"training the learned predictor for up to {train_seconds:.0f} s")
+        trained = train_predictor(
+            model, env_ids=env_ids, time_limit_s=train_seconds, threads=1, log=log
+        )
+        result["learned_train_iterations"] = trained["iterations"]
+        result["learned_train_seconds"] = trained["train_seconds"]
+    if model is not None:
+        import torch
+
+        from metabonk_gym.wrappers.predictor_net import load_model
+
+        torch.set_num_threads(1)  # as in a subprocess env; more threads only contend on shared CPUs
+        net = load_model(model)
+        factories["learned"] = lambda: LearnedPredictor(model=net)
+    horizon = 3
+    for env_id in env_ids:
+        game = env_id.split("/")[-1].split("-")[0]
+        log(f"recording {episodes} held-out episode(s) of {env_id}")
+        eps = [record_episode(env_id, seed + i, steps) for i in range(episodes)]
+        step_ms = _env_step_ms(env_id)
+        scores = evaluate_predictors(eps, factories, horizon)
+        copy = scores["copy"]
+        result[f"{game}_env_step_ms"] = step_ms
+        result[f"{game}_frames"] = copy["frames"]
+        for name, s in scores.items():
+            for k in range(horizon):
+                result[f"{game}_{name}_psnr_t{k + 1}"] = s["psnr"][k]
+                result[f"{game}_{name}_ssim_t{k + 1}"] = s["ssim"][k]
+                if name != "copy":
+                    result[f"{game}_{name}_psnr_vs_copy_db_t{k + 1}"] = (
+                        s["psnr"][k] - copy["psnr"][k]
+                    )
+                    result[f"{game}_{name}_ssim_vs_copy_t{k + 1}"] = s["ssim"][k] / copy["ssim"][k]
+            result[f"{game}_{name}_ms_per_step"] = s["ms_per_step"]
+            result[f"{game}_{name}_cost_vs_env_step"] = s["ms_per_step"] / step_ms
+        others = [n for n in scores if n != "copy"]
+        best = max(others, key=lambda n: scores[n]["psnr"][0] + scores[n]["psnr"][horizon - 1])
+        result[f"{game}_best"] = best
+        result[f"{game}_best_beats_copy_t1"] = scores[best]["psnr"][0] > copy["psnr"][0]
+        result[f"{game}_best_beats_copy_t3"] = (
+            scores[best]["psnr"][horizon - 1] > copy["psnr"][horizon - 1]
+        )
+    return result
+
+
+def run(kind: str = "tiles", **kwargs: Any) -> dict[str, Any]:
+    """`run("tiles", env_id=..., steps=...)` or `run("predictors", episodes=..., model=...)`."""
+    if kind == "tiles":
+        return run_tiles(**kwargs)
+    if kind == "predictors":
+        return run_predictors(**kwargs)
+    raise ValueError(f"kind must be 'tiles' or 'predictors', not {kind!r}")

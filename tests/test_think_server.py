@@ -1,0 +1,207 @@
+"""The OpenAI-compatible backend: llama-cpp-python's real server on loopback, and failure paths
+against real sockets (a server that closes the connection, one that never answers, garbage)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from metabonk_gym.think.backends import (
+    MAX_RESPONSE_BYTES,
+    BackendError,
+    OpenAIBackend,
+    ThinkRequest,
+    ThinkTimeout,
+)
+from metabonk_gym.think.directive import parse_directive
+from metabonk_gym.think.games import adapter_for_name
+from metabonk_gym.think.prompts import PromptBuilder
+from metabonk_gym.think.serve import ServerProcess, free_port, server_command
+from metabonk_gym.think.strategist import ModelStrategist, deadline_result
+from metabonk_gym.think.testing import write_tiny_llama
+from metabonk_gym.think.view import GameView
+
+SPEC = adapter_for_name("BonkQuest").spec
+REQUEST = ThinkRequest("You are the strategist.", "Where now?", SPEC.schema(), max_tokens=200)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_llama(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
+
+
+def test_llama_cpp_python_server_gives_schema_valid_directives(tiny_model: Path) -> None:
+    with ServerProcess(tiny_model) as url:
+        assert url.startswith("http://127.0.0.1:")
+        backend = OpenAIBackend(url)
+        try:
+            for i in range(3):
+                request = ThinkRequest(REQUEST.system, f"state {i}", SPEC.schema(), max_tokens=200)
+                completion = backend.complete(request, time.monotonic() + 60)
+                d = parse_directive(completion.text, SPEC)
+                jsonschema.validate(
+                    {k: v for k, v in d.to_dict().items() if k not in ("source", "reason")},
+                    SPEC.schema(),
+                )
+                assert completion.prompt_tokens and completion.completion_tokens
+        finally:
+            backend.close()
+
+
+def test_server_command_binds_loopback_and_picks_the_vision_family(tmp_path: Path) -> None:
+    model, proj = tmp_path / "llava-v1.5-7b.gguf", tmp_path / "mmproj.gguf"
+    model.write_bytes(b"x")
+    proj.write_bytes(b"x")
+    cmd = server_command(model, proj, port=9999, n_gpu_layers=0)
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
+    assert cmd[cmd.index("--chat_format") + 1] == "llava-1-5"
+    assert cmd[cmd.index("--clip_model_path") + 1] == str(proj)
+    with pytest.raises(Exception, match="model file not found"):
+        server_command(tmp_path / "missing.gguf")
+
+
+# ---------------------------------------------------------------------- failure paths
+class _Quiet(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def _http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _reply(
+    content: str, status: int = 200, raw: bytes | None = None
+) -> type[BaseHTTPRequestHandler]:
+    class Handler(_Quiet):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = (
+                raw
+                if raw is not None
+                else json.dumps(
+                    {
+                        "choices": [{"message": {"role": "assistant", "content": content}}],
+                        "usage": {"prompt_tokens": 3},
+                    }
+                ).encode()
+            )
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler
+
+
+@pytest.fixture
+def closing_server() -> Iterator[str]:
+    """Accepts, reads the request, closes the connection without answering."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            conn.recv(65536)
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    stop.set()
+    thread.join()
+    listener.close()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """Accepts connections and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    listener.close()
+
+
+def test_a_server_that_closes_the_connection_is_a_backend_error(closing_server: str) -> None:
+    backend = OpenAIBackend(closing_server)
+    with pytest.raises(BackendError, match="closed the connection without a full answer"):
+        backend.complete(REQUEST, time.monotonic() + 5)
+    backend.close()
+
+
+def test_a_server_that_never_answers_times_out_on_time(silent_server: str) -> None:
+    backend = OpenAIBackend(silent_server)
+    started = time.monotonic()
+    with pytest.raises(ThinkTimeout):
+        backend.complete(REQUEST, started + 0.3)
+    assert time.monotonic() - started < 1.0
+    backend.close()
+
+
+def test_http_errors_and_malformed_bodies_are_backend_errors() -> None:
+    for handler, message in (
+        (_reply("", status=500, raw=b'{"error": "boom"}'), "answered HTTP 500"),
+        (_reply("", raw=b"<html>not json</html>"), "not a chat completion"),
+        (_reply("", raw=b'{"choices": []}'), "not a chat completion"),
+        (_reply("", raw=b"x" * (MAX_RESPONSE_BYTES + 10)), "more than"),
+    ):
+        with _http_server(handler) as url:
+            backend = OpenAIBackend(url)
+            with pytest.raises(BackendError, match=message):
+                backend.complete(REQUEST, time.monotonic() + 5)
+            backend.close()
+    backend = OpenAIBackend(f"http://127.0.0.1:{free_port()}")  # nobody listens
+    with pytest.raises(BackendError, match="failed"):
+        backend.complete(REQUEST, time.monotonic() + 5)
+    backend.close()
+
+
+def test_every_failure_becomes_a_counted_fallback_never_an_exception(
+    make_env, closing_server: str, silent_server: str
+) -> None:
+    env = make_env("MetaBonk/BonkQuest-v0")
+    obs, info = env.reset(seed=1)
+    view = GameView.capture(env, info, 0, obs)
+    adapter = adapter_for_name("BonkQuest")
+    builder = PromptBuilder(adapter, "rules")
+    cases = [(closing_server, "backend"), (silent_server, "timeout")]
+    with _http_server(_reply("I would go left, then up! {not json")) as url:
+        cases.append((url, "invalid"))
+        for base_url, category in cases:
+            strategist = ModelStrategist(OpenAIBackend(base_url), builder, timeout_s=0.5)
+            started = time.monotonic()
+            result = deadline_result(
+                strategist.request(view, [], "start"), adapter.spec, started, 0.5
+            )
+            assert time.monotonic() - started < 1.5
+            assert result.category == category, result.error
+            assert result.directive == adapter.spec.fallback(f"{category}: {result.error}")
+            if category == "invalid":
+                assert result.raw == "I would go left, then up! {not json"
+            strategist.close()

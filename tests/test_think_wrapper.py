@@ -1,0 +1,285 @@
+"""`PauseToThink`: triggers, pause and async modes, timeouts, info, observations, decision log."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from metabonk_gym.wrappers import PauseToThink
+
+from metabonk_gym.think.directive import Directive
+from metabonk_gym.think.follower import make_follower
+from metabonk_gym.think.oracle import quest_advice
+from metabonk_gym.think.prompts import HistoryItem
+from metabonk_gym.think.strategist import Strategist, ThinkResult
+from metabonk_gym.think.testing import write_tiny_llama
+from metabonk_gym.think.view import GameView
+
+
+class SlowOracle(Strategist):
+    """The oracle's advice after `delay_s` seconds, from a worker thread (like a real model)."""
+
+    name = "slow-oracle"
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+        self.pool = cf.ThreadPoolExecutor(1)
+        self.asked: list[str] = []
+
+    def request(
+        self, view: GameView, history: Sequence[HistoryItem], trigger: str, note: str | None = None
+    ) -> cf.Future[ThinkResult]:
+        self.asked.append(trigger)
+
+        def answer() -> ThinkResult:
+            time.sleep(self.delay_s)
+            return ThinkResult(quest_advice(view), self.delay_s)
+
+        return self.pool.submit(answer)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def play(env: PauseToThink, steps: int, seed: int = 0) -> tuple[list[dict], dict]:
+    """Drive the wrapped env with the follower acting on info["directive"]."""
+    follower = make_follower(env)
+    obs, info = env.reset(seed=seed)
+    infos = [info]
+    for i in range(steps):
+        view = GameView.capture(env, info, i, obs)
+        directive = Directive(**info["directive"])
+        obs, _, terminated, truncated, info = env.step(follower.act(view, directive))
+        infos.append(info)
+        if terminated or truncated:
+            break
+    return infos, info
+
+
+def test_oracle_directives_win_bonkquest_through_the_wrapper(make_env, tmp_path: Path) -> None:
+    env = PauseToThink(
+        make_env("MetaBonk/BonkQuest-v0"), backend="oracle", log_dir=tmp_path / "log"
+    )
+    infos, last = play(env, 1200)
+    assert last["won"] == 1
+    think = last["think"]
+    assert think["calls"] >= 8 and think["fallbacks"] == 0 and think["last_error"] is None
+    assert think["success_rate"] is not None and think["success_rate"] > 0.8
+    assert {"calls", "fallbacks", "last_latency_s", "last_error"} <= set(think)
+    env.close()
+    lines = [json.loads(x) for x in (tmp_path / "log" / "decisions.jsonl").read_text().splitlines()]
+    calls = [x for x in lines if x["type"] == "call"]
+    outcomes = [x for x in lines if x["type"] == "outcome"]
+    assert lines[0]["type"] == "meta" and "BonkQuest" in lines[0]["system_prompt"]
+    assert len(calls) == think["calls"] and len(outcomes) == len(calls)  # closing ends the last one
+    assert {"start", "new_room"} <= {c["trigger"] for c in calls}
+    assert all((tmp_path / "log" / c["frame"]).is_file() for c in calls)
+    done = [o for o in outcomes if o["status"] == "done"]
+    assert done and any(o["reward"] > 0 for o in done)
+
+
+def test_observation_space_and_info(make_env) -> None:
+    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), backend="oracle")
+    assert isinstance(env.observation_space, gym.spaces.Dict)
+    obs, info = env.reset(seed=4)
+    assert env.observation_space.contains(obs)
+    assert obs["directive"][env.adapter.spec.actions.index(info["directive"]["action"])] == 1.0
+    obs, *_, info = env.step(0)
+    assert env.observation_space.contains(obs)
+    assert info["directive"]["source"] == "oracle"
+    assert env.spec is not None  # RecordConstructorArgs makes the wrapper spec serialisable
+    env.close()
+    plain = PauseToThink(
+        make_env("MetaBonk/BonkQuest-v0"), backend="oracle", directive_in_obs=False
+    )
+    obs, _ = plain.reset(seed=0)
+    assert isinstance(obs, np.ndarray)
+    plain.close()
+
+
+def test_stacks_on_dict_observation_wrappers(make_env) -> None:
+    from metabonk_gym.wrappers import TileTokens
+
+    env = PauseToThink(TileTokens(make_env("MetaBonk/BonkQuest-v0")), backend="oracle")
+    obs, info = env.reset(seed=0)
+    assert "directive" in obs and set(obs) - {"directive"} == set(env.env.observation_space.spaces)
+    assert env.observation_space.contains(obs)
+    env.close()
+
+
+def test_pause_mode_never_waits_longer_than_timeout(make_env) -> None:
+    slow = SlowOracle(delay_s=2.0)
+    env = PauseToThink(
+        make_env("MetaBonk/BonkQuest-v0"), backend=slow, timeout_s=0.3, cooldown_steps=2
+    )
+    started = time.monotonic()
+    _, info = env.reset(seed=0)
+    assert time.monotonic() - started < 1.0
+    assert info["directive"]["source"] == "fallback"
+    assert info["think"]["fallback_reasons"] == {"timeout": 1}
+    assert "no answer within 0.3 s" in info["think"]["last_error"]
+    worst = 0.0
+    for _ in range(30):
+        t0 = time.monotonic()
+        *_, info = env.step(0)
+        worst = max(worst, time.monotonic() - t0)
+    assert worst < 0.8  # each step waits at most timeout_s for a new directive
+    assert info["think"]["fallbacks"] == info["think"]["calls"] >= 2
+    env.close()
+
+
+def test_async_mode_keeps_stepping_and_records_the_delay_in_frames(make_env) -> None:
+    slow = SlowOracle(delay_s=0.25)
+    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), backend=slow, mode="async", timeout_s=5)
+    obs, info = env.reset(seed=0)
+    assert info["think"]["pending"] and info["directive"]["source"] == "fallback"
+    worst, steps = 0.0, 0
+    while info["directive"]["source"] != "oracle":
+        t0 = time.monotonic()
+        obs, _, _, _, info = env.step(0)
+        worst = max(worst, time.monotonic() - t0)
+        steps += 1
+        time.sleep(0.005)
+        assert steps < 2000
+    assert worst < 0.1  # the game never waited for the model
+    assert info["think"]["latency_frames_p50"] == steps * 4  # frameskip 4
+    assert info["think"]["calls"] == 1 and info["think"]["fallbacks"] == 0
+    env.close()
+
+
+def test_periodic_trigger_and_cooldown(make_env) -> None:
+    slow = SlowOracle(delay_s=0.0)
+    env = PauseToThink(
+        make_env("MetaBonk/BonkQuest-v0"), backend=slow, think_every=10, cooldown_steps=10
+    )
+    env.reset(seed=0)
+    for _ in range(50):
+        env.step(0)  # standing still: the oracle's directive never completes
+    assert slow.asked[0] == "start" and slow.asked.count("periodic") == 5
+    env.close()
+
+
+def test_tiny_gguf_end_to_end_in_the_wrapper(make_env, tmp_path: Path) -> None:
+    model = write_tiny_llama(tmp_path / "tiny.gguf")
+    env = PauseToThink(
+        make_env("MetaBonk/BonkQuest-v0"),
+        backend="llama_cpp",
+        model_path=model,
+        game_card="Pick up the key, open the door.",
+        timeout_s=60,
+        log_dir=tmp_path / "log",
+    )
+    _, info = env.reset(seed=0)
+    assert info["think"]["calls"] == 1 and info["think"]["fallbacks"] == 0, info["think"][
+        "last_error"
+    ]
+    assert info["directive"]["source"] == "model"
+    for _ in range(6):
+        *_, info = env.step(0)
+    env.close()
+    record = [
+        json.loads(x) for x in (tmp_path / "log" / "decisions.jsonl").read_text().splitlines()
+    ][1]
+    assert (
+        record["raw"].startswith("{") and record["prompt_tokens"] > 100 and record["latency_s"] > 0
+    )
+
+
+def test_model_that_cannot_load_raises_at_construction(make_env, tmp_path: Path) -> None:
+    env = make_env("MetaBonk/BonkQuest-v0")
+    with pytest.raises(FileNotFoundError, match=str(tmp_path / "missing.gguf")):
+        PauseToThink(env, backend="llama_cpp", model_path=tmp_path / "missing.gguf")
+    with pytest.raises(ValueError, match="mode must be 'pause' or 'async'"):
+        PauseToThink(env, backend="oracle", mode="later")
+
+
+def test_hp_drop_triggers_a_new_directive(make_env) -> None:
+    slow = SlowOracle(delay_s=0.0)
+    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), backend=slow, cooldown_steps=1)
+    env.reset(seed=0)
+    env.step(0)
+    env.unwrapped.write_variable("hp", 3)  # type: ignore[attr-defined]
+    env.step(0)
+    env.step(0)
+    assert slow.asked == ["start", "hp_drop"]
+    env.close()
+
+
+def test_close_is_safe_with_a_request_in_flight(make_env) -> None:
+    slow = SlowOracle(delay_s=0.5)
+    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), backend=slow, mode="async")
+    env.reset(seed=0)
+    t0 = time.monotonic()
+    env.close()
+    assert time.monotonic() - t0 < 0.5
+    assert threading.active_count() < 50
+
+
+def test_async_mode_shows_the_model_the_temporal_strip(make_env, tmp_path: Path) -> None:
+    from metabonk_gym.wrappers import TemporalStrip, strip_image
+
+    from metabonk_gym.think.testing import write_tiny_pair
+
+    model, proj = write_tiny_pair(tmp_path)
+    inner = TemporalStrip(make_env("MetaBonk/BonkQuest-v0"), past=1, future=1, predictor="copy")
+    env = PauseToThink(
+        inner,
+        backend="llama_cpp",
+        model_path=model,
+        mmproj_path=proj,
+        mode="async",
+        game_card="Find the key.",
+        timeout_s=60,
+        log_dir=tmp_path / "log",
+    )
+    obs, info = env.reset(seed=0)
+    strategist = env.strategist
+    view = GameView.capture(env, info, 0, obs)
+    assert view.strip is not None and view.strip[1] == 1
+    request = strategist.builder.build(view, [], "start", vision=True)  # type: ignore[attr-defined]
+    import io
+
+    from PIL import Image
+
+    shown = np.asarray(Image.open(io.BytesIO(request.image_png)))
+    assert shown.shape == strip_image(obs["strip"], past=1, columns=3).shape
+    while info["think"]["pending"]:
+        obs, *_, info = env.step(0)
+        time.sleep(0.01)
+    assert info["think"]["calls"] == 1 and info["think"]["latency_frames_p50"] is not None
+    env.close()
+
+
+def test_screen_text_map_from_the_wrappers(make_env) -> None:
+    from metabonk_gym.think.prompts import screen_text_map
+
+    env = make_env("MetaBonk/BonkQuest-v0")
+    obs, info = env.reset(seed=0)
+    text_map = screen_text_map(env)
+    assert text_map is not None
+    text = text_map(GameView.capture(env, info, 0, obs))
+    assert text is not None and "@" in text and "Player at" in text
+
+
+def test_low_confidence_asks_again_after_the_cooldown(make_env) -> None:
+    class Unsure(SlowOracle):
+        def request(self, view, history, trigger, note=None):  # type: ignore[no-untyped-def]
+            self.asked.append(trigger)
+            d = quest_advice(view)
+            unsure = Directive(d.goal, d.reasoning, d.action, d.target, d.duration_frames, 0.1)
+            return self.pool.submit(lambda: ThinkResult(unsure, 0.0))
+
+    unsure = Unsure(0.0)
+    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), backend=unsure, cooldown_steps=5)
+    env.reset(seed=0)
+    for _ in range(11):
+        env.step(0)
+    assert unsure.asked == ["start", "low_confidence", "low_confidence"]
+    env.close()

@@ -1,0 +1,172 @@
+"""Recording Minari datasets, behavioural cloning, evaluation reports, ladders and videos."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import minari
+import numpy as np
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from metabonk_gym.training.bc import train_bc
+from metabonk_gym.training.datasets import datasets_root
+from metabonk_gym.training.errors import ConfigError, DatasetError
+from metabonk_gym.training.evaluate import evaluate, read_ladder
+from metabonk_gym.training.ppo import train_ppo
+from metabonk_gym.training.record import record
+
+QUEST = "MetaBonk/BonkQuest-v0"
+SMALL = {
+    "downscale": 8,
+    "frame_stack": 2,
+    "features_dim": 32,
+    "n_envs": 2,
+    "n_steps": 32,
+    "batch_size": 32,
+}
+
+
+def new_id(name: str) -> str:
+    return f"test/{name}-{uuid.uuid4().hex[:8]}-v0"
+
+
+def test_record_bc_eval_and_finetune(tmp_path: Path) -> None:
+    dataset_id = new_id("expert")
+    result = record(QUEST, "scripted", dataset_id, episodes=3, seed=10, overrides=SMALL)
+    assert result.saved_episodes == 3 and all(e.success for e in result.episodes)
+
+    ds = minari.load_dataset(dataset_id)
+    assert ds.total_episodes == 3 and ds.spec.observation_space.shape == (20, 30, 1)
+    episode = next(ds.iterate_episodes())
+    assert len(episode.observations) == len(episode.actions) + 1
+    assert episode.terminations[-1] and not episode.truncations.any()
+    assert episode.infos["rooms_visited"][-1] == 2 and "novelty" in episode.infos["reward_terms"]
+    assert ds.spec.env_spec.kwargs["downscale"] == 8
+
+    run_dir = tmp_path / "bc"
+    bc = train_bc(
+        QUEST, dataset_id, run_dir, overrides={**SMALL, "bc_epochs": 30, "bc_batch_size": 16}
+    )
+    assert bc.extra["accuracy"] > 0.6 and (run_dir / "model.zip").is_file()
+    acc = EventAccumulator(str(run_dir / "tensorboard"))
+    acc.Reload()
+    assert {"bc/loss", "bc/accuracy", "bc/value_loss"} <= set(acc.Tags()["scalars"])
+    assert len(acc.Scalars("bc/loss")) == 30
+
+    report = evaluate(
+        QUEST, str(run_dir / "model.zip"), episodes=2, seed=10, out=tmp_path / "report.json"
+    )
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved["n_episodes"] == 2 and {
+        "mean_return",
+        "std_return",
+        "win_rate",
+        "episodes",
+    } <= set(saved)
+    assert (
+        saved["episodes"][0]["seed"] == 10 and "rooms_visited" in saved["episodes"][0]["variables"]
+    )
+    assert report["state"] == "room1"
+
+    tuned = train_ppo(
+        QUEST,
+        tmp_path / "ppo",
+        overrides={**SMALL, "total_steps": 64, "video_every": 0},
+        init_from=run_dir / "model.zip",
+    )
+    assert tuned.num_timesteps == 64
+    with pytest.raises(
+        ConfigError, match="different preprocessing.*downscale: model 8 vs config 4"
+    ):
+        train_ppo(
+            QUEST, tmp_path / "ppo2", overrides={"downscale": 4}, init_from=run_dir / "model.zip"
+        )
+
+
+def test_dataset_checks(tmp_path: Path) -> None:
+    rgb_id = new_id("rgb")
+    record(
+        QUEST,
+        "random",
+        rgb_id,
+        episodes=1,
+        overrides={"obs_type": "rgb", "downscale": 1, "max_episode_steps": 12},
+    )
+    # full RGB converts to any preprocessing; the converted frames train
+    out = train_bc(QUEST, rgb_id, tmp_path / "from-rgb", overrides={**SMALL, "bc_epochs": 1})
+    assert out.extra["samples"] == 12
+
+    with pytest.raises(DatasetError, match="already exists"):
+        record(QUEST, "random", rgb_id, episodes=1)
+    with pytest.raises(DatasetError, match="not found.*local datasets"):
+        train_bc(QUEST, new_id("missing"), tmp_path / "a", overrides=SMALL)
+    with pytest.raises(DatasetError, match="recorded with frameskip 4, the config uses 2"):
+        train_bc(QUEST, rgb_id, tmp_path / "b", overrides={**SMALL, "frameskip": 2})
+    with pytest.raises(
+        DatasetError, match="recorded on MetaBonk/BonkQuest-v0, not MetaBonk/BonkArena-v0"
+    ):
+        train_bc("MetaBonk/BonkArena-v0", rgb_id, tmp_path / "c", overrides=SMALL)
+    gray_id = new_id("gray")
+    record(QUEST, "random", gray_id, episodes=1, overrides={**SMALL, "max_episode_steps": 5})
+    with pytest.raises(DatasetError, match="only full-size RGB"):
+        train_bc(QUEST, gray_id, tmp_path / "d", overrides={**SMALL, "downscale": 4})
+    with pytest.raises(DatasetError, match="malformed dataset id"):
+        record(QUEST, "random", "no version", episodes=1)
+    assert not any((tmp_path / name).exists() for name in "abcd")
+
+
+def test_stopped_episode_is_saved_truncated_or_dropped() -> None:
+    steps = {"n": 0}
+
+    def stop_after(n: int):
+        def stop() -> bool:
+            steps["n"] += 1
+            return steps["n"] > n
+
+        return stop
+
+    kept_id = new_id("partial")
+    result = record(
+        QUEST,
+        "random",
+        kept_id,
+        episodes=3,
+        overrides={**SMALL, "max_episode_steps": 8},
+        stop=stop_after(12),
+    )
+    assert result.stopped and result.partial == "saved as truncated" and result.saved_episodes == 2
+    ds = minari.load_dataset(kept_id)
+    last = list(ds.iterate_episodes())[-1]
+    assert (
+        last.truncations[-1]
+        and len(last.actions) == 4
+        and any("truncated" in m for m in result.messages)
+    )
+
+    steps["n"] = 0
+    dropped_id = new_id("dropped")
+    result = record(QUEST, "random", dropped_id, episodes=2, overrides=SMALL, stop=stop_after(0))
+    assert (
+        result.partial == "dropped" and result.saved_episodes == 0 and result.dataset_path is None
+    )
+    assert not (datasets_root() / dropped_id).exists()
+    assert not list(datasets_root().glob(".staging-*"))
+
+
+def test_eval_videos_and_ladder(tmp_path: Path) -> None:
+    ladder = tmp_path / "ladder.json"
+    videos = tmp_path / "videos"
+    expert = evaluate(QUEST, "scripted", episodes=2, seed=0, video_dir=videos, ladder=ladder)
+    assert expert["win_rate"] == 1.0 and expert["ladder_rank"] == 1
+    assert sorted(p.name for p in videos.iterdir()) == ["best.mp4", "worst.mp4"]
+    assert (videos / "best.mp4").stat().st_size > 1000
+    rand = evaluate(
+        QUEST, "random", episodes=2, seed=0, overrides={"max_episode_steps": 30}, ladder=ladder
+    )
+    assert rand["ladder_rank"] == 2 and np.isfinite(rand["std_return"])
+    assert [e["agent"] for e in read_ladder(ladder)] == ["scripted", "random"]
+    with pytest.raises(ConfigError, match="must be a .json file"):
+        evaluate(QUEST, "random", episodes=1, ladder=tmp_path / "ladder.csv")
