@@ -40,6 +40,30 @@ class Agent(Protocol):
     def act(self, obs: Any, info: dict[str, Any]) -> int: ...
 
 
+class RamExpert:
+    """Base of the scripted experts: each step decides from the game's RAM (`_decide`) and
+    remembers the action, since the games act on new button presses only."""
+
+    name = "scripted"
+    game: Any
+    noop: int = 0
+    _last: int = 0
+
+    def reset(self, obs: Any, info: dict[str, Any]) -> None:
+        self._last = self.noop
+
+    def act(self, obs: Any, info: dict[str, Any]) -> int:
+        action = self._decide()
+        self._last = action
+        return action
+
+    def _var(self, name: str) -> int:
+        return int(self.game.read_variable(name))
+
+    def _decide(self) -> int:
+        raise NotImplementedError
+
+
 class RandomAgent:
     """Uniform random actions from the env's action space (seeded)."""
 

@@ -20,7 +20,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from metabonk_gym.experts.base import AgentError
+from metabonk_gym.experts.base import AgentError, RamExpert
 
 UPG_DAMAGE, UPG_FIRERATE, UPG_SPEED, UPG_MAXHP, UPG_HEAL, UPG_MAGNET, UPG_MULTI, UPG_ARMOR = range(
     8
@@ -51,10 +51,8 @@ def pick_upgrade(options: Sequence[int], hp_fraction: float) -> int:
     return int(np.argmin(ranks))
 
 
-class BonkArenaExpert:
+class BonkArenaExpert(RamExpert):
     """Plays BonkArena from the RAM state; see the module docstring."""
-
-    name = "scripted"
 
     def __init__(self, env: gym.Env, seed: int | None = None) -> None:
         self.game: Any = env.unwrapped
@@ -76,17 +74,6 @@ class BonkArenaExpert:
             if np.any(vec) and "A" not in combo:
                 self.moves.append((i, vec / np.linalg.norm(vec)))
         self._last = self.noop
-
-    def reset(self, obs: Any, info: dict[str, Any]) -> None:
-        self._last = self.noop
-
-    def act(self, obs: Any, info: dict[str, Any]) -> int:
-        action = self._decide()
-        self._last = action
-        return action
-
-    def _var(self, name: str) -> int:
-        return int(self.game.read_variable(name))
 
     def _decide(self) -> int:
         if self._var("won") or self._var("lost"):

@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from metabonk_gym.experts.base import AgentError
+from metabonk_gym.experts.base import AgentError, RamExpert
 from metabonk_gym.experts.pathfinding import Cell, astar, direction, neighbours
 
 # tile classes (metabonk.json "tile_classes")
@@ -26,10 +26,8 @@ WALKABLE = (T_FLOOR, T_KEY, T_HEART, T_TREASURE)
 FACING = {0: "UP", 1: "DOWN", 2: "LEFT", 3: "RIGHT"}
 
 
-class BonkQuestExpert:
+class BonkQuestExpert(RamExpert):
     """Plays BonkQuest from the RAM state; see the module docstring."""
-
-    name = "scripted"
 
     def __init__(self, env: gym.Env, seed: int | None = None) -> None:
         self.env = env
@@ -45,19 +43,7 @@ class BonkQuestExpert:
         self._last = self.noop
         self.objective = ""
 
-    # ------------------------------------------------------------------ protocol
-    def reset(self, obs: Any, info: dict[str, Any]) -> None:
-        self._last = self.noop
-
-    def act(self, obs: Any, info: dict[str, Any]) -> int:
-        action = self._decide()
-        self._last = action
-        return action
-
     # ------------------------------------------------------------------ planning
-    def _var(self, name: str) -> int:
-        return int(self.game.read_variable(name))
-
     def _press_a(self) -> int:
         return self.noop if self._last == self.actions["A"] else self.actions["A"]
 
