@@ -61,3 +61,59 @@ def test_console_script_points_at_the_typer_app() -> None:
     module, attr = target.split(":")
     app = getattr(importlib.import_module(module), attr)
     assert callable(app)
+
+
+def test_a_normal_install_ships_code_games_and_savestates(tmp_path: Path) -> None:
+    """Build the wheel, install it into a bare folder and use it from elsewhere: the mapped
+    folders live inside metabonk_gym, the ROMs and savestates are package data, nothing else."""
+    import os
+    import subprocess
+    import sys
+    import zipfile
+
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+        + ["-w", str(wheels), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = wheels.glob("metabonk_gym-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"metabonk_gym"}
+    for folder in ("cli", "wrappers", "rewards"):
+        for source in (ROOT / folder).glob("*.py"):
+            assert f"metabonk_gym/{folder}/{source.name}" in names
+    for game in ("BonkQuest", "BonkArena"):
+        for data in ("rom.gba", "data.json", "scenario.json", "metadata.json", "game_card.md"):
+            assert f"metabonk_gym/games/{game}-GbAdvance/{data}" in names
+        shipped = {Path(n).name for n in names if n.startswith(f"metabonk_gym/savestates/{game}/")}
+        assert shipped == {p.name for p in (ROOT / "savestates" / game).glob("*.state")}
+
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
+        + [str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    code = (
+        "import gymnasium as gym, metabonk_gym, metabonk_gym.wrappers, metabonk_gym.cli.main\n"
+        "env = gym.make('MetaBonk/BonkQuest-v0', state='room2')\n"
+        "obs, info = env.reset(seed=1)\n"
+        "print(metabonk_gym.__file__, env.unwrapped.rom_path, info['room'])\n"
+    )
+    # Run from an empty folder with only the installed copy on the path (the checkout is not).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(target)
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(target)!r})\n{code}"],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert out[0].startswith(str(target)) and out[1].startswith(str(target))
+    assert out[2] == "2"
