@@ -450,3 +450,36 @@ def test_bench_skyemu_reports_a_ratio() -> None:
     )
     assert 2 <= result["http_requests_per_step"] <= 4
     assert metabonk_gym  # registered envs
+
+
+def test_the_peer_ends_when_its_parent_is_killed() -> None:
+    """A test run killed mid-way runs no teardown; its peers must not outlive it holding ports."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "from metabonk_gym.skyemu.fake_server import PeerProcess\n"
+        f"peer = PeerProcess({str(QUEST_ROM)!r})\n"
+        "print(peer.proc.pid, flush=True)\n"
+        "import time; time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    pid = int(parent.stdout.readline())
+    assert Path(f"/proc/{pid}").exists()
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+
+    def running() -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+        return state != "Z"
+
+    deadline = time.monotonic() + 15
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running(), "the SkyEmu peer outlived its killed parent"

@@ -539,6 +539,20 @@ def serve(rom: str | Path, port: int = 0, announce: Any = None) -> None:
         server.server_close()
 
 
+def _exit_when_stdin_closes() -> None:
+    """End this process when stdin reaches end-of-file: the parent (a test run, a benchmark) may
+    be killed without running its cleanup, and an orphaned peer would hold a port forever."""
+    import os
+    import threading
+
+    def watch() -> None:
+        while sys.stdin.buffer.read(4096):
+            pass
+        os._exit(0)
+
+    threading.Thread(target=watch, name="stdin-watch", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     """`fake_server http_server PORT ROM` (SkyEmu's command line) or `--port P --rom ROM`."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -553,13 +567,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: a free one)")
     parser.add_argument("--rom", required=True, help="the .gba ROM to serve")
+    parser.add_argument(
+        "--exit-with-stdin",
+        action="store_true",
+        help="exit when stdin closes (a parent that holds the pipe died or stopped us)",
+    )
     opts = parser.parse_args(args)
+    if opts.exit_with_stdin:
+        _exit_when_stdin_closes()
     serve(opts.rom, opts.port)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 class PeerProcess:
@@ -580,8 +597,9 @@ class PeerProcess:
                 "0",
                 "--rom",
                 str(rom),
+                "--exit-with-stdin",
             ],
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
@@ -617,7 +635,7 @@ class PeerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        for stream in (self.proc.stdout, self.proc.stderr):
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
 
@@ -626,3 +644,7 @@ class PeerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
