@@ -483,3 +483,37 @@ def test_the_peer_ends_when_its_parent_is_killed() -> None:
     while running() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not running(), "the SkyEmu peer outlived its killed parent"
+
+
+def test_input_is_sent_only_when_the_buttons_change(make_env, sky: dict[str, Any]) -> None:
+    env = make_env(QUEST, **sky)
+    env.reset(seed=0)
+    client = env.unwrapped.backend.client
+    before = client.requests_by_endpoint["/input"]
+    for _ in range(10):
+        env.step(4)  # the same buttons held: no new /input
+    held = client.requests_by_endpoint["/input"] - before
+    for i in range(10):
+        env.step(3 if i % 2 == 0 else 4)  # alternating buttons: one /input per change
+    changing = client.requests_by_endpoint["/input"] - before - held
+    assert held <= 1 and changing == 10
+    assert client.requests_by_endpoint["/step"] >= 20
+
+
+def test_any_rom_env_runs_on_skyemu(make_env, quest_peer: PeerProcess) -> None:
+    """MetaBonk/GBA-v0 (a user's ROM and integration) takes the SkyEmu backend too."""
+    folder = Integration.bundled("BonkQuest").folder
+    env = make_env(
+        "MetaBonk/GBA-v0",
+        rom=str(QUEST_ROM),
+        integration=str(folder),
+        backend="skyemu",
+        skyemu_url=quest_peer.url,
+    )
+    obs, info = env.reset(seed=3)
+    assert obs.shape == (160, 240, 3) and "room" in info
+    embedded = make_env("MetaBonk/GBA-v0", rom=str(QUEST_ROM), integration=str(folder))
+    _, reference = embedded.reset(seed=3)
+    assert {k: info[k] for k in ("room", "player_x", "player_y", "hp")} == {
+        k: reference[k] for k in ("room", "player_x", "player_y", "hp")
+    }

@@ -21,6 +21,7 @@ import re
 import select
 import socket
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -58,6 +59,7 @@ class SkyEmuClient:
         self._last_used = 0.0
         self._on_connection = 0
         self.requests = 0  # total sent, for tests and benchmarks
+        self.requests_by_endpoint: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ transport
     def close(self) -> None:
@@ -110,6 +112,7 @@ class SkyEmuClient:
                     f"HTTP error talking to SkyEmu at {self.url}: {exc!r}"
                 ) from exc
             self.requests += 1
+            self.requests_by_endpoint[endpoint] += 1
             self._last_used = time.monotonic()
             self._on_connection += 1
             if response.will_close:
