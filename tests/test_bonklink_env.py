@@ -557,7 +557,7 @@ def test_gymnasium_check_env_through_make(sim: BonkLinkSim) -> None:
     env.close()
 
 
-def test_sb3_check_env_and_ppo_learns(sim: BonkLinkSim) -> None:
+def test_sb3_check_env_and_ppo_trains(sim: BonkLinkSim) -> None:
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_checker import check_env
@@ -569,10 +569,13 @@ def test_sb3_check_env_and_ppo_learns(sim: BonkLinkSim) -> None:
     try:
         model = PPO("MultiInputPolicy", env, n_steps=128, batch_size=64, n_epochs=1, seed=0,
                     device="cpu", verbose=0)  # fmt: skip
+        before = [p.detach().clone() for p in model.policy.parameters()]
         model.learn(total_timesteps=256)
+        changed = [not torch.equal(a, b) for a, b in zip(before, model.policy.parameters())]
     finally:
         torch.set_num_threads(threads)
     assert model.num_timesteps >= 256
+    assert any(changed), "PPO's updates left every policy parameter as it was"
     env.close()
 
 

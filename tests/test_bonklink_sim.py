@@ -333,3 +333,20 @@ def test_cli_serves_instances_on_consecutive_ports(instances: int) -> None:
     outcome = result["r"]
     assert outcome.exit_code == 0, outcome.output  # type: ignore[attr-defined]
     assert "stand-in" in outcome.output  # type: ignore[attr-defined]
+
+
+def test_realtime_sim_caps_the_actions_it_queues() -> None:
+    """A client flooding actions faster than UpdateHz cannot grow the server's memory."""
+    import socket
+    import time
+
+    from metabonk_gym.bonklink.codec import NEUTRAL_ACTION, encode_action
+    from metabonk_gym.bonklink.sim import MAX_PENDING_ACTIONS, BonkLinkSim
+
+    with BonkLinkSim(port=0, mode="realtime", update_hz=10, jpeg_hz=0, seed=0) as server:
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        burst = encode_action(NEUTRAL_ACTION) * (MAX_PENDING_ACTIONS * 4)
+        sock.sendall(burst)
+        time.sleep(0.5)
+        assert len(server._pending) <= MAX_PENDING_ACTIONS
+        sock.close()

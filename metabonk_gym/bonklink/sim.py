@@ -75,6 +75,10 @@ class SimStats:
         }
 
 
+#: Realtime mode keeps at most this many unplayed actions (about 2 s at 60 Hz).
+MAX_PENDING_ACTIONS = 128
+
+
 class BonkLinkSim:
     """The server. ``start()`` serves on a daemon thread and returns the bound port (``port=0``
     picks a free one); ``serve_forever()`` serves on the calling thread; ``stop()`` ends both."""
@@ -122,7 +126,9 @@ class BonkLinkSim:
         self._client: socket.socket | None = None
         self._reader: ActionReader | None = None
         self._selector: selectors.BaseSelector | None = None
-        self._pending: deque[Action] = deque()
+        # Actions waiting for a realtime tick. Capped: a client that sends faster than UpdateHz
+        # loses its oldest actions instead of growing the server's memory without bound.
+        self._pending: deque[Action] = deque(maxlen=MAX_PENDING_ACTIONS)
         self._sent_at: deque[float] = deque()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
