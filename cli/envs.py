@@ -46,7 +46,8 @@ def register(app: typer.Typer) -> None:
     def list_command() -> None:
         """List registered envs, their savestates and info variables."""
         table = Table(title="MetaBonk envs")
-        for column in ("id", "game", "states", "info variables"):
+        table.add_column("id", no_wrap=True)  # whole, to copy: never folded mid-id
+        for column in ("game", "states", "info variables"):
             table.add_column(column, overflow="fold")
         for row in list_envs():
             table.add_row(row["id"], row["game"], ", ".join(row["states"]), ", ".join(row["info"]))

@@ -163,8 +163,7 @@ def test_sticky_actions_are_deterministic_given_the_seed(make_env) -> None:
     _, infos_a = rollout(env, 3, actions)
     _, infos_b = rollout(env, 3, actions)
     assert infos_a == infos_b
-    plain = make_env  # noqa: F841 - one emulator per process: compare against recorded plain play
-    env.close()
+    env.close()  # one emulator per process: the plain env opens after this one closes
     env2 = make_env("MetaBonk/BonkQuest-v0", sticky_action_prob=0.0)
     _, infos_c = rollout(env2, 3, actions)
     positions = lambda infos: [(i["player_x"], i["player_y"]) for i in infos]  # noqa: E731
@@ -205,6 +204,24 @@ def test_read_memory_regions(quest) -> None:
         unwrapped.read_memory(0x01000000, 4)
 
 
+def test_read_memory_iwram_and_palette(quest) -> None:
+    quest.reset(seed=0)
+    unwrapped = quest.unwrapped
+    iwram = unwrapped.read_memory(0x03000000, 0x8000)  # all 32 KiB, in one block copy
+    assert len(iwram) == 0x8000 and any(iwram), "IWRAM holds the stacks and code the game uses"
+    # small reads take another path (8-byte words, then single bytes): they must agree
+    assert unwrapped.read_memory(0x03007F00, 13) == iwram[0x7F00 : 0x7F00 + 13]
+    assert unwrapped.read_memory(0x03007FF8, 8) == iwram[-8:]
+    palette = unwrapped.read_memory(0x05000000, 0x400)  # 512 BGR555 colours: BG then OBJ
+    colours = np.frombuffer(palette, dtype="<u2")
+    assert len(colours) == 512 and len(set(colours[:256].tolist())) > 4, "the game set its colours"
+    assert (colours & 0x8000).sum() == 0, "BGR555: bit 15 unused"
+    assert unwrapped.read_memory(0x050003F0, 16) == palette[-16:]
+    for address, size in ((0x03000000, 0x8001), (0x05000000, 0x401)):
+        with pytest.raises(ValueError, match="outside the GBA regions"):
+            unwrapped.read_memory(address, size)
+
+
 def test_unknown_variable_and_invalid_actions(quest) -> None:
     quest.reset(seed=0)
     with pytest.raises(UnknownVariableError, match="unknown variable 'lives'.*hp"):
@@ -213,6 +230,35 @@ def test_unknown_variable_and_invalid_actions(quest) -> None:
         with pytest.raises(InvalidActionError, match="Discrete"):
             quest.step(bad)
     quest.step(0)  # the env still works after refusing bad actions
+
+
+def test_invalid_multibinary_actions(make_env) -> None:
+    env = make_env("MetaBonk/BonkQuest-v0", action_space="multibinary")
+    env.reset(seed=0)
+    two = np.zeros(10, dtype=np.int8)
+    two[4] = 2
+    for bad in (np.zeros(9, dtype=np.int8), np.zeros(12, dtype=np.int8), two, np.zeros((2, 10)), 3):
+        with pytest.raises(InvalidActionError, match="MultiBinary\\(10\\).*A, B, SELECT"):
+            env.step(bad)
+    right = np.zeros(10, dtype=np.int8)
+    right[4] = 1
+    x0 = env.unwrapped.read_variable("player_x")
+    env.step(right.tolist())  # a list of 0/1 is fine too
+    assert env.unwrapped.read_variable("player_x") == x0 + 1
+
+
+def test_reward_dict_terms_are_reported(make_env) -> None:
+    reward = {
+        "right": {"type": "delta", "variable": "player_x", "weight": 2.0},
+        "clock": {"type": "time_penalty", "weight": 0.25},
+    }
+    env = make_env("MetaBonk/BonkQuest-v0", reward=reward)
+    env.reset(seed=0, options={"state": "room1", "game_seed": 1})
+    _, r, _, _, info = env.step(4)  # RIGHT: one tile
+    assert info["reward_terms"] == {"right": 2.0, "clock": -0.25}
+    assert r == pytest.approx(1.75)
+    _, r, _, _, info = env.step(0)
+    assert info["reward_terms"] == {"right": 0.0, "clock": -0.25} and r == pytest.approx(-0.25)
 
 
 def test_one_emulator_per_process_error_says_what_to_do(quest) -> None:
@@ -238,16 +284,22 @@ def test_gymnasium_env_checker(make_env, env_id: str) -> None:
         other.close()  # closing twice is allowed
 
 
-def test_sb3_env_checker(make_env) -> None:
+@pytest.mark.parametrize("env_id", ["MetaBonk/BonkQuest-v0", "MetaBonk/BonkArena-v0"])
+def test_sb3_env_checker(make_env, env_id: str) -> None:
+    import warnings
+
     from stable_baselines3.common.env_checker import check_env
 
-    check_env(make_env("MetaBonk/BonkQuest-v0").unwrapped, warn=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any SB3 complaint about the env fails the test
+        check_env(make_env(env_id).unwrapped, warn=True)
 
 
 def test_make_vec_async_shared_memory() -> None:
     envs = metabonk_gym.make_vec("MetaBonk/BonkQuest-v0", 2, frameskip=2)
     try:
         assert isinstance(envs, gym.vector.AsyncVectorEnv)
+        assert envs.shared_memory, "observations travel through shared memory, not pipes"
         obs, infos = envs.reset(seed=10)
         assert obs.shape == (2, 160, 240, 3)
         assert list(infos["room"]) == [1, 1]

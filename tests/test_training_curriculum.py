@@ -105,6 +105,52 @@ def test_swarm_saves_milestone_states(tmp_path: Path) -> None:
         env.close()
 
 
+class ResetProbe(BaseCallback):
+    """When training ends (the vector env still open), resets every env through `env_method`, as
+    PPO's auto-reset would at an episode's end, and keeps each env's first info."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.starts: list[dict] = []
+        self.start_states: list[str | None] = []
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_training_end(self) -> None:
+        self.start_states = self.training_env.get_attr("start_state")
+        self.starts = [info for _, info in self.training_env.env_method("reset")]
+
+
+def test_swarm_moves_every_env_start_to_the_milestone(tmp_path: Path) -> None:
+    probe = ResetProbe()
+    result = run_curriculum(
+        QUEST,
+        {"swarm": {"total_steps": 64}},
+        tmp_path / "swarm",
+        overrides={**FAST, "max_episode_steps": 30},
+        swarm=True,
+        milestone="player_x",
+        callbacks=[probe],
+    )
+    assert result.milestones, "a random walk beats its first player_x"
+    best = result.milestones[-1]
+    assert probe.start_states == [best["state"], best["state"]], "every env, not only the one there"
+    assert len(probe.starts) == FAST["n_envs"]
+    for info in probe.starts:
+        assert info["player_x"] == best["value"]
+        assert info["room"] == 1 and info["lost"] == 0
+    where = {(i["room"], i["player_x"], i["player_y"], i["hp"]) for i in probe.starts}
+    assert len(where) == 1, f"both envs start from the same saved state, not {where}"
+    env = gym.make(QUEST, state=best["state"])
+    try:  # the game variables are those of the milestone state itself
+        _, info = env.reset(seed=0)
+        info.pop("game_seed")
+        assert info == {k: probe.starts[0][k] for k in info}
+    finally:
+        env.close()
+
+
 def test_bad_plans(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown keys \\['promot'\\]"):
         load_plan({"stages": [{"name": "a", "promot": {}}]})

@@ -68,7 +68,7 @@ def _minari_root(path: Path) -> Iterator[None]:
             os.environ["MINARI_DATASETS_PATH"] = old
 
 
-def _infos(infos: list[dict[str, Any]], labels: list[int] | None = None) -> dict[str, Any]:
+def _infos(infos: list[dict[str, Any]], labels: list[Any] | None = None) -> dict[str, Any]:
     """Per-step infos (reset first) as Minari wants them: a dict of equal-length arrays.
 
     Numeric game variables are kept; `reward_terms` becomes a sub-dict (0 at reset); values
@@ -106,7 +106,7 @@ def _infos(infos: list[dict[str, Any]], labels: list[int] | None = None) -> dict
             )
             for name in terms
         }
-    if labels is not None and len(labels) == n - 1:
+    if labels is not None and len(labels) == n - 1 and all(np.ndim(a) == 0 for a in labels):
         out["expert_action"] = np.asarray([*labels, -1], dtype=np.int64)
     assert all(len(v) == n for v in out.values() if not isinstance(v, dict))
     return out
@@ -123,6 +123,13 @@ def _env_for_spec(env: gym.Env) -> gym.Env:
     except Exception:
         pass
     return env.unwrapped
+
+
+def _action_dtype(space: gym.Space) -> Any:
+    """int64 for Discrete actions (as always stored), else the space's own dtype."""
+    return (
+        np.int64 if isinstance(space, gym.spaces.Discrete) or space.dtype is None else space.dtype
+    )
 
 
 class DatasetWriter:
@@ -191,7 +198,7 @@ class DatasetWriter:
             id=self.episodes,
             seed=seed,
             observations=np.stack([np.asarray(o) for o in traj.observations]),
-            actions=np.asarray(traj.actions, dtype=np.int64),
+            actions=np.asarray(traj.actions, dtype=_action_dtype(self.env.action_space)),
             rewards=np.asarray(traj.rewards, dtype=np.float64),
             terminations=np.asarray(traj.terminations, dtype=bool),
             truncations=np.asarray(traj.truncations, dtype=bool),
@@ -243,7 +250,7 @@ def load_dataset(dataset_id: str) -> Any:
 
     check_dataset_id(dataset_id)
     try:
-        return minari.load_dataset(dataset_id)
+        dataset = minari.load_dataset(dataset_id)
     except FileNotFoundError:
         known = ", ".join(sorted(list_local_datasets())) or "(none)"
         raise DatasetError(
@@ -252,6 +259,13 @@ def load_dataset(dataset_id: str) -> Any:
         ) from None
     except Exception as exc:
         raise DatasetError(f"dataset {dataset_id} cannot be read (corrupt?): {exc}") from exc
+    try:
+        # Minari opens the data file lazily: read every episode's header now, so a truncated or
+        # missing data file fails here with a clear error, not halfway through `train bc`
+        list(dataset.storage.get_episode_metadata(range(dataset.total_episodes)))
+    except Exception as exc:
+        raise DatasetError(f"dataset {dataset_id} cannot be read (corrupt?): {exc}") from exc
+    return dataset
 
 
 def dataset_env_kwargs(dataset: Any) -> dict[str, Any]:

@@ -61,13 +61,19 @@ class Trajectory:
     """What `record` stores: observations (one more than actions), actions, rewards, ends, infos."""
 
     observations: list[np.ndarray] = field(default_factory=list)
-    actions: list[int] = field(default_factory=list)
+    actions: list[Any] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     terminations: list[bool] = field(default_factory=list)
     truncations: list[bool] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
     #: The agent's own choice at each step (differs from `actions` where noise replaced it).
-    labels: list[int] = field(default_factory=list)
+    labels: list[Any] = field(default_factory=list)
+
+
+def _stored(action: Any) -> Any:
+    """An action as a dataset keeps it: an int (Discrete), else a copy of the array
+    (MultiBinary buttons, Megabonk's Box)."""
+    return int(action) if np.ndim(action) == 0 else np.array(action)
 
 
 def episode_config(
@@ -153,8 +159,8 @@ def run_episode(
         length += 1
         if trajectory is not None:
             trajectory.observations.append(obs)
-            trajectory.actions.append(int(action))
-            trajectory.labels.append(int(label))
+            trajectory.actions.append(_stored(action))
+            trajectory.labels.append(_stored(label))
             trajectory.rewards.append(float(reward))
             trajectory.terminations.append(bool(terminated))
             trajectory.truncations.append(bool(truncated))
