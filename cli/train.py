@@ -132,6 +132,11 @@ def ppo_command(
     video_every: int | None = typer.Option(
         None, "--video-every", help="Steps between episode videos (0: none)."
     ),
+    base_port: int | None = typer.Option(
+        None,
+        "--base-port",
+        help="Megabonk: env i talks to the game on port BASE_PORT + i (default 5560).",
+    ),
     set_options: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
@@ -139,6 +144,9 @@ def ppo_command(
     """PPO (stable-baselines3) on subprocess envs with Atari-style preprocessing.
 
     Writes DIR/tensorboard/, DIR/checkpoints/, DIR/videos/ and DIR/model.zip.
+
+    MetaBonk/Megabonk-v0 trains against running games, env i on port BASE_PORT + i: start them
+    first, e.g. `metabonk bonklink-sim --lockstep --instances 4 --port 5560 --jpeg-hz 0`.
     """
     from metabonk_gym.training.ppo import train_ppo
 
@@ -151,6 +159,7 @@ def ppo_command(
         seed=seed,
         checkpoint_every=checkpoint_every,
         video_every=video_every,
+        base_port=base_port,
     )
     result = guarded(
         lambda: train_ppo(
@@ -292,6 +301,9 @@ def eval_command(
     state: str | None = typer.Option(None, help="Start state (default: the model's)."),
     reward: str | None = typer.Option(None, help="Reward (default: the model's)."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Episode step limit."),
+    base_port: int | None = typer.Option(
+        None, "--base-port", help="Megabonk: the game's port (default: the model's, else 5560)."
+    ),
     config: Path | None = typer.Option(
         None, "--config", help="Config file (for non-model agents)."
     ),
@@ -308,7 +320,9 @@ def eval_command(
     """Evaluate a model or agent on fixed seeds: mean/std return, win rate, final game variables."""
     from metabonk_gym.training.evaluate import evaluate, read_ladder
 
-    flags = overrides_from(None, state=state, reward=reward, max_episode_steps=max_steps)
+    flags = overrides_from(
+        None, state=state, reward=reward, max_episode_steps=max_steps, base_port=base_port
+    )
     report = guarded(
         lambda: evaluate(
             env_id,
@@ -328,16 +342,27 @@ def eval_command(
         console.print_json(json.dumps(report, default=str))
         return
     table = Table(title=f"eval {model} on {env_id}")
-    for column in ("episode", "seed", "return", "length", "won"):
+    survival = "mean_survival_time" in report  # Megabonk: game seconds survived
+    columns = ["episode", "seed", "return", "length", "won"] + (["survival s"] if survival else [])
+    for column in columns:
         table.add_column(column)
     for e in report["episodes"]:
-        table.add_row(
-            str(e["index"]), str(e["seed"]), f"{e['return']:.2f}", str(e["length"]), str(e["won"])
-        )
+        row = [
+            str(e["index"]),
+            str(e["seed"]),
+            f"{e['return']:.2f}",
+            str(e["length"]),
+            str(e["won"]),
+        ]
+        if survival:
+            row.append(f"{e['variables'].get('survival_time', 0.0):.1f}")
+        table.add_row(*row)
     console.print(table)
     console.print(
         f"mean return {report['mean_return']:.3f} ± {report['std_return']:.3f}, win rate {report['win_rate']:.2f}"
     )
+    if survival:
+        console.print(f"mean survival {report['mean_survival_time']:.1f} game seconds")
     for label in ("best", "worst"):
         if label in report.get("videos", {}):
             console.print(f"{label} episode video: {report['videos'][label]}")
@@ -375,12 +400,13 @@ def parse_agent_options(items: list[str] | None) -> dict[str, Any]:
 
 def bench_learning(
     parts: list[str] = typer.Argument(
-        None, help="ppo-room1, bc-room1, arena (default: the first two)."
+        None, help="ppo-room1, bc-room1, arena, megabonk (default: the first two)."
     ),
     out: Path = typer.Option(Path("runs/proof"), help="Folder of the runs (they resume)."),
     steps: int | None = typer.Option(None, help="Env steps (default: each part's target)."),
 ) -> None:
-    """Proof that it learns: PPO on room1, BC vs the expert, PPO vs random on BonkArena."""
+    """Proof that it learns: PPO on room1, BC vs the expert, PPO vs random on BonkArena and on
+    Megabonk (against bonklink-sim games it starts itself)."""
     from metabonk_gym.training.proof import PARTS
 
     chosen = parts or ["ppo-room1", "bc-room1"]

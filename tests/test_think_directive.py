@@ -131,6 +131,28 @@ def test_validated_directives_always_satisfy_the_schema(data: dict) -> None:
     )
 
 
+#: Answers that break Python's JSON reader itself: a 5000-digit integer (over the 4300-digit
+#: conversion limit: ValueError) and `[` nested past the interpreter's stack (RecursionError).
+HUGE_NUMBER = answer(duration_frames=0).replace(
+    '"duration_frames": 0', '"duration_frames": ' + "9" * 5000
+)
+DEEP_NESTING = answer().replace('"reasoning": "it is close"', '"reasoning": ' + "[" * 100_000)
+
+
+def test_a_5000_digit_number_is_a_directive_error() -> None:
+    assert "9" * 5000 in HUGE_NUMBER
+    with pytest.raises(DirectiveError, match="unreadable number"):
+        parse_directive(HUGE_NUMBER, QUEST)
+
+
+def test_deep_nesting_is_a_directive_error() -> None:
+    with pytest.raises(DirectiveError, match="nested too deeply"):
+        parse_directive(DEEP_NESTING, QUEST)
+    # the same depth of objects in prose scans quickly too
+    with pytest.raises(DirectiveError):
+        parse_directive("{" * 100_000, QUEST)
+
+
 def test_fallback_is_a_defined_safe_directive() -> None:
     assert QUEST.fallback("timeout: x").to_dict() == {
         "goal": "keep safe until the strategist answers",

@@ -3,6 +3,7 @@ against real sockets (a server that closes the connection, one that never answer
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import threading
@@ -12,22 +13,27 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import jsonschema
+import numpy as np
 import pytest
 
+from metabonk_gym.bonklink.env import MegabonkEnv
+from metabonk_gym.bonklink.sim import BonkLinkSim
 from metabonk_gym.think.backends import (
     MAX_RESPONSE_BYTES,
     BackendError,
     OpenAIBackend,
     ThinkRequest,
     ThinkTimeout,
+    png_bytes,
 )
 from metabonk_gym.think.directive import parse_directive
-from metabonk_gym.think.games import adapter_for_name
+from metabonk_gym.think.games import adapter_for, adapter_for_name
 from metabonk_gym.think.prompts import PromptBuilder
 from metabonk_gym.think.serve import ServerProcess, free_port, server_command
 from metabonk_gym.think.strategist import ModelStrategist, deadline_result
-from metabonk_gym.think.testing import write_tiny_llama
+from metabonk_gym.think.testing import TinyVisionConfig, write_tiny_llama, write_tiny_pair
 from metabonk_gym.think.view import GameView
 
 SPEC = adapter_for_name("BonkQuest").spec
@@ -55,6 +61,78 @@ def test_llama_cpp_python_server_gives_schema_valid_directives(tiny_model: Path)
                 assert completion.prompt_tokens and completion.completion_tokens
         finally:
             backend.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return write_tiny_pair(tmp_path_factory.mktemp("gguf-vision"))
+
+
+def _frame(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (160, 240, 3), dtype=np.uint8)
+
+
+def test_vision_through_the_openai_backend_and_llama_cpp_python_server(
+    tiny_pair: tuple[Path, Path],
+) -> None:
+    """Frames go to llama-cpp-python's server as data URIs, reach the model (another picture
+    changes its logits, token counts include the image's), and answers are schema-valid."""
+    image_tokens = (TinyVisionConfig().image_size // TinyVisionConfig().patch_size) ** 2
+    with ServerProcess(*tiny_pair) as url:
+        text_only, vision = OpenAIBackend(url), OpenAIBackend(url, vision=True)
+        try:
+            request = ThinkRequest(
+                REQUEST.system, "Where now?", SPEC.schema(), png_bytes(_frame(0)), 200
+            )
+            part = vision._payload(request)["messages"][1]["content"][0]
+            assert part["type"] == "image_url"
+            uri = part["image_url"]["url"]
+            assert uri.startswith("data:image/png;base64,")
+            assert base64.b64decode(uri.split(",", 1)[1]) == request.image_png
+            seen = vision.complete(request, time.monotonic() + 60)
+            blind = text_only.complete(request, time.monotonic() + 60)
+            d = parse_directive(seen.text, SPEC)
+            jsonschema.validate(
+                {k: v for k, v in d.to_dict().items() if k not in ("source", "reason")},
+                SPEC.schema(),
+            )
+            assert seen.prompt_tokens is not None and blind.prompt_tokens is not None
+            assert seen.prompt_tokens - blind.prompt_tokens == image_tokens
+
+            def first_logprobs(seed: int) -> list[float]:
+                req = ThinkRequest(REQUEST.system, "Where now?", {}, png_bytes(_frame(seed)))
+                payload = {
+                    **vision._payload(req),
+                    "max_tokens": 1,
+                    "logprobs": True,
+                    "top_logprobs": 5,
+                }
+                payload.pop("response_format", None)
+                answer = httpx.post(f"{url}/chat/completions", json=payload, timeout=60).json()
+                top = answer["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+                return [t["logprob"] for t in top]
+
+            first = first_logprobs(0)
+            assert first_logprobs(1) != first
+            assert first_logprobs(0) == pytest.approx(first, abs=1e-5)
+
+            # a Megabonk frame from the stand-in game, through a strategist and its prompt
+            with BonkLinkSim(port=0, mode="lockstep", seed=0) as sim:
+                env = MegabonkEnv(port=sim.port, frame_wait=1.0, connect_timeout=10)
+                obs, info = env.reset()
+                view = GameView.capture(env, info, 0, obs)
+                adapter = adapter_for(env)
+                strategist = ModelStrategist(vision, PromptBuilder(adapter), timeout_s=60)
+                result = strategist.request(view, [], "start").result()
+                env.close()
+            assert result.category is None, result.error
+            assert result.request is not None and result.request.image_png is not None
+            adapter.spec.validate(json.loads(str(result.raw)))
+            again = text_only.complete(result.request, time.monotonic() + 60)
+            assert result.prompt_tokens == (again.prompt_tokens or 0) + image_tokens
+        finally:
+            text_only.close()
+            vision.close()
 
 
 def test_server_command_binds_loopback_and_picks_the_vision_family(tmp_path: Path) -> None:
@@ -180,6 +258,31 @@ def test_http_errors_and_malformed_bodies_are_backend_errors() -> None:
     with pytest.raises(BackendError, match="failed"):
         backend.complete(REQUEST, time.monotonic() + 5)
     backend.close()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"goal": "g", "reasoning": "", "action": "wait", "target": null, '
+         '"duration_frames": ' + "7" * 5000 + ', "confidence": 1}', "unreadable number"),
+        ('{"goal": "g", "reasoning": ' + "[" * 100_000, "nested too deeply"),
+    ],
+)  # fmt: skip
+def test_answers_that_break_the_json_reader_are_invalid_fallbacks(
+    content: str, message: str
+) -> None:
+    """A 5000-digit integer (ValueError in `json`) and deep nesting (RecursionError) from a real
+    HTTP server: the strategist's fallback reason is `invalid`, nothing raises."""
+    adapter = adapter_for_name("BonkQuest")
+    view = GameView("BonkQuest", 0, np.zeros((160, 240, 3), np.uint8), {}, {"hp": 5})
+    with _http_server(_reply(content)) as url:
+        strategist = ModelStrategist(OpenAIBackend(url), PromptBuilder(adapter), timeout_s=10)
+        try:
+            result = strategist.request(view, [], "start").result()
+        finally:
+            strategist.close()
+    assert result.category == "invalid" and message in str(result.error)
+    assert result.directive.source == "fallback" and result.raw == content
 
 
 def test_every_failure_becomes_a_counted_fallback_never_an_exception(

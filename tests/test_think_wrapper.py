@@ -283,3 +283,32 @@ def test_low_confidence_asks_again_after_the_cooldown(make_env) -> None:
         env.step(0)
     assert unsure.asked == ["start", "low_confidence", "low_confidence"]
     env.close()
+
+
+def test_the_spec_records_backend_keyword_arguments_and_rebuilds_the_backend(
+    tmp_path: Path,
+) -> None:
+    """Extra backend kwargs (here llama.cpp's n_ctx) are part of the wrapper's spec, so
+    `gym.make(env.spec)` builds the same backend. (Megabonk: making it connects nowhere.)"""
+    model = write_tiny_llama(tmp_path / "tiny.gguf")
+    env = PauseToThink(
+        gym.make("MetaBonk/Megabonk-v0", port=1),
+        backend="llama_cpp",
+        model_path=model,
+        n_ctx=1024,
+        temperature=0.5,
+    )
+    assert env.strategist.backend.llm.n_ctx() == 1024  # type: ignore[attr-defined]
+    assert env.spec is not None
+    wrapper = env.spec.additional_wrappers[-1]
+    assert wrapper.name == "PauseToThink"
+    assert wrapper.kwargs["n_ctx"] == 1024 and wrapper.kwargs["temperature"] == 0.5
+    assert wrapper.kwargs["model_path"] == str(model)
+    env.close()
+    rebuilt = gym.make(env.spec)
+    try:
+        assert isinstance(rebuilt, PauseToThink)
+        backend = rebuilt.strategist.backend  # type: ignore[attr-defined]
+        assert backend.llm.n_ctx() == 1024 and backend.temperature == 0.5
+    finally:
+        rebuilt.close()

@@ -88,12 +88,14 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
             log_frames=log_frames,
             max_tokens=max_tokens,
             game_card=game_card,
+            **backend_kwargs,  # so that `env.spec` rebuilds the same backend
         )
         gym.Wrapper.__init__(self, env)
         self.adapter = adapter_for(env)
-        if game_card is None:  # the integration's game_card.md, the rules for the model
+        if game_card is None:  # the integration's game_card.md (or the adapter's), the rules
             integration = getattr(env.unwrapped, "integration", None)
             game_card = integration.game_card() if integration is not None else None
+            game_card = game_card if game_card is not None else self.adapter.game_card()
         kwargs: dict[str, Any] = dict(backend_kwargs)
         if backend == "llama_cpp":
             kwargs.update(model_path=model_path, mmproj_path=mmproj_path, chat_handler=chat_handler)

@@ -65,7 +65,8 @@ class RamExpert:
 
 
 class RandomAgent:
-    """Uniform random actions from the env's action space (seeded)."""
+    """Uniform random actions from the env's action space (seeded): an int for a `Discrete`
+    space, the space's own sample otherwise (e.g. Megabonk's Box)."""
 
     name = "random"
 
@@ -76,8 +77,9 @@ class RandomAgent:
     def reset(self, obs: Any, info: dict[str, Any]) -> None:
         pass
 
-    def act(self, obs: Any, info: dict[str, Any]) -> int:
-        return int(self.action_space.sample())
+    def act(self, obs: Any, info: dict[str, Any]) -> Any:
+        sample = self.action_space.sample()
+        return int(sample) if isinstance(self.action_space, gym.spaces.Discrete) else sample
 
 
 def _is_model_path(spec: str) -> bool:

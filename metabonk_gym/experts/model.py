@@ -36,7 +36,11 @@ def model_env_overrides(path: Path) -> dict[str, Any]:
 
 class ModelAgent:
     """Acts with `model.predict` on the frame-stacked observation, sampling its actions unless
-    `deterministic` (PPO policies tend to loop when always taking their most likely action)."""
+    `deterministic` (PPO policies tend to loop when always taking their most likely action).
+
+    Discrete actions come back as ints; other spaces (Megabonk's Box) as the model's array.
+    `Dict` observations are stacked key by key, as `VecFrameStack` does.
+    """
 
     def __init__(self, path: Path, env: gym.Env, deterministic: bool = False) -> None:
         import torch
@@ -53,34 +57,71 @@ class ModelAgent:
             raise CheckpointError(f"cannot load model {path}: {exc}") from exc
         torch.set_num_threads(1)
         self.deterministic = deterministic
-        self.stacker = FrameStacker(int(self.config.get("frame_stack", 1)))
-        expected = self.model.observation_space.shape
-        base = env.observation_space.shape
-        if (
-            base is None
-            or expected is None
-            or base[:-1] not in (tuple(expected[:-1]), tuple(expected[1:]))
+        frame_stack = int(self.config.get("frame_stack", 1))
+        theirs, ours = self.model.observation_space, env.observation_space
+        if isinstance(ours, gym.spaces.Dict):
+            if not isinstance(theirs, gym.spaces.Dict) or set(theirs.spaces) != set(ours.spaces):
+                raise AgentError(
+                    f"{path} expects observations {theirs}, the env gives {ours}; make the env "
+                    "with the model's obs_type (metabonk does this in play, record and eval)"
+                )
+            for key in ours.spaces:
+                _check_shape(path, theirs[key].shape, ours[key].shape)
+            self.keys: list[str] | None = list(ours.spaces)
+            self.stackers = {key: FrameStacker(frame_stack) for key in ours.spaces}
+        else:
+            _check_shape(path, theirs.shape, ours.shape)
+            self.keys = None
+            self.stackers = {"": FrameStacker(frame_stack)}
+        their_actions, our_actions = self.model.action_space, env.action_space
+        if getattr(their_actions, "n", None) != getattr(our_actions, "n", None) or (
+            their_actions.shape != our_actions.shape
         ):
-            raise AgentError(
-                f"{path} expects observations of shape {expected} (after its frame stack) but the env "
-                f"gives {base}; make the env with the model's obs_type/downscale "
-                "(metabonk does this for you in play, record and eval)"
-            )
-        if getattr(self.model.action_space, "n", None) != getattr(env.action_space, "n", None):
-            raise AgentError(
-                f"{path} has {self.model.action_space} actions, the env {env.action_space}"
-            )
+            raise AgentError(f"{path} has {their_actions} actions, the env {our_actions}")
+        self.discrete = isinstance(our_actions, gym.spaces.Discrete)
         self._fresh = False
 
+    def _stack(self, obs: Any, reset: bool) -> Any:
+        if self.keys is None:
+            stacker = self.stackers[""]
+            return stacker.reset(np.asarray(obs)) if reset else stacker.add(np.asarray(obs))
+        out = {}
+        for key in self.keys:
+            stacker, part = self.stackers[key], np.asarray(obs[key])
+            out[key] = stacker.reset(part) if reset else stacker.add(part)
+        return out
+
+    def _current(self) -> Any:
+        if self.keys is None:
+            return self.stackers[""].current()
+        return {key: self.stackers[key].current() for key in self.keys}
+
     def reset(self, obs: Any, info: dict[str, Any]) -> None:
-        self.stacker.reset(np.asarray(obs))
+        self._stack(obs, reset=True)
         self._fresh = True  # the first act() sees the reset observation, already stacked
 
-    def act(self, obs: Any, info: dict[str, Any]) -> int:
+    def act(self, obs: Any, info: dict[str, Any]) -> Any:
         if self._fresh:
             self._fresh = False
-            stacked = self.stacker.current()
+            stacked = self._current()
         else:
-            stacked = self.stacker.add(np.asarray(obs))
+            stacked = self._stack(obs, reset=False)
         action, _ = self.model.predict(stacked, deterministic=self.deterministic)
-        return int(np.asarray(action).reshape(-1)[0])
+        if self.discrete:
+            return int(np.asarray(action).reshape(-1)[0])
+        return np.asarray(action)
+
+
+def _check_shape(path: Path, expected: Any, base: Any) -> None:
+    """The env's observation (before the frame stack) must fit the model's (after it, possibly
+    transposed to channels-first by SB3)."""
+    if (
+        base is None
+        or expected is None
+        or tuple(base[:-1]) not in (tuple(expected[:-1]), tuple(expected[1:]))
+    ):
+        raise AgentError(
+            f"{path} expects observations of shape {expected} (after its frame stack) but the env "
+            f"gives {base}; make the env with the model's obs_type/downscale "
+            "(metabonk does this for you in play, record and eval)"
+        )

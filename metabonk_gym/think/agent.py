@@ -102,9 +102,10 @@ class ThinkAgent:
         self.director.reset(view)
         self._started = True
 
-    def act(self, obs: Any, info: dict[str, Any] | None = None, reward: float | None = None) -> int:
-        """The action for `obs` (thinking first when it is time); `reward` of the last step feeds
-        the directive outcomes in the decision log."""
+    def act(self, obs: Any, info: dict[str, Any] | None = None, reward: float | None = None) -> Any:
+        """The action for `obs` (thinking first when it is time): a discrete action for the GBA
+        games, a Box action for Megabonk; `reward` of the last step feeds the directive outcomes
+        in the decision log."""
         if not self._started:
             view = GameView.capture(self.env, info, 0, obs)
             self._begin(view)
@@ -162,7 +163,7 @@ def make_think_agent(
     director_keys = {"cooldown_steps", "min_confidence", "history_len"}
     director_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in director_keys}
     kind = strategist_kind(model_path, base_url, backend)
-    game_card = game_card if game_card is not None else _game_card(env)
+    game_card = game_card if game_card is not None else _game_card(env, adapter)
     backend_kwargs: dict[str, Any] = dict(kwargs)
     if kind == "llama_cpp":
         backend_kwargs.update(
@@ -197,10 +198,12 @@ def make_think_agent(
     )
 
 
-def _game_card(env: gym.Env) -> str | None:
+def _game_card(env: gym.Env, adapter: GameAdapter) -> str | None:
+    """The integration's `game_card.md`, else the adapter's card (Megabonk), else None."""
     integration = getattr(env.unwrapped, "integration", None)
-    return (
+    card = (
         integration.game_card()
         if integration is not None and hasattr(integration, "game_card")
         else None
     )
+    return card if card is not None else adapter.game_card()

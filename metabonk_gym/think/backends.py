@@ -9,7 +9,7 @@ Why two: one in-process model per env is simplest; 8-16 envs sharing one central
 batching and prefix caching. Both honour a deadline: the in-process backend streams and stops decoding
 once it has passed, the HTTP one gives httpx the time left. Errors are raised as
 `BackendError` / `ThinkTimeout` and turned into fallback directives by the caller
-(`metabonk_gym.think.thinker`); nothing here is called from the env loop directly.
+(`metabonk_gym.think.strategist.ModelStrategist`); nothing here is called from the env loop directly.
 
 >>> make_backend("llama_cpp", model_path="/nonexistent/model.gguf")
 Traceback (most recent call last):

@@ -245,6 +245,10 @@ def extract_json_object(text: str) -> Any:
             return value
         except json.JSONDecodeError:
             start = cleaned.find("{", start + 1)
+        except RecursionError as exc:  # `[[[[...` nested past the interpreter's stack
+            raise DirectiveError("the answer's JSON is nested too deeply") from exc
+        except ValueError as exc:  # an integer longer than Python converts (4300 digits)
+            raise DirectiveError(f"the answer's JSON has an unreadable number: {exc}") from exc
     snippet = text[:80].encode("unicode_escape").decode("ascii")
     raise DirectiveError(f"no JSON object in the answer (starts {snippet!r})")
 

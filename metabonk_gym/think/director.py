@@ -252,7 +252,9 @@ class Director:
         if active is None or active.call_id < 0:
             return
         self._active = None
-        hp_lost = max(0, active.start.get("hp") - view.get("hp")) if view is not None else 0
+        hp_lost = (
+            max(0, self.adapter.hp(active.start) - self.adapter.hp(view)) if view is not None else 0
+        )
         outcome = {
             "status": status,
             "frames": active.frames,

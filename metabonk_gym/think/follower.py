@@ -6,7 +6,9 @@ target), steps around enemies (their cell and the cells they can enter this step
 the player, cells next to them cost extra), presses A next to a chest or the sage (releasing it in
 between, since the games react to new presses), closes dialogue boxes, and flees when an enemy is
 about to step onto it. In BonkArena it steers in eight directions (towards targets, away from
-enemies) and moves the level-up menu's cursor to the chosen option before pressing A.
+enemies) and moves the level-up menu's cursor to the chosen option before pressing A. For Megabonk
+(`MegabonkFollower`) it returns the env's Box action: steering, aim, fire, ability, and a UI click
+on the chosen level-up option.
 Why: a directive is only worth as much as its execution; with this follower an oracle strategist
 wins BonkQuest (see `metabonk bench think`), so the benchmark measures the strategist alone.
 Path finding is the scripted experts' A* (`metabonk_gym.experts.pathfinding`), used in (x, y).
@@ -18,7 +20,7 @@ Path finding is the scripted experts' A* (`metabonk_gym.experts.pathfinding`), u
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,7 @@ from metabonk_gym.think.games import (
     QUEST_TILE_IDS,
     ArenaAdapter,
     GameAdapter,
+    MegabonkAdapter,
     QuestAdapter,
     adapter_for,
 )
@@ -81,7 +84,7 @@ class DirectiveFollower:
         action = self.action_for(*buttons)
         return 0 if self.last_action == action else action
 
-    def act(self, view: GameView, directive: Directive) -> int:
+    def act(self, view: GameView, directive: Directive) -> Any:
         """The action for this step (records it for `press_fresh`)."""
         action = self._act(view, directive)
         self.last_action = action
@@ -361,11 +364,244 @@ class ArenaFollower(DirectiveFollower):
         return None if norm < 2 else d / norm * 0.8
 
 
-def make_follower(env: Any, adapter: GameAdapter | None = None) -> DirectiveFollower:
-    """The follower for an env's game (discrete action spaces)."""
+class MegabonkFollower(DirectiveFollower):
+    """Megabonk (BonkLink): the directive as the env's Box (or Dict) action, every tick.
+
+    Steering scores 16 directions and standing still by where each leads in `LOOKAHEAD` world
+    units: a danger potential from every enemy ((`DANGER` / distance)^2), walls it has run into
+    (learnt when the position stops changing along an axis the stick pushes), a little inertia,
+    and the directive's own pull: `attack` keeps the kited enemy at `KITE_RANGE`, `go_to` and
+    `wander` head for their radar cell (anchored where the directive started; `wander` without
+    one keeps a heading and turns now and then), `flee` weighs danger most, `wait` prefers
+    standing. It always aims at the nearest enemy and fires when one is within `FIRE_RANGE`, and
+    uses the ability when two or more are within `ABILITY_RADIUS`.
+
+    In a menu it alternates a neutral tick with an input (so presses have edges): a UI click on
+    the chosen option (`choose_upgrade` with an option the game lists), else a submit
+    (interact), which takes the default. `option_points(n)` gives the normalised click points
+    (top-left origin; `bonklink.actions` converts them to the plugin's bottom-left pixels): by
+    default the stand-in game's three cards (`bonklink.game.card_rects`); pass `option_points=`
+    for the real game's layout. The stick axes are taken as world +X / +Z, as in `bonklink-sim`;
+    in Megabonk that holds while the camera looks along +Z.
+    """
+
+    adapter: MegabonkAdapter
+    DIRECTIONS = 16
+    LOOKAHEAD = 2.5
+    DANGER = 2.0
+    KITE_RANGE = 5.0
+    FIRE_RANGE = 14.0
+    ABILITY_RADIUS = 3.0
+
+    def __init__(
+        self,
+        adapter: MegabonkAdapter,
+        env: Any,
+        option_points: Sequence[tuple[float, float]] | None = None,
+    ) -> None:
+        super().__init__(adapter, env)
+        self.action_type = str(getattr(env.unwrapped, "action_type", "box"))
+        self.custom_points = tuple(option_points) if option_points else None
+        angles = np.arange(self.DIRECTIONS) * (2 * np.pi / self.DIRECTIONS)
+        self.dirs = np.concatenate(
+            [np.zeros((1, 2)), np.stack([np.cos(angles), np.sin(angles)], 1)]
+        )
+        self._clear()
+
+    def _clear(self) -> None:
+        self._menu_ticks = 0
+        self._steps = 0
+        self._move = np.zeros(2)
+        self._heading = np.array([1.0, 0.0])
+        self._heading_steps = 0
+        self._last: tuple[np.ndarray, float] | None = None  # position and game time
+        self._walls: list[tuple[int, float, float, int]] = []  # axis, side, coordinate, step
+        self._anchor: tuple[Directive, np.ndarray] | None = None
+
+    def reset(self, seed: int | None = None) -> None:
+        super().reset(seed)
+        self._clear()
+        angle = float(self.rng.uniform(0, 2 * np.pi))
+        self._heading = np.array([np.cos(angle), np.sin(angle)])
+
+    # ------------------------------------------------------------------ output
+    def option_points(self, n: int) -> list[tuple[float, float]]:
+        """Where to click option 0..n-1 (normalised, top-left origin)."""
+        if self.custom_points is not None:
+            return list(self.custom_points)
+        from metabonk_gym.bonklink.game import card_rects
+
+        cards = card_rects()
+        if n <= len(cards):
+            return [rect.center for rect in cards[:n]]
+        return [((i + 0.5) / n, 0.55) for i in range(n)]
+
+    def emit(
+        self,
+        move: Sequence[float] | np.ndarray = (0.0, 0.0),
+        aim: Sequence[float] | np.ndarray = (0.0, 0.0),
+        fire: bool = False,
+        ability: bool = False,
+        interact: bool = False,
+        click: tuple[float, float] | None = None,
+    ) -> Any:
+        """An action of the env's space (`make_box_action`'s layout, or the Dict form)."""
+        from metabonk_gym.bonklink.actions import make_box_action
+
+        stick = np.clip(np.asarray(move, np.float32).reshape(2), -1, 1)
+        look = np.clip(np.asarray(aim, np.float32).reshape(2), -1, 1)
+        if self.action_type == "dict":
+            return {
+                "move": stick,
+                "aim": look,
+                "buttons": np.array([fire, ability, interact], np.int8),
+                "click": int(click is not None),
+                "click_pos": np.array(click if click is not None else (0.5, 0.5), np.float32),
+            }
+        return make_box_action(
+            (float(stick[0]), float(stick[1])),
+            (float(look[0]), float(look[1])),
+            fire,
+            ability,
+            interact,
+            click,
+        )
+
+    def act(self, view: GameView, directive: Directive) -> Any:
+        return self._act(view, directive)
+
+    def _act(self, view: GameView, directive: Directive) -> Any:  # type: ignore[override]
+        adapter = self.adapter
+        if adapter.in_menu(view):
+            self._last = None
+            self._menu_ticks += 1
+            if self._menu_ticks % 2 == 0:
+                return self.emit()  # release, so the next press is a new one
+            options, option = adapter.options(view), directive.option
+            if directive.action == "choose_upgrade" and option is not None and options:
+                points = self.option_points(len(options))
+                if option < min(len(options), len(points)):
+                    return self.emit(click=points[option])
+            return self.emit(interact=True)
+        self._menu_ticks = 0
+        self._steps += 1
+        me = adapter.position(view)
+        self._learn_walls(me, adapter.number(view, "game_time"))
+        foes = adapter.enemies(view)
+        dist = np.hypot(foes[:, 0], foes[:, 1]) if len(foes) else np.zeros(0)
+        move = self._steer(view, directive, me, foes, dist)
+        self._move = move
+        aim = foes[0] / max(float(dist[0]), 1e-6) if len(foes) else self._heading
+        fire = bool(len(foes)) and float(dist[0]) <= self.FIRE_RANGE
+        ability = int(np.count_nonzero(dist <= self.ABILITY_RADIUS)) >= 2
+        return self.emit(move, aim, fire, ability)
+
+    # ------------------------------------------------------------------ steering
+    def _steer(
+        self,
+        view: GameView,
+        directive: Directive,
+        me: np.ndarray,
+        foes: np.ndarray,
+        dist: np.ndarray,
+    ) -> np.ndarray:
+        points = self.dirs * self.LOOKAHEAD  # candidate offsets from the player
+        score = self._danger(points, foes) * (1.5 if directive.action == "flee" else 1.0)
+        score += self._wall_cost(me + points)
+        moving = np.hypot(self._move[0], self._move[1]) > 0
+        if moving:  # inertia: fewer zig-zags
+            score += 0.15 * (1.0 - self.dirs @ (self._move / np.hypot(*self._move)))
+        action = directive.action
+        heading = self._goal_heading(view, directive, me)
+        if action == "attack" and len(foes):
+            target = foes[0]
+            if directive.tile is not None:  # the enemy nearest the radar cell
+                cell = self.adapter.offset_of(directive.tile)
+                target = foes[int(np.argmin(np.hypot(*(foes - cell).T)))]
+            gap = np.hypot(*(target[None, :] - points).T)
+            score += 0.08 * (gap - self.KITE_RANGE) ** 2
+        elif action in ("go_to", "wander") and heading is not None:
+            score -= 0.8 * (self.dirs @ heading)
+            if action == "go_to" and self._anchor_reached(me):
+                score[0] -= 1.0  # arrived: stay unless an enemy comes
+        elif action in ("wait", "choose_upgrade") or (action == "attack" and not len(foes)):
+            score[1:] += 0.3  # standing is the plan; moving only to dodge
+        best = int(np.argmin(score))
+        return self.dirs[best].copy()
+
+    def _danger(self, points: np.ndarray, foes: np.ndarray) -> np.ndarray:
+        """Sum over enemies of (DANGER / distance)^2 at each candidate point."""
+        if not len(foes):
+            return np.zeros(len(points))
+        gaps = np.hypot(*(points[:, None, :] - foes[None, :, :]).transpose(2, 0, 1))
+        return ((self.DANGER / np.maximum(gaps, 0.3)) ** 2).sum(axis=1)
+
+    def _goal_heading(
+        self, view: GameView, directive: Directive, me: np.ndarray
+    ) -> np.ndarray | None:
+        """A unit vector towards the directive's radar cell (anchored at its start) or, for
+        `wander` without one, a heading that turns every few seconds."""
+        tile = directive.tile
+        if tile is not None and directive.action in ("go_to", "wander"):
+            if self._anchor is None or self._anchor[0] != directive:
+                self._anchor = (directive, me + self.adapter.offset_of(tile))
+            to_goal = self._anchor[1] - me
+            norm = float(np.hypot(*to_goal))
+            if norm > 0.5:
+                return to_goal / norm
+            if directive.action == "go_to":
+                return None
+        self._anchor = None
+        if directive.action != "wander":
+            return None
+        self._heading_steps += 1
+        if self._heading_steps >= 180 or self._blocked(me, self._heading):
+            self._heading_steps = 0
+            angle = float(self.rng.uniform(0, 2 * np.pi))
+            self._heading = np.array([np.cos(angle), np.sin(angle)])
+        return self._heading
+
+    def _anchor_reached(self, me: np.ndarray) -> bool:
+        return (
+            self._anchor is not None
+            and float(np.hypot(*(self._anchor[1] - me))) <= self.adapter.cell_units
+        )
+
+    # ------------------------------------------------------------------ walls
+    def _learn_walls(self, me: np.ndarray, game_time: float) -> None:
+        """A wall where the stick pushed along an axis but the position did not move on it."""
+        last, self._last = self._last, (me.copy(), game_time)
+        self._walls = [w for w in self._walls if self._steps - w[3] < 1800]
+        if last is None or game_time <= last[1]:
+            return
+        for axis in (0, 1):
+            push = float(self._move[axis])
+            if abs(push) > 0.3 and abs(me[axis] - last[0][axis]) < 1e-3:
+                side = 1.0 if push > 0 else -1.0
+                known = [w for w in self._walls if w[0] == axis and w[1] == side]
+                if not any(abs(w[2] - me[axis]) < 0.5 for w in known):
+                    self._walls = [*self._walls, (axis, side, float(me[axis]), self._steps)][-8:]
+
+    def _wall_cost(self, points: np.ndarray) -> np.ndarray:
+        """Points (world) beyond or close to a learnt wall cost more the closer they get."""
+        cost = np.zeros(len(points))
+        for axis, side, coordinate, _ in self._walls:
+            room = side * (coordinate - points[:, axis])  # distance left before the wall
+            cost += np.where(room < 0.5, 20.0, 2.0 / np.maximum(room, 0.5) ** 2)
+        return cost
+
+    def _blocked(self, me: np.ndarray, heading: np.ndarray) -> bool:
+        return bool(self._wall_cost((me + heading * self.LOOKAHEAD)[None, :])[0] >= 20.0)
+
+
+def make_follower(env: Any, adapter: GameAdapter | None = None, **kwargs: Any) -> DirectiveFollower:
+    """The follower for an env's game: discrete actions for the GBA games, Box (or Dict) actions
+    for Megabonk (`kwargs` go to `MegabonkFollower`, e.g. `option_points`)."""
     adapter = adapter or adapter_for(env)
     if isinstance(adapter, QuestAdapter):
         return QuestFollower(adapter, env)
     if isinstance(adapter, ArenaAdapter):
         return ArenaFollower(adapter, env)
+    if isinstance(adapter, MegabonkAdapter):
+        return MegabonkFollower(adapter, env, **kwargs)
     return DirectiveFollower(adapter, env)

@@ -3,23 +3,27 @@
 What: `ThinkStats` counts calls, fallbacks by reason, latencies (seconds, and frames in async
 mode) and how directives ended; `as_info()` is what `info["think"]` holds. `think_scalars(...)`
 turns it (or that info dict) into `think/*` scalars, and `log_think_scalars(writer, ..., step)`
-writes them with any writer that has `add_scalar` (torch's `SummaryWriter`) or to a log dir.
+writes them with any writer that has `add_scalar` (torch's `SummaryWriter`) or to a log dir;
+`merge_think_infos` combines the `info["think"]` of several envs. In SB3 training,
+`metabonk_gym.training.callbacks.ThinkScalarsCallback` does both from the step's `infos`.
 Why a helper the training code calls: PPO loops log at their own cadence; they pass
-`info["think"]` from any env and get the same curves (calls, latency p50/p95, fallback rate,
-directive success rate) as `metabonk play`.
+`info["think"]` from any env and get the same curves (calls, fallbacks, latency p50/p95,
+fallback rate, directive success rate) as `metabonk play`.
 
 >>> s = ThinkStats()
 >>> s.record_call(0.2, None); s.record_call(1.0, "timeout"); s.record_end("done")
 >>> info = s.as_info()
 >>> info["calls"], info["fallbacks"], info["fallback_reasons"], info["success_rate"]
 (2, 1, {'timeout': 1}, 1.0)
->>> sorted(think_scalars(info))
-['think/calls', 'think/directive_success_rate', 'think/fallback_rate', 'think/latency_p50_s', 'think/latency_p95_s']
+>>> sorted(think_scalars(info))  # doctest: +NORMALIZE_WHITESPACE
+['think/calls', 'think/directive_success_rate', 'think/fallback_rate', 'think/fallbacks',
+ 'think/fallbacks_timeout', 'think/latency_p50_s', 'think/latency_p95_s']
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +91,10 @@ def think_scalars(source: ThinkStats | dict[str, Any]) -> dict[str, float]:
     calls = int(info.get("calls") or 0)
     out: dict[str, float] = {"think/calls": float(calls)}
     if calls:
+        out["think/fallbacks"] = float(info.get("fallbacks") or 0)
         out["think/fallback_rate"] = float(info.get("fallbacks") or 0) / calls
+        for reason, count in sorted((info.get("fallback_reasons") or {}).items()):
+            out[f"think/fallbacks_{reason}"] = float(count)
     for key, name in (
         ("latency_p50_s", "think/latency_p50_s"),
         ("latency_p95_s", "think/latency_p95_s"),
@@ -96,6 +103,49 @@ def think_scalars(source: ThinkStats | dict[str, Any]) -> dict[str, float]:
     ):
         if info.get(key) is not None:
             out[name] = float(info[key])
+    return out
+
+
+def merge_think_infos(infos: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One `info["think"]`-style dict for several envs (a vector env): calls, fallbacks (by
+    reason) and ended directives add up; the success rate is recomputed from the sums; latency
+    percentiles are the mean of the envs' own (each env keeps its own window).
+
+    >>> a, b = ThinkStats(), ThinkStats()
+    >>> a.record_call(0.2, None); b.record_call(0.4, "timeout"); b.record_end("done")
+    >>> m = merge_think_infos([a.as_info(), b.as_info()])
+    >>> m["calls"], m["fallbacks"], m["fallback_reasons"], m["success_rate"]
+    (2, 1, {'timeout': 1}, 1.0)
+    >>> round(m["latency_p50_s"], 3)
+    0.3
+    """
+    reasons: Counter[str] = Counter()
+    calls = fallbacks = ended = done = 0
+    latencies: dict[str, list[float]] = {
+        "latency_p50_s": [],
+        "latency_p95_s": [],
+        "latency_frames_p50": [],
+        "last_latency_s": [],
+    }
+    for info in infos:
+        calls += int(info.get("calls") or 0)
+        fallbacks += int(info.get("fallbacks") or 0)
+        ended += int(info.get("directives_ended") or 0)
+        done += int(info.get("directives_done") or 0)
+        reasons.update({str(k): int(v) for k, v in (info.get("fallback_reasons") or {}).items()})
+        for key, values in latencies.items():
+            if info.get(key) is not None:
+                values.append(float(info[key]))
+    out: dict[str, Any] = {
+        "calls": calls,
+        "fallbacks": fallbacks,
+        "fallback_reasons": dict(reasons),
+        "directives_ended": ended,
+        "directives_done": done,
+        "success_rate": done / ended if ended else None,
+    }
+    for key, values in latencies.items():
+        out[key] = float(np.mean(values)) if values else None
     return out
 
 

@@ -3,7 +3,8 @@
 What: for BonkQuest it knows where each key lies and which chest of the sage's hall holds one
 (`key_chest`), so it sends System 1 straight along the shortest quest: key, door, next room, ...,
 treasure, detouring for a heart when HP is low. For BonkArena it picks upgrades as the scripted expert does (`pick_upgrade`),
-flees when hurt or crowded, and otherwise fights and collects gems.
+flees when hurt or crowded, and otherwise fights and collects gems. For Megabonk it reads the
+plugin's info: upgrades by name (healing when low), flee when hurt or crowded, kite otherwise.
 Why: `metabonk bench think` measures what perfect thinking is worth with the `DirectiveFollower`
 (the ceiling a VLM could reach), and tests run the whole think loop without a model.
 
@@ -23,10 +24,12 @@ import numpy as np
 from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.games import (
     CELL,
+    MEGABONK_UPGRADE_PRIORITY,
     NONE,
     QUEST_TILE_IDS,
     ArenaAdapter,
     GameAdapter,
+    MegabonkAdapter,
     QuestAdapter,
 )
 from metabonk_gym.think.prompts import HistoryItem
@@ -50,6 +53,8 @@ class OracleStrategist(Strategist):
             directive = quest_advice(view)
         elif isinstance(self.adapter, ArenaAdapter):
             directive = arena_advice(view, self.adapter)
+        elif isinstance(self.adapter, MegabonkAdapter):
+            directive = megabonk_advice(view, self.adapter)
         else:
             directive = self.adapter.spec.fallback("the oracle does not know this game")
         return done_future(ThinkResult(directive, time.perf_counter() - start))
@@ -122,3 +127,39 @@ def arena_advice(view: GameView, adapter: ArenaAdapter) -> Directive:
         gx, gy = min(safe, key=lambda g: (g[0] - px) ** 2 + (g[1] - py) ** 2)
         return _d("collect XP gems", "collect", {"x": gx // CELL, "y": gy // CELL}, 90)
     return _d("fight from a distance", "attack", None, 90)
+
+
+def pick_megabonk_upgrade(options: Sequence[str], health_frac: float) -> int:
+    """The index of the best level-up option by name: healing or max HP when health is below
+    half, else `MEGABONK_UPGRADE_PRIORITY` (0 when no name is known).
+
+    >>> pick_megabonk_upgrade(["Move Speed +10%", "Damage +25%", "Heal 40%"], 0.9)
+    1
+    >>> pick_megabonk_upgrade(["Move Speed +10%", "Damage +25%", "Heal 40%"], 0.3)
+    2
+    """
+    names = [o.lower() for o in options]
+    order = list(MEGABONK_UPGRADE_PRIORITY)
+    if health_frac < 0.5:
+        order = ["heal", "max hp", *order]
+    for key in order:
+        for i, name in enumerate(names):
+            if key in name:
+                return i
+    return 0
+
+
+def megabonk_advice(view: GameView, adapter: MegabonkAdapter) -> Directive:
+    """A sound Megabonk plan from the plugin's info: upgrades by name, flee when hurt or
+    crowded, kite the nearest enemy while there are any, else wander."""
+    if adapter.in_menu(view):
+        options = adapter.options(view)
+        best = pick_megabonk_upgrade(options, adapter.health_frac(view)) if options else 0
+        return _d("take the best upgrade", "choose_upgrade", {"option": best}, 120)
+    foes = adapter.enemies(view)
+    dist = np.hypot(foes[:, 0], foes[:, 1]) if len(foes) else np.zeros(0)
+    if adapter.health_frac(view) < 0.3 or np.count_nonzero(dist < 3.0) >= 4:
+        return _d("get away from the enemies", "flee", None, 60)
+    if len(foes):
+        return _d("kite the nearest enemy", "attack", None, 120)
+    return _d("find enemies on open ground", "wander", None, 120)

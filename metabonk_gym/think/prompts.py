@@ -29,18 +29,14 @@ from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.games import GameAdapter
 from metabonk_gym.think.view import GameView
 
-SYSTEM_TEMPLATE = """You are the strategist ("System 2") of an agent playing {game}, a Game Boy Advance game.
-A fast controller ("System 1") turns your directive into button presses: it walks shortest paths
-to tile targets, presses A to talk and open, and navigates menus. You are asked again when the
-directive is done or expires, on a new room or menu, when HP drops, or every few seconds.
+SYSTEM_TEMPLATE = """You are the strategist ("System 2") of an agent playing {game}, {platform}.
+{system1}
 
 # The game
 {card}
 
 # Coordinates
-The screen is a grid of 30 x 20 cells of 8x8 pixels: x is the column (0..29, left to right),
-y is the row (0..19, top to bottom). The text map shows x along the top and y down the side;
-@ is you, E an enemy.
+{coordinates}
 
 # Actions
 {actions}
@@ -62,6 +58,9 @@ def system_prompt(adapter: GameAdapter, game_card: str | None) -> str:
     )
     return SYSTEM_TEMPLATE.format(
         game=spec.game,
+        platform=adapter.platform,
+        system1=adapter.system1_text,
+        coordinates=adapter.coordinates_text,
         card=(game_card or GENERIC_CARD).strip(),
         actions=actions,
         schema=json.dumps(spec.schema(), separators=(",", ":")),
@@ -167,6 +166,8 @@ class PromptBuilder:
 
     def _default_image(self, view: GameView) -> np.ndarray:
         picture = strip_picture(view) if self.strip else None
+        if picture is None:
+            picture = self.adapter.picture(view)
         return (
             picture if picture is not None else overlay_image(view, self.adapter.player_cell(view))
         )

@@ -123,13 +123,17 @@ class ModelStrategist(Strategist):
                     self.spec, "invalid", f"prompt: {type(exc).__name__}: {exc}", 0.0
                 )
             )
-        return self._pool.submit(self._answer, req, start, deadline)
+        return self._pool.submit(self._answer, req, start, deadline, view)
 
-    def _answer(self, req: ThinkRequest, start: float, deadline: float) -> ThinkResult:
+    def _answer(
+        self, req: ThinkRequest, start: float, deadline: float, view: GameView | None = None
+    ) -> ThinkResult:
         completion: Completion | None = None
         try:
             completion = self.backend.complete(req, deadline)
             directive = parse_directive(completion.text, self.spec)
+            if view is not None:  # what the state rules out (an option the menu lacks)
+                self.builder.adapter.check(directive, view)
         except ThinkTimeout as exc:
             return ThinkResult.fallback(
                 self.spec, "timeout", str(exc), time.monotonic() - start, request=req

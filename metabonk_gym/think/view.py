@@ -77,9 +77,24 @@ class GameView:
             info=dict(info or {}),
             ram=ram,
             arrays=arrays,
-            frameskip=int(getattr(base, "frameskip", 1)),
+            frameskip=_frameskip(env),
             strip=_strip(env, obs),
         )
+
+
+def _frameskip(env: gym.Env) -> int:
+    """Game frames per env step: the emulator's `frameskip`, else an action-repeat wrapper's
+    `repeat` (Megabonk's training stack), else 1."""
+    skip = getattr(env.unwrapped, "frameskip", None)
+    if isinstance(skip, int):
+        return skip
+    layer: Any = env
+    while layer is not None and layer is not env.unwrapped:
+        repeat = getattr(layer, "repeat", None)
+        if isinstance(repeat, int) and repeat >= 1:
+            return repeat
+        layer = getattr(layer, "env", None)
+    return 1
 
 
 def _strip(env: gym.Env, obs: Any) -> tuple[np.ndarray, int] | None:
@@ -97,13 +112,14 @@ def _strip(env: gym.Env, obs: Any) -> tuple[np.ndarray, int] | None:
 
 def current_frame(env: gym.Env, obs: Any = None) -> np.ndarray:
     """The full-resolution screen as RGB uint8: the emulator's, else the observation when it is
-    an RGB image (wrappers may have downscaled or stacked it), else `render()`."""
+    an RGB image (`image`, `pixels` or Megabonk's `frame`; wrappers may have downscaled or stacked
+    it), else `render()`."""
     base = env.unwrapped
     backend = getattr(base, "backend", None)
     if backend is not None and hasattr(backend, "screen"):
         return np.asarray(backend.screen())
-    if isinstance(obs, dict):
-        obs = obs.get("image", obs.get("pixels"))
+    if isinstance(obs, dict):  # "frame": Megabonk's observation
+        obs = obs.get("image", obs.get("pixels", obs.get("frame")))
     if (
         isinstance(obs, np.ndarray)
         and obs.ndim == 3

@@ -1,5 +1,6 @@
-"""SB3 callbacks: game variables, win rate and reward terms in TensorBoard, episode videos,
-atomic checkpoints and a rich progress bar.
+"""SB3 callbacks: game variables, win rate and reward terms in TensorBoard, System 2's think
+counters (`ThinkScalarsCallback`, for `PauseToThink` envs), episode videos, atomic checkpoints and
+a rich progress bar.
 
 They read what the envs already return (`info` holds the game's RAM variables and per-term
 rewards; `VecMonitor` adds `info["episode"]`), so logging costs no extra emulator work except
@@ -112,6 +113,46 @@ class GameStatsCallback(BaseCallback):
             win_rate = self.stats.win_rate()
             if win_rate is not None:
                 self.logger.record(f"{self.prefix}episode/win_rate", win_rate)
+        return True
+
+
+class _RecordWriter:
+    """`add_scalar` over an SB3 logger (what `log_think_scalars` writes with)."""
+
+    def __init__(self, logger: Any) -> None:
+        self.logger = logger
+
+    def add_scalar(self, tag: str, value: float, step: int) -> None:
+        self.logger.record(tag, value)
+
+
+class ThinkScalarsCallback(BaseCallback):
+    """System 2's counters in TensorBoard when the envs think (`PauseToThink`): every `every`
+    steps, the `infos[i]["think"]` of all envs are merged (`merge_think_infos`) and written with
+    `log_think_scalars` to the SB3 logger (`think/calls`, `think/fallbacks`,
+    `think/fallbacks_<reason>`, `think/fallback_rate`, `think/latency_p50_s`,
+    `think/latency_p95_s`, `think/directive_success_rate`, `think/latency_frames_p50`); they reach
+    TensorBoard with the logger's next dump. Envs without a `PauseToThink` wrapper have no
+    `info["think"]`: the callback then logs nothing, so training can always add it."""
+
+    def __init__(self, every: int = 1) -> None:
+        super().__init__()
+        if every < 1:
+            raise ValueError(f"every must be >= 1, not {every}")
+        self.every = int(every)
+        self.latest: dict[int, dict[str, Any]] = {}
+        self.scalars: dict[str, float] = {}
+
+    def _on_step(self) -> bool:
+        for i, info in enumerate(self.locals.get("infos") or ()):
+            think = info.get("think") if isinstance(info, dict) else None
+            if isinstance(think, dict):
+                self.latest[i] = think  # cumulative per env: the newest counts
+        if self.latest and self.n_calls % self.every == 0:
+            from metabonk_gym.think.metrics import log_think_scalars, merge_think_infos
+
+            merged = merge_think_infos(list(self.latest.values()))
+            self.scalars = log_think_scalars(_RecordWriter(self.logger), merged, self.num_timesteps)
         return True
 
 

@@ -6,6 +6,10 @@ The games allow one emulator per process, so training always steps envs in subpr
 and downscaling happen inside the env (`obs_type=`, `downscale=`), which is cheaper than a wrapper
 and is the exact transform `convert_frames` reproduces for recorded datasets.
 
+`MetaBonk/Megabonk-v0` is a TCP client of a game (BonkLink), not an emulator: its training envs
+(`metabonk_gym.training.megabonk`) all live in the trainer's process (`DummyVecEnv`), env `i`
+talking to the game on port `base_port + i`.
+
 >>> import numpy as np
 >>> frames = np.zeros((2, 160, 240, 3), np.uint8)
 >>> convert_frames(frames, ("rgb", 1), ("grayscale", 4)).shape
@@ -28,6 +32,7 @@ from gymnasium import spaces
 
 from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.errors import ConfigError, DatasetError
+from metabonk_gym.training.megabonk import INFO_VARIABLES, is_megabonk, make_megabonk_env
 
 
 class StartWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -167,12 +172,19 @@ class ApproachShaping(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return obs, float(reward) + bonus, terminated, truncated, info
 
 
-def make_env(env_id: str, cfg: TrainConfig, **extra: Any) -> gym.Env:
-    """One env per the config (in this process): `gym.make` + goal + start wrappers."""
+def make_env(
+    env_id: str, cfg: TrainConfig, index: int = 0, n_envs: int = 1, **extra: Any
+) -> gym.Env:
+    """One env per the config (in this process): `gym.make` + goal + start wrappers.
+
+    `index` of `n_envs` matters for Megabonk only: env `index` talks to port `base_port + index`.
+    """
     import metabonk_gym  # noqa: F401  (registers the ids)
 
     _check_env_id(env_id)
-    env = gym.make(env_id, **{**cfg.env_kwargs_for_make(), **extra})
+    if is_megabonk(env_id):
+        return make_megabonk_env(env_id, cfg, index=index, n_envs=n_envs, **extra)
+    env = gym.make(env_id, **{**cfg.env_kwargs_for_make(env_id), **extra})
     if cfg.goal is not None:
         integration = getattr(env.unwrapped, "integration", None)
         if integration is not None and cfg.goal["variable"] not in integration.variables:
@@ -237,13 +249,19 @@ def start_method() -> str:
 
 
 def make_train_venv(env_id: str, cfg: TrainConfig, n_envs: int | None = None) -> Any:
-    """`SubprocVecEnv` (one process per env) + `VecMonitor` + `VecFrameStack` per `cfg`."""
+    """`SubprocVecEnv` (one process per env; Megabonk: `DummyVecEnv`) + `VecMonitor` +
+    `VecFrameStack` per `cfg`."""
     from stable_baselines3.common.vec_env import SubprocVecEnv, VecFrameStack, VecMonitor
 
     count = n_envs if n_envs is not None else cfg.n_envs
-    venv: Any = SubprocVecEnv(
-        [env_factory(env_id, cfg) for _ in range(count)], start_method=start_method()
-    )
+    if is_megabonk(env_id):  # TCP clients: no emulator to isolate, so no subprocesses
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        venv: Any = DummyVecEnv([partial(make_env, env_id, cfg, i, count) for i in range(count)])
+    else:
+        venv = SubprocVecEnv(
+            [env_factory(env_id, cfg) for _ in range(count)], start_method=start_method()
+        )
     venv = VecMonitor(venv)
     if cfg.frame_stack > 1:
         venv = VecFrameStack(venv, cfg.frame_stack, channels_order="last")
@@ -286,11 +304,19 @@ def close_venv(venv: Any, timeout: float = 20.0) -> None:
 def probe_env(env_id: str, cfg: TrainConfig) -> tuple[spaces.Space, spaces.Space, list[str]]:
     """Build one env in this process and close it: checks the ROM, state, reward and kwargs
     before a run directory is touched, and returns (observation space, action space, info names).
+
+    For Megabonk it also checks that a game answers on each of the `n_envs` ports.
     """
     env = make_env(env_id, cfg)
     try:
+        if is_megabonk(env_id):
+            from metabonk_gym.training.megabonk import check_reachable
+
+            check_reachable(cfg)
         integration = getattr(env.unwrapped, "integration", None)
         names = list(integration.info_names) if integration is not None else []
+        if is_megabonk(env_id):
+            names = list(INFO_VARIABLES)
         return env.observation_space, env.action_space, names
     finally:
         env.close()

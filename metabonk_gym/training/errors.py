@@ -24,3 +24,8 @@ class CheckpointError(MetabonkError, ValueError):
 
 class DatasetError(MetabonkError, ValueError):
     """A Minari dataset that is missing, corrupt or does not fit the env."""
+
+
+class GameUnreachableError(MetabonkError, ConnectionError):
+    """No game (Megabonk with the BonkLink plugin, or `metabonk bonklink-sim`) answers where a
+    training or evaluation env must connect."""

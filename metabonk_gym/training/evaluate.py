@@ -1,7 +1,8 @@
 """`evaluate`: fixed-seed episodes of any agent, a JSON report, best/worst videos and a ladder.
 
 Episode i is reset with seed `seed + i`, so two models evaluated with the same seed meet the same
-game seeds. Videos are streamed to disk while each episode runs (an episode is never held in
+game seeds (Megabonk: BonkLink v1 has no seed command; seed the game instead, e.g.
+`bonklink-sim --seed S`; its report adds each episode's survival time). Videos are streamed to disk while each episode runs (an episode is never held in
 memory); only the best and the worst are kept. The ladder is a JSON file of every evaluation so
 far, ranked by win rate then mean return.
 
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from metabonk_gym.training.errors import ConfigError
+from metabonk_gym.training.megabonk import is_megabonk
 from metabonk_gym.training.rollout import EpisodeResult, episode_config, run_episode
 from metabonk_gym.utils import atomic_write_text
 
@@ -66,6 +68,14 @@ def evaluate(
         raise ConfigError(f"--ladder {ladder} must be a .json file")
     cfg = episode_config(env_id, agent, config_file, overrides)
     env = make_env(env_id, cfg)
+    if is_megabonk(env_id):
+        from metabonk_gym.training.megabonk import check_reachable
+
+        try:
+            check_reachable(cfg, n_envs=1)
+        except Exception:
+            env.close()
+            raise
     results: list[EpisodeResult] = []
     actor: Any = None
     videos: dict[str, str] = {}
@@ -164,9 +174,24 @@ def make_report(
         "n_episodes": len(episodes),
         **summarize(episodes),
         "game_win_rate": float(np.mean([r.won for r in results])) if results else 0.0,
+        **survival(results),
         "episodes": episodes,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
+
+
+def survival(results: Sequence[EpisodeResult]) -> dict[str, Any]:
+    """Megabonk: each episode's survival time (game seconds, `info["survival_time"]`) and their
+    mean; `{}` for envs without it.
+
+    >>> survival([EpisodeResult(0, 0, 1.0, 5, False, variables={"survival_time": 2.0})])
+    {'survival_times': [2.0], 'mean_survival_time': 2.0}
+    """
+    times = [r.variables.get("survival_time") for r in results]
+    if not times or any(t is None for t in times):
+        return {}
+    values = [float(t) for t in times if t is not None]
+    return {"survival_times": values, "mean_survival_time": float(np.mean(values))}
 
 
 def _agent_name(agent: str) -> str:

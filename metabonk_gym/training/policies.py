@@ -54,6 +54,10 @@ def policy_kwargs(cfg: TrainConfig) -> dict[str, Any]:
     if cfg.policy == "CnnPolicy":
         kwargs["features_extractor_class"] = SmallCNN if cfg.features == "small" else NatureCNN
         kwargs["features_extractor_kwargs"] = {"features_dim": cfg.features_dim}
+    elif cfg.policy == "MultiInputPolicy":  # SB3's CombinedExtractor: NatureCNN per image key
+        kwargs["features_extractor_kwargs"] = {"cnn_output_dim": cfg.features_dim}
+    if cfg.log_std_init is not None:
+        kwargs["log_std_init"] = cfg.log_std_init
     if cfg.net_arch is not None:
         kwargs["net_arch"] = list(cfg.net_arch)
     return kwargs

@@ -37,6 +37,7 @@ RESUME_MUTABLE: frozenset[str] = frozenset(
         "win_window",
         "device",
         "torch_threads",
+        "base_port",  # Megabonk: the games may listen elsewhere when a run continues
     }
 )
 
@@ -229,6 +230,7 @@ def _learn(
         EpisodeStats,
         GameStatsCallback,
         RichProgressCallback,
+        ThinkScalarsCallback,
         VideoCallback,
     )
     from metabonk_gym.training.envs import close_venv, make_train_venv
@@ -260,7 +262,12 @@ def _learn(
         checkpoint_cb = CheckpointCallback(
             cfg.checkpoint_every, run, metadata, keep=cfg.keep_checkpoints
         )
-        cbs: list[Any] = [GameStatsCallback(info_names, stats), checkpoint_cb]
+        # ThinkScalarsCallback logs nothing unless the envs carry info["think"] (PauseToThink).
+        cbs: list[Any] = [
+            GameStatsCallback(info_names, stats),
+            checkpoint_cb,
+            ThinkScalarsCallback(),
+        ]
         if cfg.video_every > 0:
             cbs.append(
                 VideoCallback(cfg.video_every, cfg.video_length, run, fps=60.0 / cfg.frameskip)

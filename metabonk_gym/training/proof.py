@@ -8,6 +8,9 @@ same process:
   mean return. Then BC + PPO against PPO from scratch for the same number of env steps.
 * `arena_survival`: PPO on BonkArena for 1M env steps; target: survives >= 2x as long as a random
   agent (mean `time_s` at episode end, same seeds).
+* `megabonk_survival`: PPO on `MetaBonk/Megabonk-v0` against lockstep `bonklink-sim` games it
+  starts itself; target: the model survives longer than a random agent (mean game seconds to
+  death, episode i of both on a fresh game seeded 100000 + i).
 
 Each returns a dict of figures (`passed` says whether the target was met). These runs take
 minutes to hours on a 2-core CPU; `benchmarks/bench_learning.py` and `metabonk bench learning`
@@ -26,6 +29,7 @@ from typing import Any
 
 QUEST = "MetaBonk/BonkQuest-v0"
 ARENA = "MetaBonk/BonkArena-v0"
+MEGABONK = "MetaBonk/Megabonk-v0"
 Log = Callable[[str], None]
 
 
@@ -47,7 +51,11 @@ def _scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
 
 
 def _train(
-    env_id: str, run_dir: Path, overrides: Mapping[str, Any], init_from: Path | None = None
+    env_id: str,
+    run_dir: Path,
+    overrides: Mapping[str, Any],
+    init_from: Path | None = None,
+    resume_keys: tuple[str, ...] = ("total_steps",),
 ) -> Any:
     from metabonk_gym.training.ppo import train_ppo
     from metabonk_gym.training.rundir import RunDir
@@ -57,7 +65,7 @@ def _train(
             env_id,
             run_dir,
             resume=True,
-            overrides={"total_steps": overrides["total_steps"]},
+            overrides={k: overrides[k] for k in resume_keys if k in overrides},
             progress=True,
         )
     return train_ppo(env_id, run_dir, overrides=overrides, init_from=init_from, progress=True)
@@ -199,8 +207,109 @@ def arena_survival(
     return figures
 
 
+def _evaluate_on_fresh_games(
+    agent: str, episodes: int, seed: int, overrides: Mapping[str, Any], sim: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Episode i of `agent` on a new lockstep game seeded `seed + i` (a run from its start to
+    death or the step limit); returns the episodes of the reports."""
+    from metabonk_gym.training.evaluate import evaluate
+    from metabonk_gym.training.megabonk import SimSwarm
+
+    out: list[dict[str, Any]] = []
+    for i in range(episodes):
+        with SimSwarm(1, seed=seed + i, **sim) as games:
+            report = evaluate(
+                MEGABONK,
+                agent,
+                episodes=1,
+                seed=seed + i,
+                overrides={**overrides, "base_port": games.base_port},
+            )
+        episode = dict(report["episodes"][0])
+        episode["index"] = i
+        out.append(episode)
+    return out
+
+
+def megabonk_survival(
+    out_dir: Path,
+    total_steps: int = 300_000,
+    eval_episodes: int = 10,
+    n_envs: int = 4,
+    eval_max_seconds: float = 600.0,
+    overrides: Mapping[str, Any] | None = None,
+    log: Log = print,
+) -> dict[str, Any]:
+    """PPO on Megabonk (the built-in config) against `n_envs` lockstep `bonklink-sim` games started
+    here (seeds 0..n-1, no frames: the policy reads the state vector), then the model and a
+    random agent on the same fresh games (seeds 100000 + i), each episode from a run's start to
+    death (or `eval_max_seconds` of game time). Survival is game seconds (`survival_time`); the
+    median is reported too, since a run whose weapon snowballs can last to the limit."""
+    import numpy as np
+
+    from metabonk_gym.training.megabonk import SimSwarm
+    from metabonk_gym.training.rundir import RunDir
+
+    run_dir = Path(out_dir) / "ppo-megabonk"
+    settings = {"total_steps": total_steps, "n_envs": n_envs, "video_every": 0}
+    settings.update(overrides or {})
+    if RunDir(run_dir).is_run():  # a resumed run keeps its own n_envs
+        n_envs = int(RunDir(run_dir).read_config().get("n_envs", n_envs))
+    else:
+        n_envs = int(settings["n_envs"])
+    obs_type = str(settings.get("obs_type", "state"))
+    sim = {"jpeg_hz": 0} if obs_type == "state" else {}
+    start = time.monotonic()
+    games = SimSwarm(n_envs, seed=0, **sim)
+    try:
+        base_port = games.start()
+        result = _train(
+            MEGABONK,
+            run_dir,
+            {**settings, "base_port": base_port},
+            resume_keys=("total_steps", "base_port"),
+        )
+    finally:
+        games.stop()
+    minutes = (time.monotonic() - start) / 60
+    frameskip = int(RunDir(run_dir).read_config()["frameskip"])
+    limit = {"max_episode_steps": int(eval_max_seconds * 60 / frameskip)}  # 60 ticks a second
+    model = _evaluate_on_fresh_games(str(run_dir / "model.zip"), eval_episodes, 100_000, limit, sim)
+    # random actions through the same interface: the same ticks per action and step limit
+    same = {"frameskip": frameskip, **limit}
+    rand = _evaluate_on_fresh_games("random", eval_episodes, 100_000, same, sim)
+
+    def times(episodes: list[dict[str, Any]]) -> list[float]:
+        return [round(float(e["variables"].get("survival_time", 0.0)), 2) for e in episodes]
+
+    ppo_times, random_times = times(model), times(rand)
+    ppo_mean, random_mean = float(np.mean(ppo_times)), float(np.mean(random_times))
+    ratio = ppo_mean / max(random_mean, 1e-9)
+    figures = {
+        "env_steps": result.num_timesteps,
+        "train_wall_minutes": round(minutes, 1),
+        "train_episodes": result.episodes,
+        "ppo_mean_survival_s": round(ppo_mean, 2),
+        "random_mean_survival_s": round(random_mean, 2),
+        "survival_ratio": round(ratio, 3),
+        "ppo_median_survival_s": round(float(np.median(ppo_times)), 2),
+        "random_median_survival_s": round(float(np.median(random_times)), 2),
+        "ppo_survival_s": ppo_times,
+        "random_survival_s": random_times,
+        "ppo_deaths": sum(bool(e["terminated"]) for e in model),
+        "random_deaths": sum(bool(e["terminated"]) for e in rand),
+        "ppo_mean_kills": float(np.mean([e["variables"].get("kills", 0) for e in model])),
+        "random_mean_kills": float(np.mean([e["variables"].get("kills", 0) for e in rand])),
+        "target": "ppo survives longer than random (same fresh games)",
+        "passed": ratio > 1.0,
+    }
+    log(f"megabonk_survival: {figures}")
+    return figures
+
+
 PARTS: dict[str, Callable[..., dict[str, Any]]] = {
     "ppo-room1": ppo_room1,
     "bc-room1": bc_room1,
     "arena": arena_survival,
+    "megabonk": megabonk_survival,
 }
