@@ -90,6 +90,7 @@ def test_a_normal_install_ships_code_games_and_savestates(tmp_path: Path) -> Non
             assert f"metabonk_gym/games/{game}-GbAdvance/{data}" in names
         shipped = {Path(n).name for n in names if n.startswith(f"metabonk_gym/savestates/{game}/")}
         assert shipped == {p.name for p in (ROOT / "savestates" / game).glob("*.state")}
+    assert "metabonk_gym/games/Megabonk/game_card.md" in names  # System 2's rules for Megabonk
 
     target = tmp_path / "site"
     subprocess.run(
