@@ -405,8 +405,10 @@ def bench_learning(
     out: Path = typer.Option(Path("runs/proof"), help="Folder of the runs (they resume)."),
     steps: int | None = typer.Option(None, help="Env steps (default: each part's target)."),
 ) -> None:
-    """Proof that it learns: PPO on room1, BC vs the expert, PPO vs random on BonkArena and on
-    Megabonk (against bonklink-sim games it starts itself)."""
+    """Proof that it learns: PPO on room1, BC vs the expert, PPO vs random on BonkArena, Megabonk.
+
+    The megabonk part starts its own lockstep bonklink-sim games.
+    """
     from metabonk_gym.training.proof import PARTS
 
     chosen = parts or ["ppo-room1", "bc-room1"]
