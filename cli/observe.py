@@ -1,6 +1,6 @@
 """Observation-wrapper commands: `metabonk bench tiles`, `metabonk bench predictors`, and the
 predictor trainer `predictor_command` (mounted as `metabonk train predictor` by cli/train.py,
-and available as `metabonk train-predictor`).
+and as the hidden alias `metabonk train-predictor`).
 
 Thin typer layer over `metabonk_gym.bench.wrappers_speed` and
 `metabonk_gym.training.predictor.train_predictor`.
@@ -88,4 +88,4 @@ def predictor_command(
 
 def register(app: typer.Typer) -> None:
     # the bench commands joined bench_app when this module was imported
-    app.command("train-predictor")(predictor_command)
+    app.command("train-predictor", hidden=True)(predictor_command)  # alias of `train predictor`
