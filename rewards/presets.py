@@ -62,7 +62,15 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
                 "cell_size": 16,
                 "weight": 0.01,
             },
-            "alive": {"type": "survival", "weight": 0.01, "dead_variable": "lost"},
+            # Paid per frame of play (the game's clock), not per step: the clock stops in the
+            # level-up menu, so lingering in a menu earns nothing (a per-step bonus taught PPO to
+            # sit in menus).
+            "alive": {
+                "type": "delta",
+                "variable": "time_frames",
+                "weight": 0.0025,
+                "only": "increase",
+            },
             "kills": {"type": "delta", "variable": "kills", "weight": 0.1, "only": "increase"},
             "hp": {"type": "penalty", "variable": "hp", "weight": 0.05},
             "won": {"type": "event", "variable": "won", "weight": 10.0},
@@ -72,7 +80,15 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "lost": {"type": "event", "variable": "lost", "weight": -1.0},
         },
         "survival": {
-            "alive": {"type": "survival", "weight": 0.01, "dead_variable": "lost"},
+            # Paid per frame of play (the game's clock), not per step: the clock stops in the
+            # level-up menu, so lingering in a menu earns nothing (a per-step bonus taught PPO to
+            # sit in menus).
+            "alive": {
+                "type": "delta",
+                "variable": "time_frames",
+                "weight": 0.0025,
+                "only": "increase",
+            },
             "hp": {"type": "penalty", "variable": "hp", "weight": 0.05},
             "level": {"type": "delta", "variable": "level", "weight": 0.2, "only": "increase"},
             "lost": {"type": "event", "variable": "lost", "weight": -1.0},

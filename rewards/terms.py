@@ -130,7 +130,10 @@ class Event(RewardTerm):
 
 @dataclass
 class Survival(RewardTerm):
-    """`weight` per step survived; nothing once `dead_variable` (e.g. `lost`) is set."""
+    """`weight` per step survived; nothing once `dead_variable` (e.g. `lost`) is set.
+
+    In a game that pauses (menus), steps are not play time: pay a `Delta` of the game's clock
+    instead (BonkArena's presets use `time_frames`), or the agent is paid for pausing."""
 
     weight: float = 0.01
     dead_variable: str | None = None

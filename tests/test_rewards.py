@@ -138,3 +138,26 @@ def test_scenario_reward_matches_stable_retro(tmp_path, custom: bool) -> None:
             assert any(r < 0 for r in theirs), "HP loss should be penalised"
     finally:
         del em
+
+
+@pytest.mark.parametrize("preset", ["survival", "explore"])
+def test_arena_survival_pays_for_play_not_for_menu_time(make_env, preset: str) -> None:
+    """BonkArena's clock stops in the level-up menu: a bonus per step would pay an agent for
+    sitting in menus, so the presets pay per frame of play instead."""
+    env = make_env("MetaBonk/BonkArena-v0", reward=preset)
+    _, info = env.reset(seed=3)
+    rng = np.random.default_rng(0)
+    in_menu, in_play = [], []
+    for _ in range(3000):
+        was_open = info["menu_open"]
+        action = 0 if was_open else int(rng.integers(1, env.action_space.n))
+        _, _, terminated, truncated, info = env.step(action)
+        if was_open and info["menu_open"]:
+            in_menu.append(info["reward_terms"]["alive"])
+        elif not was_open and not info["menu_open"] and not info["lost"]:
+            in_play.append(info["reward_terms"]["alive"])
+        if terminated or truncated or len(in_menu) >= 5:
+            break
+    assert len(in_menu) >= 5, "no level-up menu reached"
+    assert in_menu == [0.0] * len(in_menu)
+    assert in_play and min(in_play) == pytest.approx(0.01)  # 4 frames of play x 0.0025
