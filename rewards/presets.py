@@ -89,7 +89,9 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
                 "weight": 0.0025,
                 "only": "increase",
             },
-            "hp": {"type": "penalty", "variable": "hp", "weight": 0.05},
+            # A light HP penalty: a whole bar is lost by every death anyway, and at 0.05 per HP
+            # (-5 a run) play was worth about nothing, so PPO stalled in the (safe) menus.
+            "hp": {"type": "penalty", "variable": "hp", "weight": 0.01},
             "level": {"type": "delta", "variable": "level", "weight": 0.2, "only": "increase"},
             "lost": {"type": "event", "variable": "lost", "weight": -1.0},
         },
