@@ -34,6 +34,7 @@ def test_defaults_per_env_and_state() -> None:
     assert later.goal is None and later.shaping is None and later.reward == "explore"
     arena = resolve_config("MetaBonk/BonkArena-v0")
     assert arena.reward == "survival" and arena.total_steps == 1_000_000
+    assert (arena.obs_type, arena.policy, arena.frame_stack) == ("state", "MlpPolicy", 1)
 
 
 def test_unknown_key_names_the_nearest(tmp_path: Path) -> None:

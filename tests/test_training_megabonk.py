@@ -259,8 +259,10 @@ def test_megabonk_config_errors(overrides: dict, message: str) -> None:
 
 
 def test_gba_envs_reject_megabonk_settings() -> None:
-    with pytest.raises(ConfigError, match="are for MetaBonk/Megabonk-v0"):
-        resolve_config("MetaBonk/BonkArena-v0", overrides={"obs_type": "state"})
+    with pytest.raises(ConfigError, match="is for MetaBonk/Megabonk-v0"):
+        resolve_config("MetaBonk/BonkArena-v0", overrides={"policy": "MultiInputPolicy"})
+    with pytest.raises(ConfigError, match="obs_type state .* needs policy MlpPolicy"):
+        resolve_config("MetaBonk/BonkQuest-v0", overrides={"obs_type": "state"})
     kwargs = resolve_config("MetaBonk/BonkArena-v0").env_kwargs_for_make("MetaBonk/BonkArena-v0")
     assert kwargs["frameskip"] == 4 and "port" not in kwargs
     megabonk = resolve_config(MEGABONK, overrides={"base_port": 7000})

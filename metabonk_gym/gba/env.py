@@ -1,6 +1,7 @@
 """`GBAEnv`: a GBA game as a Gymnasium env, on the embedded mGBA core or on SkyEmu.
 
-Observations are screens (RGB or grayscale, optionally downscaled); actions are discrete button
+Observations are screens (RGB or grayscale, optionally downscaled) or, with `obs_type="state"`,
+the float vector the integration declares (`metabonk_gym.gba.state_vector`); actions are discrete button
 combinations or the 10 buttons as MultiBinary; `info` holds the game's RAM variables, read one
 by one (never a copy of all memory) so a step costs little more than emulating its frames.
 
@@ -64,8 +65,8 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
             raise ValueError(f"frameskip must be >= 1, not {frameskip}")
         if not 0.0 <= sticky_action_prob < 1.0:
             raise ValueError(f"sticky_action_prob must be in [0, 1), not {sticky_action_prob}")
-        if obs_type not in ("rgb", "grayscale"):
-            raise ValueError(f"obs_type must be 'rgb' or 'grayscale', not {obs_type!r}")
+        if obs_type not in ("rgb", "grayscale", "state"):
+            raise ValueError(f"obs_type must be 'rgb', 'grayscale' or 'state', not {obs_type!r}")
         if action_space not in ("discrete", "multibinary"):
             raise ValueError(
                 f"action_space must be 'discrete' or 'multibinary', not {action_space!r}"
@@ -109,9 +110,23 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
             self.action_space = spaces.MultiBinary(len(BUTTONS))
 
         # observations
-        height, width = SCREEN_SHAPE[0] // self.downscale, SCREEN_SHAPE[1] // self.downscale
-        channels = 3 if obs_type == "rgb" else 1
-        self.observation_space = spaces.Box(0, 255, (height, width, channels), dtype=np.uint8)
+        self.state_vector = self.integration.state_vector if obs_type == "state" else None
+        self.observation_space: spaces.Box
+        if obs_type == "state":
+            if self.state_vector is None:
+                raise MetabonkError(
+                    f"{self.integration.name} declares no state_vector in "
+                    f"{self.integration.folder / 'metabonk.json'}, so obs_type='state' is not "
+                    "available; use 'rgb' or 'grayscale', or declare one (docs/integrations.md)"
+                )
+            clip = self.state_vector.clip
+            self.observation_space = spaces.Box(
+                -clip, clip, (self.state_vector.size,), dtype=np.float32
+            )
+        else:
+            height, width = SCREEN_SHAPE[0] // self.downscale, SCREEN_SHAPE[1] // self.downscale
+            channels = 3 if obs_type == "rgb" else 1
+            self.observation_space = spaces.Box(0, 255, (height, width, channels), dtype=np.uint8)
 
         # RAM variables: info, reward, done
         variables = self.integration.variables
@@ -127,6 +142,8 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         for name in (self.integration.won_variable, self.integration.lost_variable):
             if name:
                 needed.add(name)
+        if self.state_vector is not None:
+            needed |= self.state_vector.variable_names()
         self._var_names = [n for n in variables if n in needed]
         self._var_specs = [(variables[n].address, variables[n].type) for n in self._var_names]
         self._info_names = list(self.integration.info_names)
@@ -365,6 +382,9 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         return multibinary_to_mask(pressed)
 
     def _observation(self) -> np.ndarray:
+        if self.state_vector is not None:
+            arrays = {name: self.read_array(name) for name in self.state_vector.array_names()}
+            return self.state_vector.compute(self._vars, arrays)
         frame = self._frame
         assert frame is not None
         if self.downscale > 1:

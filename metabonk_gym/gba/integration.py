@@ -29,6 +29,7 @@ from metabonk_gym.errors import (
     UnknownVariableError,
 )
 from metabonk_gym.gba.buttons import BUTTONS, DEFAULT_DISCRETE
+from metabonk_gym.gba.state_vector import StateVectorSpec
 
 BUNDLED_GAMES: tuple[str, ...] = ("BonkQuest", "BonkArena")
 _TYPE_RE = re.compile(r"^([<>=|])([uidn])([1248])$")
@@ -99,6 +100,8 @@ class Integration:
     starts: dict[str, Start] = field(default_factory=dict)
     savestate_dirs: list[Path] = field(default_factory=list)
     extension: dict[str, Any] = field(default_factory=dict)
+    #: What `obs_type="state"` shows (metabonk.json "state_vector"); None: not declared.
+    state_vector: StateVectorSpec | None = None
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -183,6 +186,7 @@ class Integration:
                     raise IntegrationError(
                         f"{folder}: unknown button {button!r} in discrete_actions"
                     )
+        state_vector = _parse_state_vector(extension, variables, arrays, folder)
         starts = {
             name: Start(name, str(spec.get("cmd", "new_game")), int(spec.get("arg", 0)))
             for name, spec in (extension.get("starts") or {}).items()
@@ -200,6 +204,7 @@ class Integration:
             starts=starts,
             savestate_dirs=[*(extra_savestate_dirs or []), folder],
             extension=extension,
+            state_vector=state_vector,
         )
 
     # ----------------------------------------------------------------- queries
@@ -306,6 +311,38 @@ def runnable_rom(path: Path) -> Path:
 
 def rom_sha1(path: Path) -> str:
     return hashlib.sha1(Path(path).read_bytes()).hexdigest()
+
+
+def _parse_state_vector(
+    extension: dict[str, Any],
+    variables: dict[str, Variable],
+    arrays: dict[str, ArraySpec],
+    folder: Path,
+) -> StateVectorSpec | None:
+    """metabonk.json's optional "state_vector", with every name checked against the RAM map."""
+    if "state_vector" not in extension:
+        return None
+    where = folder / "metabonk.json"
+    try:
+        spec = StateVectorSpec.parse(extension["state_vector"])
+    except ValueError as exc:
+        raise IntegrationError(f"{where}: {exc}") from exc
+    missing = sorted(spec.variable_names() - set(variables))
+    if missing:
+        raise IntegrationError(f"{where}: state_vector reads {missing}, not variables of data.json")
+    missing = sorted(spec.array_names() - set(arrays))
+    if missing:
+        raise IntegrationError(
+            f"{where}: state_vector reads {missing}, not arrays of metabonk.json"
+        )
+    for entity in spec.entities:
+        lengths = {arrays[n].shape for n in (entity.x, entity.y, entity.present)}
+        lengths |= {arrays[x.array].shape for x in entity.extras}
+        if len(lengths) != 1 or len(next(iter(lengths))) != 1:
+            raise IntegrationError(
+                f"{where}: state_vector entity {entity.name!r} needs 1-D arrays of one length"
+            )
+    return spec
 
 
 def _read_json(path: Path, required: bool) -> dict[str, Any] | None:

@@ -304,9 +304,11 @@ def check_dataset_fits(
             f"config uses {frameskip}; one action would mean a different number of frames"
         )
     space = dataset.spec.observation_space
-    if not isinstance(space, gym.spaces.Box) or space.dtype != np.uint8 or len(space.shape) != 3:
+    image = isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
+    vector = isinstance(space, gym.spaces.Box) and len(space.shape) == 1
+    if not (image or vector):
         raise DatasetError(
             f"dataset {dataset.spec.dataset_id} has observations {space}; behavioural cloning needs "
-            "uint8 images (H, W, C)"
+            "uint8 images (H, W, C) or state vectors (N,)"
         )
     return kwargs

@@ -348,11 +348,14 @@ def convert_frames(
     """Frames recorded as `source` (obs_type, downscale) converted to `target`, bit for bit as the
     env computes them (downscale by block means, then ITU-R 601 luma).
 
-    Only full-resolution RGB converts to anything; other pairs must be equal.
+    Only full-resolution RGB converts to anything; other pairs must be equal. State vectors
+    (`obs_type` state, where downscale means nothing) convert to nothing else.
     """
-    if tuple(source) == tuple(target):
+    source = (source[0], 1) if source[0] == "state" else tuple(source)  # type: ignore[assignment]
+    target = (target[0], 1) if target[0] == "state" else tuple(target)  # type: ignore[assignment]
+    if source == target:
         return frames
-    if tuple(source) != ("rgb", 1):
+    if source != ("rgb", 1) or target[0] == "state":
         raise DatasetError(
             f"dataset observations are {source[0]} downscale {source[1]}, the config wants {target[0]} "
             f"downscale {target[1]}; only full-size RGB (obs_type rgb, downscale 1) converts. Record "
@@ -373,16 +376,17 @@ def convert_frames(
 
 
 def stack_episode(frames: np.ndarray, frame_stack: int) -> np.ndarray:
-    """Frames of one episode (T, H, W, C) -> (T, H, W, C * frame_stack), zero-padded at the start,
-    the newest frame last: what `VecFrameStack(channels_order="last")` gives a policy."""
+    """Observations of one episode (T, ..., C) -> (T, ..., C * frame_stack): frames (T, H, W, C)
+    or state vectors (T, N), zero-padded at the start, the newest last: what
+    `VecFrameStack(channels_order="last")` gives a policy."""
     if frame_stack <= 1:
         return frames
-    t, h, w, c = frames.shape
-    out = np.zeros((t, h, w, c * frame_stack), dtype=frames.dtype)
+    t, c = frames.shape[0], frames.shape[-1]
+    out = np.zeros((*frames.shape[:-1], c * frame_stack), dtype=frames.dtype)
     for j in range(frame_stack):
         shift = frame_stack - 1 - j  # slot j holds the frame `shift` steps back
         if shift < t:
-            out[shift:, :, :, j * c : (j + 1) * c] = frames[: t - shift]
+            out[shift:, ..., j * c : (j + 1) * c] = frames[: t - shift]
     return out
 
 
