@@ -5,13 +5,14 @@ measured in the same process:
 * **bc-room1**: BC from 50 scripted-expert episodes (target >= 70% of the expert's mean return),
   then BC+PPO against PPO from scratch at equal env steps;
 * **arena**: PPO on BonkArena for 1M steps against a random agent (target: survives 2x longer);
+  **arena-bc**: the same, PPO starting from a BC clone of 16 scripted-expert episodes;
 * **megabonk**: PPO on MetaBonk/Megabonk-v0 against lockstep `bonklink-sim` games it starts
   itself, then the model and a random agent on the same fresh games (target: survives longer).
 
-Run `python benchmarks/bench_learning.py [--part ppo-room1 bc-room1 arena megabonk]
+Run `python benchmarks/bench_learning.py [--part ppo-room1 bc-room1 arena arena-bc megabonk]
 [--out runs/proof] [--steps N] [--json]`. Runs resume where they stopped (same --out). On a
-2-core CPU expect about 30-60 min for ppo-room1, ~20 min for megabonk and several hours for
-arena; TensorBoard: `tensorboard --logdir OUT`.
+2-core CPU expect about 30-60 min for ppo-room1, ~20 min for megabonk and ~25 min per arena
+part; TensorBoard: `tensorboard --logdir OUT`.
 """
 
 from __future__ import annotations

@@ -400,7 +400,7 @@ def parse_agent_options(items: list[str] | None) -> dict[str, Any]:
 
 def bench_learning(
     parts: list[str] = typer.Argument(
-        None, help="ppo-room1, bc-room1, arena, megabonk (default: the first two)."
+        None, help="ppo-room1, bc-room1, arena, arena-bc, megabonk (default: the first two)."
     ),
     out: Path = typer.Option(Path("runs/proof"), help="Folder of the runs (they resume)."),
     steps: int | None = typer.Option(None, help="Env steps (default: each part's target)."),

@@ -317,19 +317,21 @@ def test_cli_serves_instances_on_consecutive_ports(instances: int) -> None:
     port = _free_port_pair()
     result: dict[str, object] = {}
     args = ["bonklink-sim", "--port", str(port), "--lockstep", "--instances", str(instances),
-            "--frame-format", "raw_rgb", "--plugin-stubs", "--duration", "3"]  # fmt: skip
+            "--frame-format", "raw_rgb", "--plugin-stubs", "--duration", "8"]  # fmt: skip
 
     def run() -> None:
         result["r"] = CliRunner().invoke(_cli_app(), args)
 
     thread = threading.Thread(target=run)
     thread.start()
-    for i in range(instances):
-        sock = connect_with_backoff("127.0.0.1", port + i, 20.0)
-        state, frame = PacketReader(sock).recv(5.0)
-        assert frame is not None and frame[:4] == b"MBRF" and state.max_health == 100.0
-        sock.close()
-    thread.join(30)
+    try:
+        for i in range(instances):
+            sock = connect_with_backoff("127.0.0.1", port + i, 20.0)
+            state, frame = PacketReader(sock).recv(5.0)
+            assert frame is not None and frame[:4] == b"MBRF" and state.max_health == 100.0
+            sock.close()
+    finally:
+        thread.join(30)  # never leave the CLI running into the next test (it shares stdout)
     outcome = result["r"]
     assert outcome.exit_code == 0, outcome.output  # type: ignore[attr-defined]
     assert "stand-in" in outcome.output  # type: ignore[attr-defined]

@@ -7,7 +7,8 @@ same process:
 * `bc_room1`: behavioural cloning from 50 scripted-expert episodes; target: >= 70% of the expert's
   mean return. Then BC + PPO against PPO from scratch for the same number of env steps.
 * `arena_survival`: PPO on BonkArena for 1M env steps; target: survives >= 2x as long as a random
-  agent (mean `time_s` at episode end, same seeds).
+  agent (mean `time_s` at episode end, same 30 seeds). Part `arena-bc` starts PPO from a BC
+  clone of 16 scripted-expert episodes instead of from scratch.
 * `megabonk_survival`: PPO on `MetaBonk/Megabonk-v0` against lockstep `bonklink-sim` games it
   starts itself; target: the model survives longer than a random agent (mean game seconds to
   death, episode i of both on a fresh game seeded 100000 + i).
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -177,33 +179,75 @@ def bc_room1(
 def arena_survival(
     out_dir: Path,
     total_steps: int = 1_000_000,
-    eval_episodes: int = 10,
+    eval_episodes: int = 30,
     overrides: Mapping[str, Any] | None = None,
+    expert_episodes: int = 0,
+    noise: float = 0.2,
     log: Log = print,
 ) -> dict[str, Any]:
-    """PPO on BonkArena vs a random agent: mean survival time (`time_s`) on the same seeds."""
+    """PPO on BonkArena vs a random agent: mean survival time (`time_s`) on the same seeds.
+
+    With `expert_episodes` > 0, PPO starts from a BC clone of that many scripted-expert
+    episodes (recorded with `noise` random actions, DART), and the clone is evaluated too.
+    """
+    import numpy as np
+
+    from metabonk_gym.training.bc import train_bc
     from metabonk_gym.training.evaluate import evaluate
+    from metabonk_gym.training.record import record
 
-    run_dir = Path(out_dir) / "ppo-arena"
-    result = _train(ARENA, run_dir, {"total_steps": total_steps, **(overrides or {})})
-    model = evaluate(ARENA, str(run_dir / "model.zip"), episodes=eval_episodes, seed=100_000)
-    config = {k: v for k, v in model.items() if k in ("state",)}
-    rand = evaluate(ARENA, "random", episodes=eval_episodes, seed=100_000, overrides=config)
+    out_dir = Path(out_dir)
 
-    def survival(report: dict[str, Any]) -> float:
-        times = [e["variables"].get("time_s", e["length"]) for e in report["episodes"]]
-        return float(sum(times) / len(times))
+    def survival(report: dict[str, Any]) -> list[float]:
+        return [float(e["variables"].get("time_s", e["length"])) for e in report["episodes"]]
 
-    ratio = survival(model) / max(survival(rand), 1e-9)
-    figures = {
-        "env_steps": result.num_timesteps,
-        "ppo_mean_time_s": survival(model),
-        "random_mean_time_s": survival(rand),
-        "survival_ratio": ratio,
-        "target": "ppo survives >= 2x as long as random after 1M env steps",
-        "passed": ratio >= 2.0,
-    }
-    log(f"arena_survival: {figures}")
+    def run_eval(agent: str, deterministic: bool = False) -> list[float]:
+        report = evaluate(
+            ARENA, agent, episodes=eval_episodes, seed=100_000, deterministic=deterministic
+        )
+        return survival(report)
+
+    figures: dict[str, Any] = {}
+    init_from = None
+    name = "ppo-arena"
+    if expert_episodes > 0:
+        name = "bc-ppo-arena"
+        bc_dir = out_dir / "bc-arena"
+        if not (bc_dir / "model.zip").is_file():
+            dataset = f"metabonk/bench-arena-expert-{time.strftime('%Y%m%d%H%M%S')}-v0"
+            record(ARENA, "scripted", dataset, episodes=expert_episodes, seed=500, noise=noise)
+            train_bc(ARENA, dataset, bc_dir, overrides={"bc_epochs": 30}, progress=True)
+        init_from = bc_dir / "model.zip"
+        figures["bc_mean_time_s"] = float(np.mean(run_eval(str(init_from))))
+        figures["expert_episodes"] = expert_episodes
+    run_dir = out_dir / name
+    start = time.monotonic()
+    result = _train(
+        ARENA, run_dir, {"total_steps": total_steps, **(overrides or {})}, init_from=init_from
+    )
+    minutes = (time.monotonic() - start) / 60
+    sampled = run_eval(str(run_dir / "model.zip"))
+    greedy = run_eval(str(run_dir / "model.zip"), deterministic=True)
+    rand = run_eval("random")
+    ratio = float(np.mean(sampled)) / max(float(np.mean(rand)), 1e-9)
+    figures.update(
+        {
+            "env_steps": result.num_timesteps,
+            "train_wall_minutes": round(minutes, 1),
+            "eval_episodes": eval_episodes,
+            "ppo_mean_time_s": float(np.mean(sampled)),
+            "ppo_median_time_s": float(np.median(sampled)),
+            "ppo_mean_time_s_deterministic": float(np.mean(greedy)),
+            "random_mean_time_s": float(np.mean(rand)),
+            "random_median_time_s": float(np.median(rand)),
+            "survival_ratio": ratio,
+            "median_ratio": float(np.median(sampled)) / max(float(np.median(rand)), 1e-9),
+            "longer_than_random": int(sum(p > r for p, r in zip(sampled, rand))),
+            "target": "ppo survives >= 2x as long as random after 1M env steps (mean time_s)",
+            "passed": ratio >= 2.0,
+        }
+    )
+    log(f"arena_survival ({name}): {figures}")
     return figures
 
 
@@ -311,5 +355,6 @@ PARTS: dict[str, Callable[..., dict[str, Any]]] = {
     "ppo-room1": ppo_room1,
     "bc-room1": bc_room1,
     "arena": arena_survival,
+    "arena-bc": partial(arena_survival, expert_episodes=16),
     "megabonk": megabonk_survival,
 }
