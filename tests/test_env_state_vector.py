@@ -15,7 +15,6 @@ from metabonk_gym.gba.integration import Integration, games_dir
 from metabonk_gym.gba.state_vector import StateVectorSpec
 
 ARENA = "MetaBonk/BonkArena-v0"
-ENEMIES = slice(31, 63)  # 7 head entries + 3 menu options x 8 upgrades, then 8 enemies x 4
 
 
 def _expected_arena_vector(game) -> np.ndarray:
@@ -25,9 +24,6 @@ def _expected_arena_vector(game) -> np.ndarray:
     me = np.array([v["player_x"], v["player_y"]], dtype=np.float64)
     head = [(me[0] - 120) / 120, (me[1] - 80) / 80, v["hp"] / max(1, v["max_hp"])]
     head += [float(v["menu_open"])] + [float(v["menu_cursor"] == k) for k in range(3)]
-    for option in range(3):
-        upgrade = game.read_variable(f"menu_option{option}")
-        head += [float(upgrade == k) for k in range(8)]
 
     def nearest(prefix: str, present: np.ndarray, k: int, kinds: np.ndarray | None) -> list[float]:
         xs = game.read_array(f"{prefix}_x")[present].astype(np.float64) - me[0]
@@ -51,21 +47,20 @@ def _expected_arena_vector(game) -> np.ndarray:
 
 def test_arena_state_vector_matches_ram(make_env) -> None:
     env = make_env(ARENA, obs_type="state", state="wave5")
-    assert env.observation_space.shape == (69,) and env.observation_space.dtype == np.float32
+    assert env.observation_space.shape == (45,) and env.observation_space.dtype == np.float32
     obs, _ = env.reset(seed=4)
     rng = np.random.default_rng(0)
     seen_enemies = 0
     for _ in range(300):
         np.testing.assert_allclose(obs, _expected_arena_vector(env.unwrapped), atol=1e-6)
         assert env.observation_space.contains(obs)
-        seen_enemies = max(seen_enemies, int(obs[ENEMIES].reshape(8, 4)[:, 2].sum()))
+        seen_enemies = max(seen_enemies, int(obs[7:39].reshape(8, 4)[:, 2].sum()))
         obs, _, terminated, _, _ = env.step(int(rng.integers(env.action_space.n)))
         if terminated:
             obs, _ = env.reset()
     assert seen_enemies == 8  # wave 5 fills every enemy slot, so the nearest-8 cut is exercised
     labels = env.unwrapped.state_vector.labels()
-    assert len(labels) == 69 and labels[31] == "enemies[0].dx" and labels[-1] == "gems[1].present"
-    assert labels[7:9] == ["menu_option0=0", "menu_option0=1"]
+    assert len(labels) == 45 and labels[7] == "enemies[0].dx" and labels[-1] == "gems[1].present"
 
 
 def test_state_vector_is_deterministic_and_passes_the_checkers(make_env) -> None:
@@ -83,7 +78,7 @@ def test_state_vector_is_deterministic_and_passes_the_checkers(make_env) -> None
             trace.append(env.step(t % 9)[0])
         runs.append(np.stack(trace))
     np.testing.assert_array_equal(runs[0], runs[1])
-    assert np.abs(runs[0][:, ENEMIES]).sum() > 0  # enemies appear within 120 steps
+    assert np.abs(runs[0][:, 7:39]).sum() > 0  # enemies appear within 120 steps
     check_env(env.unwrapped, skip_render_check=True, skip_close_check=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -180,7 +180,7 @@ def test_arena_state_vector_record_bc_ppo_and_eval(tmp_path: Path) -> None:
     dataset_id = new_id("arena-state")
     record(arena, "scripted", dataset_id, episodes=2, seed=3, overrides=small)
     ds = minari.load_dataset(dataset_id)
-    assert ds.spec.observation_space.shape == (69,)
+    assert ds.spec.observation_space.shape == (45,)
     assert ds.spec.env_spec.kwargs["obs_type"] == "state"
 
     labels = np.concatenate([np.asarray(e.actions) for e in ds.iterate_episodes()])
