@@ -351,8 +351,8 @@ def convert_frames(
     Only full-resolution RGB converts to anything; other pairs must be equal. State vectors
     (`obs_type` state, where downscale means nothing) convert to nothing else.
     """
-    source = (source[0], 1) if source[0] == "state" else tuple(source)  # type: ignore[assignment]
-    target = (target[0], 1) if target[0] == "state" else tuple(target)  # type: ignore[assignment]
+    source = (source[0], 1 if source[0] == "state" else int(source[1]))
+    target = (target[0], 1 if target[0] == "state" else int(target[1]))
     if source == target:
         return frames
     if source != ("rgb", 1) or target[0] == "state":
