@@ -1,4 +1,8 @@
-"""`metabonk bench ...`: every benchmark of the suite, printed as ratios against baselines."""
+"""`metabonk bench ...`: every benchmark of the suite, printed as ratios against baselines.
+
+>>> "env" in {command.name for command in bench_app.registered_commands}
+True
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from metabonk_gym.bench.env_speed import run as run_env_speed
+from metabonk_gym.utils import atomic_write_text
 
 bench_app = typer.Typer(
     help="Benchmarks: figures as ratios against a baseline run in the same process.",
@@ -24,8 +31,6 @@ def _print(title: str, result: dict, out: Path | None) -> None:
         table.add_row(key, f"{value:,.3f}" if isinstance(value, float) else str(value))
     console.print(table)
     if out is not None:
-        from metabonk_gym.utils import atomic_write_text
-
         atomic_write_text(out, json.dumps(result, indent=2))
 
 
@@ -39,11 +44,9 @@ def bench_env(
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
 ) -> None:
     """Env frame rate vs the raw mGBA core, stable-retro's RetroEnv, and 2 vectorised envs."""
-    from metabonk_gym.bench.env_speed import run
-
     _print(
         f"metabonk bench env {env_id}",
-        run(env_id, steps=steps, rounds=rounds, vector=vector, retro_env=retro_env),
+        run_env_speed(env_id, steps=steps, rounds=rounds, vector=vector, retro_env=retro_env),
         out,
     )
 

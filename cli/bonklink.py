@@ -1,6 +1,9 @@
 """``metabonk bonklink-sim``: serve the stand-in arena game over BonkLink v1.
 
 The lead's ``cli/main.py`` calls :func:`register` on its Typer app.
+
+>>> [choice.value for choice in FrameFormatChoice]
+['jpeg', 'raw_rgb']
 """
 
 from __future__ import annotations
@@ -10,6 +13,10 @@ from enum import Enum
 from typing import Any
 
 import typer
+from metabonk_gym.cli.bench import bench_app
+
+from metabonk_gym.bench.bonklink_speed import report, run
+from metabonk_gym.bonklink.sim import BonkLinkSim, SimProcess
 
 __all__ = ["register"]
 
@@ -28,15 +35,11 @@ def bench_bonklink(
     rounds: int = typer.Option(2, help="Alternating env/bare-client rounds (best counts)."),
 ) -> None:
     """Megabonk env steps/s vs a bare protocol client (lockstep) and added latency (realtime)."""
-    from metabonk_gym.bench.bonklink_speed import report, run
-
     typer.echo(report(run(steps, realtime_ticks, frame_format.value, rounds)))
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``bonklink-sim`` command to ``app`` and ``bonklink`` to ``metabonk bench``."""
-    from metabonk_gym.cli.bench import bench_app
-
     bench_app.command("bonklink")(bench_bonklink)
 
     @app.command("bonklink-sim")
@@ -79,8 +82,6 @@ def register(app: typer.Typer) -> None:
 
         A stand-in for Megabonk and its plugin, for tests and offline training: not the game.
         """
-        from metabonk_gym.bonklink.sim import BonkLinkSim, SimProcess
-
         mode = "realtime" if realtime else "lockstep"
         kwargs: dict[str, Any] = {
             "host": host,
@@ -109,6 +110,11 @@ def register(app: typer.Typer) -> None:
             finally:
                 sim.stop()
             return
+        if port == 0:
+            raise typer.BadParameter(
+                "--instances > 1 serves on port..port+n-1: give a base port, e.g. --port 5560",
+                param_hint="--port",
+            )
         procs = []
         try:
             for i in range(instances):

@@ -3,7 +3,10 @@ predictor trainer `predictor_command` (mounted as `metabonk train predictor` by 
 and as the hidden alias `metabonk train-predictor`).
 
 Thin typer layer over `metabonk_gym.bench.wrappers_speed` and
-`metabonk_gym.training.predictor.train_predictor`.
+`metabonk_gym.training.predictor.train_predictor`; without `--env`, the predictor trains on
+
+>>> PREDICTOR_ENVS
+('MetaBonk/BonkQuest-v0', 'MetaBonk/BonkArena-v0')
 """
 
 from __future__ import annotations
@@ -12,6 +15,11 @@ from pathlib import Path
 
 import typer
 from metabonk_gym.cli.bench import _print, bench_app, console
+
+from metabonk_gym.bench.wrappers_speed import DEFAULT_ENVS as BENCH_ENVS
+from metabonk_gym.bench.wrappers_speed import run_predictors, run_tiles
+from metabonk_gym.training.predictor import DEFAULT_ENVS as PREDICTOR_ENVS
+from metabonk_gym.training.predictor import train_predictor
 
 
 @bench_app.command("tiles")
@@ -22,8 +30,6 @@ def bench_tiles(
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
 ) -> None:
     """TileTokens cost per step (VRAM and pixel paths) as ratios to the env step."""
-    from metabonk_gym.bench.wrappers_speed import run_tiles
-
     _print(f"metabonk bench tiles {env_id}", run_tiles(env_id, steps=steps, seed=seed), out)
 
 
@@ -42,10 +48,8 @@ def bench_predictors(
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
 ) -> None:
     """PSNR / SSIM at t+1..t+3 of each predictor vs `copy` on held-out episodes, and cost per step."""
-    from metabonk_gym.bench.wrappers_speed import DEFAULT_ENVS, run_predictors
-
     result = run_predictors(
-        tuple(env_ids) if env_ids else DEFAULT_ENVS,
+        tuple(env_ids) if env_ids else BENCH_ENVS,
         episodes=episodes,
         steps=steps,
         model=model,
@@ -69,11 +73,9 @@ def predictor_command(
     seed: int = typer.Option(0, help="Seed of the recorded episodes and of training."),
 ) -> None:
     """Train the learned frame predictor (a tiny conv net, CPU) on recorded episodes."""
-    from metabonk_gym.training.predictor import DEFAULT_ENVS, train_predictor
-
     result = train_predictor(
         out,
-        env_ids=tuple(env_ids) if env_ids else DEFAULT_ENVS,
+        env_ids=tuple(env_ids) if env_ids else PREDICTOR_ENVS,
         episodes=episodes,
         steps=steps,
         iterations=iterations,

@@ -9,9 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from metabonk_gym.cli.train import guarded, overrides_from, parse_agent_options
+from metabonk_gym.cli.train import (
+    ENV_HELP,
+    ENV_KWARG_OPTION,
+    INTEGRATION_OPTION,
+    ROM_OPTION,
+    env_options,
+    guarded,
+    overrides_from,
+    parse_agent_options,
+)
 from rich.console import Console
 from rich.table import Table
+
+from metabonk_gym.experts.human import KEY_MAP
+from metabonk_gym.training.many import play_many
+from metabonk_gym.training.record import play, record
 
 console = Console()
 
@@ -21,8 +34,11 @@ AGENT_HELP = (
 
 
 def _key_map() -> Table:
-    from metabonk_gym.experts.human import KEY_MAP
+    """The keyboard's GBA buttons, for a human player.
 
+    >>> _key_map().row_count > 8
+    True
+    """
     table = Table(title="keys")
     table.add_column("key")
     table.add_column("GBA button")
@@ -47,9 +63,7 @@ def _report(result: Any) -> None:
 
 
 def play_command(
-    env_id: str = typer.Argument(
-        ..., help="Env id, e.g. MetaBonk/BonkQuest-v0 (see `metabonk list`)."
-    ),
+    env_id: str = typer.Argument(..., help=ENV_HELP),
     agent: str = typer.Option("human", help=AGENT_HELP),
     episodes: int = typer.Option(1, help="Episodes to play."),
     seed: int = typer.Option(0, help="Reset seed of the first episode (then +1 each)."),
@@ -72,22 +86,55 @@ def play_command(
         None, "--model", help="think: the strategist (M.gguf, policy.pt or oracle)."
     ),
     mmproj: Path | None = typer.Option(None, "--mmproj", help="think: the vision projector GGUF."),
+    server: str | None = typer.Option(
+        None, "--server", help="think: a model server's URL (see `metabonk serve-vlm`)."
+    ),
+    n_envs: int = typer.Option(
+        1, "--n-envs", help="Games at once, one process each (agents; no window or dataset)."
+    ),
+    integration: Path | None = INTEGRATION_OPTION,
+    rom: Path | None = ROM_OPTION,
+    env_kwarg: list[str] | None = ENV_KWARG_OPTION,
     set_options: list[str] | None = typer.Option(
         None, "--set", help="Any config key: --set obs_type=rgb."
     ),
 ) -> None:
     """Play ENV: a human in a window (the key map is shown), or an agent, headless or watched."""
-    from metabonk_gym.training.record import play
-
     agent_kwargs = parse_agent_options(agent_opt)
     if model is not None:
         agent_kwargs["model_path"] = model
     if mmproj is not None:
         agent_kwargs["mmproj_path"] = str(mmproj)
+    if server is not None:
+        agent_kwargs["base_url"] = server
+    if n_envs != 1 and (agent == "human" or window or record_to is not None):
+        console.print("[red]error:[/red] --n-envs plays agents headless: drop --window/--record")
+        raise typer.Exit(2)
 
     if agent == "human":
         console.print(_key_map())
-    flags = overrides_from(set_options, state=state, reward=reward, max_episode_steps=max_steps)
+    flags = overrides_from(
+        set_options,
+        env_options(integration, rom, env_kwarg),
+        state=state,
+        reward=reward,
+        max_episode_steps=max_steps,
+    )
+    if n_envs != 1:
+        many = guarded(
+            lambda: play_many(
+                env_id,
+                agent,
+                n_envs,
+                episodes=episodes,
+                seed=seed,
+                config_file=config,
+                overrides=flags,
+                agent_kwargs=agent_kwargs,
+            )
+        )
+        _report(many)
+        return
     result = guarded(
         lambda: play(
             env_id,
@@ -105,7 +152,7 @@ def play_command(
 
 
 def record_command(
-    env_id: str = typer.Argument(..., help="Env id."),
+    env_id: str = typer.Argument(..., help=ENV_HELP),
     dataset: str = typer.Option(
         ..., "--dataset", help="New Minari dataset id, e.g. metabonk/quest-expert-v0."
     ),
@@ -129,13 +176,15 @@ def record_command(
     agent_opt: list[str] | None = typer.Option(
         None, "--agent-opt", help="KEY=VALUE for the agent."
     ),
+    integration: Path | None = INTEGRATION_OPTION,
+    rom: Path | None = ROM_OPTION,
+    env_kwarg: list[str] | None = ENV_KWARG_OPTION,
     set_options: list[str] | None = typer.Option(None, "--set", help="Any config key."),
 ) -> None:
     """Record demonstrations as a Minari dataset (observations, actions, rewards, ends, infos)."""
-    from metabonk_gym.training.record import record
-
     flags = overrides_from(
         set_options,
+        env_options(integration, rom, env_kwarg),
         state=state,
         reward=reward,
         max_episode_steps=max_steps,

@@ -9,6 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from metabonk_gym.cli.bench import _print, bench_app
+
+from metabonk_gym.bench.skyemu_speed import run
+from metabonk_gym.gba.integration import Integration
+from metabonk_gym.skyemu.fake_server import serve
 
 
 def skyemu_peer(
@@ -23,11 +28,7 @@ def skyemu_peer(
     A stand-in for `SkyEmu http_server PORT ROM` where SkyEmu is not installed: point an env at
     it with backend="skyemu", skyemu_url="http://127.0.0.1:PORT". See docs/skyemu.md.
     """
-    from metabonk_gym.skyemu.fake_server import serve
-
     if rom is None:
-        from metabonk_gym.gba.integration import Integration
-
         rom = Integration.bundled(game).rom_path
     if not rom.is_file():
         raise typer.BadParameter(f"ROM file not found: {rom}")
@@ -48,10 +49,6 @@ def bench_skyemu(
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
 ) -> None:
     """Env steps per second over SkyEmu's HTTP server vs the embedded core, same process."""
-    from metabonk_gym.cli.bench import _print
-
-    from metabonk_gym.bench.skyemu_speed import run
-
     result = run(
         env_id,
         steps=steps,
@@ -64,7 +61,6 @@ def bench_skyemu(
 
 
 def register(app: typer.Typer) -> None:
-    from metabonk_gym.cli.bench import bench_app
-
+    """Add `skyemu-peer` to `app` and `skyemu` to `metabonk bench`."""
     app.command("skyemu-peer")(skyemu_peer)
     bench_app.command("skyemu")(bench_skyemu)

@@ -6,7 +6,6 @@ Thin typer layer over `metabonk_gym.think` (serve, distill) and `metabonk_gym.be
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import typer
@@ -16,31 +15,88 @@ console = Console()
 
 
 def serve_vlm(
-    model: Path = typer.Argument(..., help="The GGUF model to serve."),
+    model: str = typer.Argument(
+        ..., help="The GGUF to serve (vllm/sglang: a Hugging Face model folder or id)."
+    ),
     mmproj: Path | None = typer.Option(None, help="Vision projector GGUF (enables images)."),
     port: int = typer.Option(8000, help="Port on 127.0.0.1."),
-    chat_format: str = typer.Option(
-        "auto", help="Chat handler family (auto, llava-1.5, qwen2.5-vl, mtmd, ...)."
+    engine: str | None = typer.Option(
+        None,
+        help="llama-server (batches; default where the binary exists), python (llama-cpp-python's "
+        "server, one request at a time), vllm or sglang (GPU servers, when installed).",
     ),
-    n_ctx: int = typer.Option(8192, help="Context length."),
+    parallel: int = typer.Option(
+        8, help="Requests served at once (llama-server slots; one per env sharing the server)."
+    ),
+    n_ctx: int = typer.Option(8192, help="Context length per request."),
     n_gpu_layers: int | None = typer.Option(
         None, help="Layers on the GPU (default: all when built with GPU support)."
     ),
+    chat_format: str = typer.Option(
+        "auto", help="python engine: chat handler family (auto, llava-1.5, qwen2.5-vl, mtmd, ...)."
+    ),
+    server_binary: Path | None = typer.Option(
+        None, help="The llama-server to run (default: $METABONK_LLAMA_SERVER or the cached build)."
+    ),
+    startup_timeout: float = typer.Option(300.0, help="Seconds the model may take to load."),
+    threads: int | None = typer.Option(
+        None,
+        help="CPU threads (default: one per core; on a small busy CPU, 1 is much faster).",
+    ),
 ) -> None:
-    """Serve MODEL with llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (loopback only).
+    """Serve MODEL on 127.0.0.1 (loopback only) for many envs at once; Ctrl-C or SIGTERM stops it.
 
-    Point envs at it with PauseToThink(backend="openai", base_url="http://127.0.0.1:PORT/v1").
+    Point envs at it with PauseToThink(engine="openai", base_url="http://127.0.0.1:PORT/v1") or
+    `metabonk play ENV --agent think --server http://127.0.0.1:PORT/v1`.
+    The server dies with this command, however it ends.
     """
-    from metabonk_gym.think.serve import server_command
+    import signal
 
-    cmd = server_command(
-        model, mmproj, port=port, chat_format=chat_format, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers
-    )
-    console.print(f"serving {model} on http://127.0.0.1:{port}/v1 (Ctrl-C stops)")
+    from metabonk_gym.errors import MetabonkError
+    from metabonk_gym.think.serve import ServerProcess
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
     try:
-        raise typer.Exit(subprocess.call(cmd))
+        server = ServerProcess(
+            model,
+            mmproj,
+            engine=engine,
+            port=port,
+            startup_timeout_s=startup_timeout,
+            parallel=parallel,
+            n_ctx=n_ctx,
+            n_gpu_layers=n_gpu_layers,
+            chat_format=chat_format,
+            server_binary=server_binary,
+            n_threads=threads,
+        )
+    except MetabonkError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    console.print(f"starting {server.engine}: {' '.join(server.cmd)}")
+    try:
+        url = server.start()
+        vision = ", vision=True" if mmproj is not None else ""
+        console.print(
+            f"serving {model} with {server.engine} on {url} ({parallel} at once; Ctrl-C stops)\n"
+            f'PauseToThink(env, engine="openai", base_url="{url}"{vision}, '
+            f'response_format="{server.response_format}", mode="async")'
+        )
+        assert server.child is not None
+        code = server.child.proc.wait()
+        console.print(f"[red]{server.engine} exited with code {code}[/red]")
+        console.print(server.child.log_tail())
+        raise typer.Exit(1)
+    except MetabonkError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    finally:
+        server.stop()
 
 
 def distill_command(
@@ -51,7 +107,7 @@ def distill_command(
 ) -> None:
     """Train a small net to predict the strategist's directives from observations.
 
-    Run it with `metabonk play ENV --agent think --model OUT` or PauseToThink(backend="distilled").
+    Run it with `metabonk play ENV --agent think --model OUT` or PauseToThink(engine="distilled").
     """
     from metabonk_gym.think.distill import distill
 
@@ -78,9 +134,53 @@ def bench_think(
     _print("metabonk bench think", run(seeds, calls, model, mmproj, server), out)
 
 
+def bench_serve(
+    duration: float = typer.Option(15.0, help="Seconds of load per engine and client count."),
+    clients: str = typer.Option("1,4,8,16", help="Concurrent client counts."),
+    engines: str = typer.Option("llama-server,python", help="Engines to compare."),
+    n_envs: int = typer.Option(16, help="BonkQuest envs for the env-speed part (0: skip)."),
+    env_steps: int = typer.Option(150, help="Vector steps per env-speed run."),
+    images: bool = typer.Option(True, help="Also time the image path (mmproj)."),
+    full: bool = typer.Option(
+        False, help="The whole game card and the 30x20 text map in each prompt (slower)."
+    ),
+    threads: int | None = typer.Option(
+        None, help="Server CPU threads (default: 1 on machines of up to 4 CPUs)."
+    ),
+    model: Path | None = typer.Option(
+        None, help="A GGUF to time (default: a random 20.9M-parameter llama written now)."
+    ),
+    mmproj: Path | None = typer.Option(None, help="Its vision projector, for the image part."),
+    n_gpu_layers: int | None = typer.Option(None, help="Layers on the GPU (default: all)."),
+    out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+) -> None:
+    """One server, many clients: directives/s, tokens/s and p50/p95 latency at 1-16 concurrent
+    clients per engine, env steps/s of 16 envs thinking in async mode vs none, and the image path."""
+    from metabonk_gym.cli.bench import _print
+
+    from metabonk_gym.bench.serve_speed import run
+
+    figures = run(
+        levels=[int(c) for c in clients.split(",")],
+        duration_s=duration,
+        engines=[e.strip() for e in engines.split(",") if e.strip()],
+        n_envs=n_envs,
+        env_steps=env_steps if n_envs > 0 else 0,
+        images=images,
+        full=full,
+        n_threads=threads,
+        model_path=model,
+        mmproj_path=mmproj,
+        n_gpu_layers=n_gpu_layers,
+        progress=console.print,
+    )
+    _print("metabonk bench serve", figures, out)
+
+
 def register(app: typer.Typer) -> None:
     from metabonk_gym.cli.bench import bench_app
 
     app.command("serve-vlm")(serve_vlm)
     app.command("distill")(distill_command)
     bench_app.command("think")(bench_think)
+    bench_app.command("serve")(bench_serve)

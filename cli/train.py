@@ -17,8 +17,22 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
+from metabonk_gym.cli.bench import bench_app
 from rich.console import Console
 from rich.table import Table
+
+from metabonk_gym.errors import MetabonkError
+from metabonk_gym.training.config import (
+    config_to_yaml,
+    parse_env_kwargs,
+    parse_key_values,
+    parse_set_options,
+    resolve_config,
+)
+from metabonk_gym.training.errors import ConfigError
+from metabonk_gym.training.evaluate import evaluate, read_ladder
+from metabonk_gym.training.many import evaluate_many
+from metabonk_gym.training.proof import PARTS
 
 console = Console()
 err_console = Console(stderr=True)
@@ -48,8 +62,6 @@ def guarded(fn: Callable[[], T]) -> T:
     """Run `fn`, turning the package's input errors into a one-line message and exit code 2."""
     import signal
 
-    from metabonk_gym.errors import MetabonkError
-
     previous = _interrupt_on_sigterm()
     try:
         return fn()
@@ -61,13 +73,50 @@ def guarded(fn: Callable[[], T]) -> T:
             signal.signal(signal.SIGTERM, previous)
 
 
-def overrides_from(set_options: list[str] | None, **flags: Any) -> dict[str, Any]:
-    """Config overrides from explicit flags (None = not given) and `--set KEY=VALUE`."""
-    from metabonk_gym.training.config import parse_set_options
+def overrides_from(
+    set_options: list[str] | None, env_kwargs: dict[str, Any] | None = None, **flags: Any
+) -> dict[str, Any]:
+    """Config overrides from explicit flags (None = not given) and `--set KEY=VALUE`;
+    `env_kwargs` (from `env_options`) are merged into `--set env_kwargs=...`.
+
+    >>> overrides_from(["gamma=0.9"], {"backend": "skyemu"}, n_envs=2, seed=None)
+    {'n_envs': 2, 'gamma': 0.9, 'env_kwargs': {'backend': 'skyemu'}}
+    """
 
     out = {k: v for k, v in flags.items() if v is not None}
     out.update(guarded(lambda: parse_set_options(set_options)))
+    if env_kwargs:
+        given = out.get("env_kwargs")
+        out["env_kwargs"] = {**(given if isinstance(given, dict) else {}), **env_kwargs}
     return out
+
+
+def env_options(
+    integration: Path | None, rom: Path | None, env_kwarg: list[str] | None
+) -> dict[str, Any]:
+    """`--integration`, `--rom` and `--env-kwarg KEY=VALUE` as env keyword arguments."""
+
+    return guarded(lambda: parse_env_kwargs(env_kwarg, integration, rom))
+
+
+#: Options of every command that makes an env (module-level: typer reads them per command).
+INTEGRATION_OPTION: Any = typer.Option(
+    None,
+    "--integration",
+    help="Your game's folder (with MetaBonk/GBA-v0): integration data, presets.yaml, "
+    "defaults.yaml, milestones.yaml, game_card.md, game.py (docs/new-game.md).",
+)
+ROM_OPTION: Any = typer.Option(None, "--rom", help="The .gba file (default: the folder's rom.gba).")
+ENV_KWARG_OPTION: Any = typer.Option(
+    None,
+    "--env-kwarg",
+    help="An env keyword argument, repeatable (YAML values): --env-kwarg backend=skyemu.",
+)
+
+ENV_HELP = (
+    "Env id, e.g. MetaBonk/BonkQuest-v0 (see `metabonk list`); your own game: MetaBonk/GBA-v0 "
+    "--integration FOLDER."
+)
 
 
 def _print_result(result: Any, as_json: bool) -> None:
@@ -99,9 +148,7 @@ SET_HELP = "Any config key, repeatable: --set gamma=0.98 --set net_arch='[64,64]
 
 @train_app.command("ppo")
 def ppo_command(
-    env_id: str = typer.Argument(
-        ..., help="Env id, e.g. MetaBonk/BonkQuest-v0 (see `metabonk list`)."
-    ),
+    env_id: str = typer.Argument(..., help=ENV_HELP),
     run_dir: Path = typer.Option(
         ..., "--run-dir", help="Run directory (TensorBoard, checkpoints, model.zip)."
     ),
@@ -137,6 +184,9 @@ def ppo_command(
         "--base-port",
         help="Megabonk: env i talks to the game on port BASE_PORT + i (default 5560).",
     ),
+    integration: Path | None = INTEGRATION_OPTION,
+    rom: Path | None = ROM_OPTION,
+    env_kwarg: list[str] | None = ENV_KWARG_OPTION,
     set_options: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
@@ -152,6 +202,7 @@ def ppo_command(
 
     flags = overrides_from(
         set_options,
+        env_options(integration, rom, env_kwarg),
         total_steps=total_steps,
         n_envs=n_envs,
         reward=reward,
@@ -188,6 +239,9 @@ def bc_command(
     epochs: int | None = typer.Option(None, help="Passes over the dataset."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="Minibatch size."),
     lr: float | None = typer.Option(None, "--lr", help="Adam learning rate."),
+    integration: Path | None = INTEGRATION_OPTION,
+    rom: Path | None = ROM_OPTION,
+    env_kwarg: list[str] | None = ENV_KWARG_OPTION,
     set_options: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
@@ -196,7 +250,11 @@ def bc_command(
     from metabonk_gym.training.bc import train_bc
 
     flags = overrides_from(
-        set_options, bc_epochs=epochs, bc_batch_size=batch_size, bc_learning_rate=lr
+        set_options,
+        env_options(integration, rom, env_kwarg),
+        bc_epochs=epochs,
+        bc_batch_size=batch_size,
+        bc_learning_rate=lr,
     )
     result = guarded(
         lambda: train_bc(
@@ -208,20 +266,22 @@ def bc_command(
 
 @train_app.command("config")
 def config_command(
-    env_id: str = typer.Argument(..., help="Env id."),
+    env_id: str = typer.Argument(..., help=ENV_HELP),
     config: Path | None = typer.Option(None, "--config", help="A config file to merge in."),
+    integration: Path | None = INTEGRATION_OPTION,
+    rom: Path | None = ROM_OPTION,
+    env_kwarg: list[str] | None = ENV_KWARG_OPTION,
     set_options: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
 ) -> None:
-    """Print the effective training config (defaults < file < flags) as YAML."""
-    from metabonk_gym.training.config import config_to_yaml, resolve_config
+    """Print the effective training config (game defaults < file < flags) as YAML."""
 
-    flags = overrides_from(set_options)
+    flags = overrides_from(set_options, env_options(integration, rom, env_kwarg))
     cfg = guarded(lambda: resolve_config(env_id, config, flags))
     typer.echo(config_to_yaml(cfg), nl=False)
 
 
 def curriculum_command(
-    env_id: str = typer.Argument(..., help="Env id."),
+    env_id: str = typer.Argument(..., help=ENV_HELP),
     run_dir: Path = typer.Option(..., "--run-dir", help="Run directory."),
     plan: Path | None = typer.Option(
         None, "--plan", help="Plan file (stages with promotion rules)."
@@ -230,7 +290,7 @@ def curriculum_command(
         False, "--swarm", help="Swarm mode: milestone states become every env's start."
     ),
     milestone: str | None = typer.Option(
-        None, help="Swarm milestone variable (default: rooms_visited / level)."
+        None, help="Swarm milestone variable (default: the first of the game's milestones.yaml)."
     ),
     total_steps: int | None = typer.Option(
         None, "--total-steps", help="Swarm mode: env steps in total."
@@ -238,18 +298,25 @@ def curriculum_command(
     n_envs: int | None = typer.Option(None, "--n-envs", help="Envs stepped in parallel."),
     config: Path | None = typer.Option(None, "--config", help="YAML/TOML training config."),
     resume: bool = typer.Option(False, "--resume", help="Continue the curriculum in --run-dir."),
+    integration: Path | None = INTEGRATION_OPTION,
+    rom: Path | None = ROM_OPTION,
+    env_kwarg: list[str] | None = ENV_KWARG_OPTION,
     set_options: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """PPO through a plan of savestates / seeded variants with promotion rules (or --swarm)."""
     from metabonk_gym.training.curriculum import run_curriculum
-    from metabonk_gym.training.errors import ConfigError
 
     if plan is None and not swarm:
         err_console.print("[bold red]error:[/] pass --plan PLAN.yaml, or --swarm")
         raise typer.Exit(2)
-    flags = overrides_from(set_options, n_envs=n_envs, total_steps=total_steps)
+    flags = overrides_from(
+        set_options,
+        env_options(integration, rom, env_kwarg),
+        n_envs=n_envs,
+        total_steps=total_steps,
+    )
 
     def go() -> Any:
         if plan is not None and not plan.exists():
@@ -285,7 +352,7 @@ def curriculum_command(
 
 
 def eval_command(
-    env_id: str = typer.Argument(..., help="Env id."),
+    env_id: str = typer.Argument(..., help=ENV_HELP),
     model: str = typer.Argument(
         ..., help="A model PATH.zip, or an agent: scripted, random, think."
     ),
@@ -307,6 +374,9 @@ def eval_command(
     config: Path | None = typer.Option(
         None, "--config", help="Config file (for non-model agents)."
     ),
+    integration: Path | None = INTEGRATION_OPTION,
+    rom: Path | None = ROM_OPTION,
+    env_kwarg: list[str] | None = ENV_KWARG_OPTION,
     agent_opt: list[str] | None = typer.Option(
         None, "--agent-opt", help="KEY=VALUE for the agent (think: model_path=M.gguf)."
     ),
@@ -316,28 +386,60 @@ def eval_command(
         help="Models: always take the most likely action, or sample (seeded per episode).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON."),
+    server: str | None = typer.Option(
+        None, "--server", help="think: a model server's URL (see `metabonk serve-vlm`)."
+    ),
+    n_envs: int = typer.Option(
+        1, "--n-envs", help="Episodes at once, one process each (no --video or --ladder)."
+    ),
 ) -> None:
     """Evaluate a model or agent on fixed seeds: mean/std return, win rate, final game variables."""
-    from metabonk_gym.training.evaluate import evaluate, read_ladder
 
     flags = overrides_from(
-        None, state=state, reward=reward, max_episode_steps=max_steps, base_port=base_port
+        None,
+        env_options(integration, rom, env_kwarg),
+        state=state,
+        reward=reward,
+        max_episode_steps=max_steps,
+        base_port=base_port,
     )
-    report = guarded(
-        lambda: evaluate(
-            env_id,
-            model,
-            episodes=episodes,
-            seed=seed,
-            config_file=config,
-            overrides=flags,
-            out=out,
-            video_dir=video,
-            ladder=ladder,
-            agent_kwargs=parse_agent_options(agent_opt),
-            deterministic=deterministic,
+    agent_kwargs = parse_agent_options(agent_opt)
+    if server is not None:
+        agent_kwargs["base_url"] = server
+    if n_envs != 1:
+        if video is not None or ladder is not None:
+            console.print("[red]error:[/red] --n-envs runs without --video and --ladder")
+            raise typer.Exit(2)
+        report = guarded(
+            lambda: evaluate_many(
+                env_id,
+                model,
+                n_envs,
+                episodes=episodes,
+                seed=seed,
+                config_file=config,
+                overrides=flags,
+                out=out,
+                agent_kwargs=agent_kwargs,
+                deterministic=deterministic,
+            )
         )
-    )
+    else:
+        report = guarded(
+            lambda: evaluate(
+                env_id,
+                model,
+                episodes=episodes,
+                seed=seed,
+                config_file=config,
+                overrides=flags,
+                out=out,
+                video_dir=video,
+                ladder=ladder,
+                agent_kwargs=agent_kwargs,
+                deterministic=deterministic,
+            )
+        )
     if as_json:
         console.print_json(json.dumps(report, default=str))
         return
@@ -386,16 +488,8 @@ def eval_command(
 
 def parse_agent_options(items: list[str] | None) -> dict[str, Any]:
     """`--agent-opt KEY=VALUE` (YAML values) as keyword arguments for the agent's factory."""
-    import yaml
 
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            err_console.print(f"[bold red]error:[/] --agent-opt takes KEY=VALUE, not {item!r}")
-            raise typer.Exit(2)
-        out[key.strip()] = yaml.safe_load(raw)
-    return out
+    return guarded(lambda: parse_key_values(items, "--agent-opt"))
 
 
 def bench_learning(
@@ -409,7 +503,6 @@ def bench_learning(
 
     The megabonk part starts its own lockstep bonklink-sim games.
     """
-    from metabonk_gym.training.proof import PARTS
 
     chosen = parts or ["ppo-room1", "bc-room1"]
     unknown = [p for p in chosen if p not in PARTS]
@@ -438,7 +531,6 @@ def _mount_predictor() -> None:
 
 
 def register(app: typer.Typer) -> None:
-    from metabonk_gym.cli.bench import bench_app
 
     bench_app.command("learning")(bench_learning)
     _mount_predictor()

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any, TypeVar
+
+W = TypeVar("W")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -40,3 +43,23 @@ def _current_umask() -> int:
 def atomic_write_text(path: Path, text: str) -> None:
     """`atomic_write_bytes` for UTF-8 text."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def find_wrapper(env: Any, cls: type[W]) -> W | None:
+    """The outermost layer of `env`'s wrapper stack that is an instance of `cls` (None if none).
+
+    Walks `.env` from `env` down to the unwrapped env, which is checked too.
+
+    >>> import gymnasium as gym
+    >>> env = gym.wrappers.ClipReward(gym.make("CartPole-v1"), -1, 1)
+    >>> type(find_wrapper(env, gym.wrappers.ClipReward)).__name__
+    'ClipReward'
+    >>> find_wrapper(env, gym.wrappers.FrameStackObservation) is None
+    True
+    """
+    layer = env
+    while layer is not None:
+        if isinstance(layer, cls):
+            return layer
+        layer = getattr(layer, "env", None)
+    return None

@@ -11,6 +11,7 @@ from metabonk_gym.rewards.presets import PRESETS
 from metabonk_gym.rewards.terms import (
     Delta,
     Event,
+    FractionDelta,
     Novelty,
     Penalty,
     RewardTerm,
@@ -24,6 +25,7 @@ __all__ = [
     "Delta",
     "DoneCondition",
     "Event",
+    "FractionDelta",
     "Novelty",
     "Penalty",
     "RewardFunction",

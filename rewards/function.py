@@ -9,13 +9,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.rewards.presets import available_presets
 from metabonk_gym.rewards.terms import TERM_TYPES, RewardTerm, ScenarioVariable, Vars, check_op
 
+from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.errors import RewardSpecError
 
 
@@ -28,7 +29,13 @@ class RewardFunction:
 
     @property
     def variables(self) -> set[str]:
+        """Every variable a term reads."""
         return {v for term in self.terms.values() for v in term.variables}
+
+    @property
+    def required_variables(self) -> set[str]:
+        """The variables that must exist (terms marked `optional` read 0 without theirs)."""
+        return {v for term in self.terms.values() if not term.optional for v in term.variables}
 
     def reset(self, current: Vars) -> None:
         self._previous = dict(current)
@@ -36,9 +43,14 @@ class RewardFunction:
             term.reset(current)
 
     def step(self, current: Vars) -> tuple[float, dict[str, float]]:
-        values = {name: float(term(self._previous, current)) for name, term in self.terms.items()}
+        previous = self._previous
+        values: dict[str, float] = {}
+        total = 0.0
+        for name, term in self.terms.items():  # summed in order, as sum() would
+            values[name] = value = float(term(previous, current))
+            total += value
         self._previous = dict(current)
-        return sum(values.values()), values
+        return total, values
 
 
 def terms_from_dict(spec: Mapping[str, Any]) -> dict[str, RewardTerm]:
@@ -107,26 +119,29 @@ class DoneCondition:
         return any(results) if self.mode == "any" else all(results)
 
 
+#: File suffixes a reward spec may have (the config-file formats).
+SPEC_SUFFIXES: tuple[str, ...] = (".json", ".yaml", ".yml", ".toml")
+
+
+def unknown_reward_message(spec: Any, game: str, presets: Mapping[str, Any]) -> str:
+    """The error for a reward that is no preset and no file, naming the choices.
+
+    >>> unknown_reward_message("explor", "BonkQuest", {"explore": {}})
+    "unknown reward 'explor' for BonkQuest; presets: default, explore; or pass a dict of terms or a .json/.yaml/.toml file"
+    """
+    names = ", ".join(["default", *(name for name in presets if name != "default")])
+    return (
+        f"unknown reward {spec!r} for {game}; presets: {names}; or pass a dict of terms or a "
+        ".json/.yaml/.toml file"
+    )
+
+
 def load_spec_file(path: Path) -> dict[str, Any]:
-    """A reward spec from a .json, .yaml/.yml or .toml file."""
-    text = path.read_text()
+    """A reward spec from a .json, .yaml/.yml or .toml file (its terms, or its `terms:` section)."""
     try:
-        if path.suffix == ".json":
-            data = json.loads(text)
-        elif path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        elif path.suffix == ".toml":
-            import tomllib
-
-            data = tomllib.loads(text)
-        else:
-            raise RewardSpecError(f"reward file {path} must end in .json, .yaml, .yml or .toml")
-    except RewardSpecError:
-        raise
-    except Exception as exc:
-        raise RewardSpecError(f"cannot parse reward file {path}: {exc}") from exc
+        data = load_config_file(path)
+    except ConfigFileError as exc:
+        raise RewardSpecError(f"reward file: {exc}") from exc
     if not isinstance(data, dict):
         raise RewardSpecError(f"reward file {path} must hold a mapping of terms")
     return data.get("terms", data)
@@ -137,32 +152,34 @@ def build_reward(
     game: str,
     scenario: Mapping[str, Any],
     variables: set[str] | None = None,
+    presets: Mapping[str, Any] | None = None,
 ) -> RewardFunction:
-    """A reward from `None`/"default" (scenario.json), a preset name, a file path, or a dict of
-    terms; checks that every variable it reads exists when `variables` is given."""
-    from metabonk_gym.rewards.presets import PRESETS
+    """A reward from `None`/"default" (the game's "default" preset, else scenario.json), a preset name, a file path, or a dict of
+    terms; checks that every variable it reads exists when `variables` is given.
 
+    `presets` are the game's own (`GameData.presets()`), looked up before the generic ones of
+    `metabonk_gym.rewards.presets`.
+    """
+    named = available_presets(presets)
     if isinstance(spec, RewardFunction):
         fn = spec
-    elif spec is None or spec == "default":
+    elif (spec is None or spec == "default") and "default" not in named:
         fn = RewardFunction(terms_from_scenario(scenario))
+    elif spec is None:  # a game without scenario.json declares its "default" preset
+        fn = RewardFunction(terms_from_dict(named["default"]))
     elif isinstance(spec, Mapping):
         fn = RewardFunction(terms_from_dict(spec))
-    elif isinstance(spec, (str, Path)) and (str(spec) in PRESETS.get(game, {})):
-        fn = RewardFunction(terms_from_dict(PRESETS[game][str(spec)]))
-    elif isinstance(spec, (str, Path)) and Path(spec).suffix in (".json", ".yaml", ".yml", ".toml"):
+    elif isinstance(spec, (str, Path)) and str(spec) in named:
+        fn = RewardFunction(terms_from_dict(named[str(spec)]))
+    elif isinstance(spec, (str, Path)) and Path(spec).suffix in SPEC_SUFFIXES:
         path = Path(spec).expanduser()
         if not path.is_file():
             raise RewardSpecError(f"reward file not found: {path}")
         fn = RewardFunction(terms_from_dict(load_spec_file(path)))
     else:
-        names = ["default", *PRESETS.get(game, {})]
-        raise RewardSpecError(
-            f"unknown reward {spec!r} for {game}; presets: {', '.join(names)}; or pass a dict of "
-            "terms or a .json/.yaml/.toml file"
-        )
+        raise RewardSpecError(unknown_reward_message(spec, game, named))
     if variables is not None:
-        missing = fn.variables - variables
+        missing = fn.required_variables - variables
         if missing:
             raise RewardSpecError(
                 f"reward reads unknown variables {sorted(missing)}; {game} defines: {', '.join(sorted(variables))}"

@@ -48,6 +48,9 @@ class RewardTerm:
     """Base class: `reset` at episode start, then one call per env step."""
 
     weight: float = 1.0
+    #: True: the env may lack the term's variables (the term then gives 0), e.g. a game that
+    #: sends kill counts only on some builds.
+    optional: bool = False
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -62,23 +65,82 @@ class RewardTerm:
 
 @dataclass
 class Delta(RewardTerm):
-    """`weight` x the change of a variable; `only="increase"` or `"decrease"` keeps one side."""
+    """`weight` x the change of a variable; `only="increase"` or `"decrease"` keeps one side.
+
+    `below`: a change of that size or more counts 0 (a clock jumping after a stall), and with
+    `only="increase"` so does one of 0 or less. `when`: variables that must all be true now,
+    `unless`: variables that must all be false now, else the term is 0. `optional`: 0 while the
+    variable is missing.
+
+    >>> clock = Delta("t", 2.0, only="increase", below=1.0, when=("playing",))
+    >>> clock({"t": 1.0}, {"t": 1.25, "playing": 1}), clock({"t": 1.0}, {"t": 3.0, "playing": 1})
+    (0.5, 0.0)
+    """
 
     variable: str
     weight: float = 1.0
     only: str | None = None
+    below: float | None = None
+    when: tuple[str, ...] = ()
+    unless: tuple[str, ...] = ()
+    optional: bool = False
+
+    def __post_init__(self) -> None:
+        if self.only not in (None, "increase", "decrease"):
+            raise ValueError(f"only must be 'increase' or 'decrease', not {self.only!r}")
+        self.when, self.unless = tuple(self.when), tuple(self.unless)
 
     @property
     def variables(self) -> tuple[str, ...]:
-        return (self.variable,)
+        return (self.variable, *self.when, *self.unless)
 
     def __call__(self, previous: Vars, current: Vars) -> float:
+        if self.optional and (self.variable not in previous or self.variable not in current):
+            return 0.0
+        for name in self.when:
+            if not current[name]:
+                return 0.0
+        for name in self.unless:
+            if current[name]:
+                return 0.0
         change = float(current[self.variable]) - float(previous[self.variable])
+        if self.below is not None:
+            low = 0.0 if self.only == "increase" else -self.below
+            return self.weight * change if low < change < self.below else 0.0
         if self.only == "increase":
             change = max(change, 0.0)
         elif self.only == "decrease":
             change = min(change, 0.0)
         return self.weight * change
+
+
+@dataclass
+class FractionDelta(RewardTerm):
+    """`weight` x the change of `variable / of` (e.g. HP over max HP: losing a whole bar gives
+    `-weight`); 0 while `of` is 0 before or after, or a `was` variable was false before the step.
+
+    >>> FractionDelta("hp", "max_hp", 5.0)({"hp": 100, "max_hp": 100}, {"hp": 50, "max_hp": 100})
+    -2.5
+    """
+
+    variable: str
+    of: str
+    weight: float = 1.0
+    was: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.was = tuple(self.was)
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        return (self.variable, self.of, *self.was)
+
+    def __call__(self, previous: Vars, current: Vars) -> float:
+        before, now = float(previous[self.of]), float(current[self.of])
+        if not (before > 0 and now > 0) or not all(previous[v] for v in self.was):
+            return 0.0
+        change = float(current[self.variable]) / now - float(previous[self.variable]) / before
+        return self.weight * change if change == change else 0.0
 
 
 @dataclass
@@ -213,6 +275,7 @@ class ScenarioVariable(RewardTerm):
 
 TERM_TYPES: dict[str, type[RewardTerm]] = {
     "delta": Delta,
+    "fraction_delta": FractionDelta,
     "penalty": Penalty,
     "event": Event,
     "survival": Survival,

@@ -22,7 +22,7 @@ import numpy as np
 import stable_retro as retro
 
 REPO = Path(__file__).resolve().parents[1]
-GAME_DIR = REPO / "metabonk_gym" / "games" / "BonkArena-GbAdvance"
+GAME_DIR = REPO / "metabonk_gym" / "games" / "BonkArena"
 BASE = 0x02000000
 STATE_SIZE = 0x2B0
 CMD_NEW_GAME, CMD_WARP = 1, 2

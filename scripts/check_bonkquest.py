@@ -24,7 +24,7 @@ import stable_retro as retro
 from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
-GAME = REPO / "metabonk_gym" / "games" / "BonkQuest-GbAdvance"
+GAME = REPO / "metabonk_gym" / "games" / "BonkQuest"
 EWRAM = 0x02000000
 STATE_SIZE = 0x314  # sizeof(GameState), see gba/bonkquest/game.h
 CMD_NEW_GAME, CMD_WARP = 1, 2

@@ -12,11 +12,11 @@ import gc
 import gymnasium as gym
 
 import metabonk_gym  # noqa: F401
-from metabonk_gym.gba.integration import BUNDLED_GAMES, Integration, savestates_dir
+from metabonk_gym.gba.integration import Integration, bundled_gba_games, savestates_dir
 
 
 def main() -> None:
-    for game in BUNDLED_GAMES:
+    for game in bundled_gba_games():
         integration = Integration.bundled(game)
         env = gym.make(f"MetaBonk/{game}-v0")
         for name in integration.starts:

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Set up metabonk-gym in the current Python environment.
 #   scripts/setup.sh          training: the package with [train,play] (ROMs are prebuilt)
-#   scripts/setup.sh dev      everything: GBA toolchain (apt), all extras, test tools
+#   scripts/setup.sh think    training + thinking: [train,play,think] and llama.cpp's llama-server
+#   scripts/setup.sh dev      everything: GBA toolchain (apt), all extras, test tools, llama-server
+# llama-server (continuous batching for `metabonk serve-vlm`) is built from the llama.cpp sources
+# vendored in the installed llama-cpp-python's sdist (about 6 minutes on 2 cores) and cached in
+# ${XDG_CACHE_HOME:-~/.cache}/metabonk/llama-server-VERSION/; a cached build is reused.
 # torch: a CUDA or CPU torch you already have is kept; otherwise torch 2.13.0 (the CPU build this
 # project is tested with) is installed first, so pip never pulls a multi-GB build by surprise.
 set -euo pipefail
@@ -24,8 +28,13 @@ fi
 
 # llama-cpp-python compiles from source; pip's wheel cache keeps the result for next time.
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
-if [ "$mode" = "dev" ]; then
-  "$PY" -m pip install -q -e ".[all]"
-else
-  "$PY" -m pip install -q -e ".[train,play]"
+case "$mode" in
+  dev) "$PY" -m pip install -q -e ".[all]" ;;
+  think) "$PY" -m pip install -q -e ".[train,play,think]" ;;
+  train) "$PY" -m pip install -q -e ".[train,play]" ;;
+  *) echo "unknown mode '$mode': use train, think or dev" >&2; exit 2 ;;
+esac
+
+if [ "$mode" = "dev" ] || [ "$mode" = "think" ]; then
+  "$PY" -m metabonk_gym.think.llama_server build
 fi

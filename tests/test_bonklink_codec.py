@@ -349,6 +349,7 @@ def test_huge_claims_allocate_nothing() -> None:
         assert peak < 256 * 1024, peak
 
 
+@pytest.mark.net
 def test_packet_reader_allocates_only_what_arrives() -> None:
     """Over TCP: a header claiming a 4 MiB frame, then 100 bytes and EOF."""
     server = socket.create_server(("127.0.0.1", 0))
@@ -526,6 +527,7 @@ def _tcp_pair() -> tuple[socket.socket, socket.socket]:
     return game, client
 
 
+@pytest.mark.net
 @pytest.mark.timeout(120)
 @settings(FUZZ, max_examples=40)
 @given(st.lists(states, min_size=1, max_size=4), st.lists(st.binary(max_size=300), max_size=4))
@@ -545,6 +547,7 @@ def test_packets_round_trip_over_tcp(sent: list[GameState], frames: list[bytes])
         client.close()
 
 
+@pytest.mark.net
 @pytest.mark.timeout(120)
 @settings(FUZZ, max_examples=100)
 @given(st.binary(max_size=2000), st.integers(1, 64))

@@ -18,11 +18,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from metabonk_gym.bonklink import make_vec
+from metabonk_gym import make_vec
 from metabonk_gym.bonklink.actions import BOX_LAYOUT, make_box_action
 from metabonk_gym.bonklink.env import MegabonkEnv
-from metabonk_gym.bonklink.observation import ENEMY_LAYOUT, STATE_LAYOUT
+from metabonk_gym.bonklink.observation import ENEMY_LAYOUT, STATE_LAYOUT, scale_state
 from metabonk_gym.bonklink.sim import BonkLinkSim
+
+pytestmark = pytest.mark.net
 
 # ------------------------------------------------------------------ the raw game peer
 
@@ -171,12 +173,21 @@ def env_for(game: RawGame, **kwargs) -> MegabonkEnv:
 def test_spaces() -> None:
     env = MegabonkEnv(frame_size=(36, 64), k_enemies=3, max_options=2)
     assert env.action_space == gym.spaces.Box(-1, 1, (len(BOX_LAYOUT),), np.float32)
-    space = env.observation_space
-    assert space["frame"].shape == (36, 64, 3) and space["frame"].dtype == np.uint8
+    space = env.observation_space  # by default: everything a packet holds
+    assert sorted(space) == ["menu", "options", "pixels", "state"]
+    assert space["pixels"].shape == (36, 64, 3) and space["pixels"].dtype == np.uint8
     assert space["state"].shape == (len(STATE_LAYOUT) + 3 * len(ENEMY_LAYOUT),)
     assert space["options"].shape == (2,)
     assert not env.connected  # nothing connects before reset
     env.close()
+    rgb = MegabonkEnv(frame_size=(36, 64), obs_type="rgb").observation_space
+    assert sorted(rgb) == ["pixels", "state"] and rgb["state"].high.max() == 10.0  # scaled
+    gray = MegabonkEnv(frame_size=(36, 64), obs_type="grayscale", downscale=2).observation_space
+    assert gray["pixels"].shape == (18, 32, 1)
+    state = MegabonkEnv(k_enemies=3, obs_type="state").observation_space
+    assert state == gym.spaces.Box(
+        -10.0, 10.0, (len(STATE_LAYOUT) + 3 * len(ENEMY_LAYOUT),), np.float32
+    )
 
 
 # ------------------------------------------------------------------ decoding into obs and info
@@ -200,21 +211,46 @@ def test_reset_decodes_state_frame_and_info(raw_game) -> None:
     env = env_for(game, frame_size=(18, 32), k_enemies=2, max_options=3)
     obs, info = env.reset(seed=1)
     assert obs in env.observation_space
-    np.testing.assert_array_equal(obs["frame"], FRAME)
+    np.testing.assert_array_equal(obs["pixels"], FRAME)
     vec = obs["state"]
     np.testing.assert_allclose(vec[:11], [1, 0, 1, 2, 0, -1, 0.5, 3.5, 1, 0, 3])
     slots = vec[11:].reshape(2, 5)  # nearest first, relative to the player
     np.testing.assert_allclose(slots[0], [0, 0, 1, 9, 1])
     np.testing.assert_allclose(slots[1], [-2, 0, -2, 3, 1])
     assert obs["menu"] == 0 and obs["options"][2] == 0 and (obs["options"][:2] > 0).all()
-    assert info["health"] == 60.0 and info["max_health"] == 120.0 and info["game_time"] == 3.5
+    assert env.last_observation is obs
+    assert info["hp"] == 60.0 and info["max_hp"] == 120.0 and info["game_time"] == 3.5
+    assert info["won"] is False and info["lost"] is False and info["reward_terms"] == {}
     assert info["is_playing"] and not info["is_paused"] and info["menu"] == "Gameplay"
     assert info["options"] == ["Damage +25%", "Heal 40%"]
     np.testing.assert_array_equal(info["position"], [1, 0, 1])
     assert info["enemies"].shape == (3, 4) and info["frame_age"] == 0
     assert "kills" not in info and info["disconnected"] is False
-    assert env.render() is None
+    np.testing.assert_array_equal(env.render(), FRAME)  # also without a render_mode
     env.close()
+
+
+def test_contract_observations_are_scaled(raw_game) -> None:
+    """obs_type state / rgb / grayscale: the state vector at fixed scales (what policies learn
+    from), beside the frame (as luma for grayscale)."""
+    state = state_bytes(pos=(4.0, 0.0, -8.0), game_time=30.0)
+
+    def script(peer: Peer) -> None:
+        peer.send(packet(state, raw_frame(FRAME)))
+        peer.wait_closed()
+
+    full = env_for(raw_game(script), frame_size=(18, 32))
+    raw = full.reset()[0]["state"]
+    full.close()
+    for obs_type in ("state", "rgb", "grayscale"):
+        env = env_for(raw_game(script), frame_size=(18, 32), obs_type=obs_type)
+        obs, _ = env.reset()
+        vec = obs if obs_type == "state" else obs["state"]
+        np.testing.assert_array_equal(vec, scale_state(raw))
+        np.testing.assert_allclose(vec[[0, 2, 7]], [0.1, -0.2, 0.1])  # 40 units, 300 s
+        if obs_type == "grayscale":
+            assert obs["pixels"].shape == (18, 32, 1) and obs["pixels"][0, 0, 0] == 66  # luma
+        env.close()
 
 
 def test_actions_on_the_wire(raw_game) -> None:
@@ -310,10 +346,10 @@ def test_keeps_the_last_frame_and_reports_its_age(raw_game) -> None:
     env = env_for(game, frame_size=(18, 32), render_mode="rgb_array")
     env.reset()
     obs, _, _, _, info = env.step(env.action_space.sample() * 0)
-    np.testing.assert_array_equal(obs["frame"], FRAME)
+    np.testing.assert_array_equal(obs["pixels"], FRAME)
     assert info["frame_age"] == 1
     obs, _, _, _, info = env.step(env.action_space.sample() * 0)
-    np.testing.assert_array_equal(obs["frame"], other)
+    np.testing.assert_array_equal(obs["pixels"], other)
     np.testing.assert_array_equal(env.render(), other)
     assert info["frame_age"] == 0
     env.close()
@@ -333,8 +369,23 @@ def test_reward_and_death(raw_game) -> None:
         peer.wait_closed()
 
     game = raw_game(script)
-    weights = {"survival": 1.0, "health": 10.0, "kill": 2.0, "xp": 0.5, "death": -7.0}
-    env = env_for(game, reward_weights=weights)
+    clock = {
+        "only": "increase",
+        "below": 1.0,
+        "when": ["is_playing"],
+        "unless": ["is_paused", "lost"],
+    }
+    terms = {
+        "survival": {"type": "delta", "variable": "game_time", "weight": 1.0, **clock},
+        "health": {"type": "fraction_delta", "variable": "hp", "of": "max_hp", "weight": 10.0,
+                   "was": ["is_playing"]},
+        "kill": {"type": "delta", "variable": "kills", "weight": 2.0, "only": "increase",
+                 "optional": True},
+        "xp": {"type": "delta", "variable": "xp", "weight": 0.5, "only": "increase",
+               "optional": True},
+        "death": {"type": "event", "variable": "lost", "weight": -7.0},
+    }  # fmt: skip
+    env = env_for(game, reward=terms)
     _, info = env.reset()
     assert (info["kills"], info["xp"], info["level"]) == (2, 5.0, 1)
     _, reward, terminated, truncated, info = env.step(env.action_space.sample() * 0)
@@ -344,7 +395,7 @@ def test_reward_and_death(raw_game) -> None:
     )
     assert reward == pytest.approx(2.0)
     _, reward, terminated, truncated, info = env.step(env.action_space.sample() * 0)
-    assert terminated and not truncated and info["health"] == 0.0
+    assert terminated and not truncated and info["hp"] == 0.0 and info["lost"] is True
     assert info["reward_terms"]["death"] == -7.0 and info["reward_terms"]["survival"] == 0.0
     env.close()
 
@@ -521,7 +572,7 @@ def test_no_game_raises_connection_error() -> None:
     probe.close()
     env = MegabonkEnv(port=port, connect_timeout=0.5)
     start = time.monotonic()
-    with pytest.raises(ConnectionError):
+    with pytest.raises(ConnectionError, match=f"metabonk bonklink-sim --port {port}"):
         env.reset()
     assert time.monotonic() - start < 3.0
     env.close()
@@ -583,7 +634,7 @@ def test_env_against_the_realtime_sim() -> None:
     with BonkLinkSim(port=0, mode="realtime", update_hz=120, jpeg_hz=20, seed=1) as server:
         env = MegabonkEnv(port=server.port)
         obs, info = env.reset()
-        assert info["frame_age"] >= 0 and obs["frame"].any()
+        assert info["frame_age"] >= 0 and obs["pixels"].any()
         for _ in range(30):
             obs, _, terminated, truncated, info = env.step(env.action_space.sample())
             assert not truncated
@@ -614,10 +665,12 @@ def _sims_on_consecutive_ports(n: int) -> list[BonkLinkSim]:
 
 def test_make_vec_uses_consecutive_ports() -> None:
     servers = _sims_on_consecutive_ports(2)
-    envs = make_vec(2, base_port=servers[0].port, frame_size=(36, 64))
+    envs = make_vec(
+        "MetaBonk/Megabonk-v0", 2, base_port=servers[0].port, context="spawn", frame_size=(36, 64)
+    )
     try:
         obs, infos = envs.reset(seed=0)
-        assert obs["frame"].shape == (2, 36, 64, 3)
+        assert obs["pixels"].shape == (2, 36, 64, 3)
         for _ in range(5):
             obs, rewards, terminated, truncated, infos = envs.step(envs.action_space.sample())
         assert not truncated.any()

@@ -149,6 +149,7 @@ def client(port: int) -> tuple[socket.socket, PacketReader]:
     return sock, PacketReader(sock)
 
 
+@pytest.mark.net
 def test_lockstep_one_packet_per_action_and_frames_every_6th_tick() -> None:
     with BonkLinkSim(port=0, mode="lockstep", seed=0) as sim:
         sock, reader = client(sim.port)
@@ -168,6 +169,7 @@ def test_lockstep_one_packet_per_action_and_frames_every_6th_tick() -> None:
     assert sim.stats.packets == 25 and sim.stats.actions == 24
 
 
+@pytest.mark.net
 def test_raw_frames_and_real_values() -> None:
     with BonkLinkSim(port=0, mode="lockstep", frame_format="raw_rgb", seed=2) as sim:
         sock, reader = client(sim.port)
@@ -190,6 +192,7 @@ def _play(sock: socket.socket, reader: PacketReader, ticks: int) -> GameState:
     return state
 
 
+@pytest.mark.net
 def test_plugin_stubs_send_the_deployed_constants() -> None:
     with BonkLinkSim(port=0, mode="lockstep", plugin_stubs=True, seed=2) as sim:
         sock, reader = client(sim.port)
@@ -202,6 +205,7 @@ def test_plugin_stubs_send_the_deployed_constants() -> None:
         sock.close()
 
 
+@pytest.mark.net
 def test_input_snapshot_trailer_echoes_the_input() -> None:
     with BonkLinkSim(port=0, mode="lockstep", input_snapshot=True) as sim:
         sock, reader = client(sim.port)
@@ -217,6 +221,7 @@ def test_input_snapshot_trailer_echoes_the_input() -> None:
         sock.close()
 
 
+@pytest.mark.net
 def test_realtime_pushes_at_update_hz_with_frames_at_jpeg_hz() -> None:
     with BonkLinkSim(port=0, mode="realtime", update_hz=60, jpeg_hz=10) as sim:
         sock, reader = client(sim.port)
@@ -231,6 +236,7 @@ def test_realtime_pushes_at_update_hz_with_frames_at_jpeg_hz() -> None:
     assert sim.stats.actions == 0
 
 
+@pytest.mark.net
 def test_realtime_applies_at_most_one_action_per_tick() -> None:
     with BonkLinkSim(port=0, mode="realtime", update_hz=100, jpeg_hz=0) as sim:
         sock, reader = client(sim.port)
@@ -245,6 +251,7 @@ def test_realtime_applies_at_most_one_action_per_tick() -> None:
     assert (steps > 0).sum() == 5 and np.allclose(steps[-3:], 0)
 
 
+@pytest.mark.net
 def test_a_new_client_replaces_the_old() -> None:
     with BonkLinkSim(port=0, mode="lockstep") as sim:
         old, old_reader = client(sim.port)
@@ -260,6 +267,7 @@ def test_a_new_client_replaces_the_old() -> None:
     assert sim.stats.clients == 2
 
 
+@pytest.mark.net
 @pytest.mark.parametrize("bad", [struct.pack("<i", 0), struct.pack("<i", 1024), b"\xff" * 8])
 def test_bad_action_lengths_drop_the_client(bad: bytes) -> None:
     with BonkLinkSim(port=0, mode="lockstep") as sim:
@@ -274,6 +282,7 @@ def test_bad_action_lengths_drop_the_client(bad: bytes) -> None:
         again.close()
 
 
+@pytest.mark.net
 def test_binds_loopback_by_default() -> None:
     sim = BonkLinkSim(port=0)
     sim.bind()
@@ -312,6 +321,7 @@ def _free_port_pair() -> int:
     raise RuntimeError("no free port pair")
 
 
+@pytest.mark.net
 @pytest.mark.parametrize("instances", [1, 2])
 def test_cli_serves_instances_on_consecutive_ports(instances: int) -> None:
     port = _free_port_pair()
@@ -337,6 +347,7 @@ def test_cli_serves_instances_on_consecutive_ports(instances: int) -> None:
     assert "stand-in" in outcome.output  # type: ignore[attr-defined]
 
 
+@pytest.mark.net
 def test_realtime_sim_caps_the_actions_it_queues() -> None:
     """A client flooding actions faster than UpdateHz cannot grow the server's memory."""
     import socket
@@ -352,3 +363,9 @@ def test_realtime_sim_caps_the_actions_it_queues() -> None:
         time.sleep(0.5)
         assert len(server._pending) <= MAX_PENDING_ACTIONS
         sock.close()
+
+
+def test_cli_several_instances_need_a_base_port() -> None:
+    args = ["bonklink-sim", "--port", "0", "--instances", "2", "--duration", "1"]
+    result = CliRunner().invoke(_cli_app(), args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2 and "give a base port" in result.output, result.output

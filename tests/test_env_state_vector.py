@@ -104,7 +104,7 @@ def test_a_game_without_a_state_vector_says_so(make_env) -> None:
 
 def _arena_copy(tmp_path: Path, edit) -> Path:
     folder = tmp_path / "Arena"
-    shutil.copytree(games_dir() / "BonkArena-GbAdvance", folder)
+    shutil.copytree(games_dir() / "BonkArena", folder)
     path = folder / "metabonk.json"
     data = json.loads(path.read_text())
     edit(data["state_vector"])

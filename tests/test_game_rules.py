@@ -13,16 +13,30 @@ import gymnasium as gym
 import numpy as np
 
 from metabonk_gym.experts.pathfinding import astar, direction
+from metabonk_gym.gamedata import GameData, bundled_game_folder
 
-# BonkQuest: Discrete(6) actions and the tile ids of metabonk.json's tile_classes
-NOOP, UP, DOWN, LEFT, RIGHT, A = range(6)
-MOVES = {"UP": UP, "DOWN": DOWN, "LEFT": LEFT, "RIGHT": RIGHT}
-FLOOR, DOOR_LOCKED, DOOR_OPEN, KEY, TREASURE, NPC, HEART = 0, 2, 3, 4, 7, 8, 10
-WALKABLE = (FLOOR, KEY, HEART, TREASURE)
-# BonkArena: Discrete(10) actions
-ARENA_NOOP, ARENA_DOWN, ARENA_A = 0, 2, 9
+QUEST = GameData(bundled_game_folder("BonkQuest"))
+ARENA = GameData(bundled_game_folder("BonkArena"))
+
+
+def action_of(game: GameData, *buttons: str) -> int:
+    """The index of the discrete action pressing exactly `buttons` (metabonk.json)."""
+    combos = [sorted(c) for c in game.manifest["discrete_actions"]]
+    return combos.index(sorted(buttons))
+
+
+# BonkQuest: its discrete actions and the tile ids of metabonk.json's tile_classes
+NOOP, A = action_of(QUEST), action_of(QUEST, "A")
+MOVES = {name: action_of(QUEST, name) for name in ("UP", "DOWN", "LEFT", "RIGHT")}
+TILE = QUEST.tile_classes()
+DOOR_LOCKED, DOOR_OPEN, TREASURE, NPC = (
+    TILE[n] for n in ("door_locked", "door", "treasure", "npc")
+)
+WALKABLE = tuple(TILE[n] for n in ("floor", "key", "heart", "treasure"))
+# BonkArena: its discrete actions and upgrade enum (metabonk.json "upgrades")
+ARENA_NOOP, ARENA_DOWN, ARENA_A = action_of(ARENA), action_of(ARENA, "DOWN"), action_of(ARENA, "A")
 WIN_FRAMES = 5 * 60 * 60  # 5:00 at 60 frames per second
-UPGRADES = ["damage", "firerate", "speed", "maxhp", "heal", "magnet", "multi", "armor"]
+UPGRADES = [u["name"] for u in sorted(ARENA.manifest["upgrades"], key=lambda u: u["id"])]
 #: the build variable each upgrade changes (heal restores hp)
 STATS = {
     "damage": "damage",
@@ -115,7 +129,7 @@ def test_quest_hp_reaching_zero_loses_and_ends_the_episode(quest) -> None:
     assert terminated and info["hp"] == 0 and info["lost"] == 1 and info["won"] == 0
     assert info["reward_terms"]["lost"] < 0
     frozen = quest.unwrapped.read_memory(0x02000010, 0x100)  # the game state after the header
-    quest.step(RIGHT)
+    quest.step(MOVES["RIGHT"])
     assert quest.unwrapped.read_memory(0x02000010, 0x100) == frozen, "the game freezes when lost"
 
 

@@ -87,7 +87,7 @@ def test_a_normal_install_ships_code_games_and_savestates(tmp_path: Path) -> Non
             assert f"metabonk_gym/{folder}/{source.name}" in names
     for game in ("BonkQuest", "BonkArena"):
         for data in ("rom.gba", "data.json", "scenario.json", "metadata.json", "game_card.md"):
-            assert f"metabonk_gym/games/{game}-GbAdvance/{data}" in names
+            assert f"metabonk_gym/games/{game}/{data}" in names
         shipped = {Path(n).name for n in names if n.startswith(f"metabonk_gym/savestates/{game}/")}
         assert shipped == {p.name for p in (ROOT / "savestates" / game).glob("*.state")}
     assert "metabonk_gym/games/Megabonk/game_card.md" in names  # System 2's rules for Megabonk

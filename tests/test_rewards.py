@@ -17,6 +17,7 @@ from metabonk_gym.rewards import (
     terms_from_scenario,
 )
 
+from metabonk_gym.gamedata import GameData
 from metabonk_gym.gba.integration import Integration
 
 
@@ -64,8 +65,9 @@ def test_done_condition_ops() -> None:
 def test_presets_build_and_default_comes_from_scenario(game: str) -> None:
     integration = Integration.bundled(game)
     variables = set(integration.variables)
+    presets = GameData(integration.folder).presets()
     for preset in ("default", "explore", "sparse"):
-        assert build_reward(preset, game, integration.scenario, variables).terms
+        assert build_reward(preset, game, integration.scenario, variables, presets).terms
     default = build_reward("default", game, integration.scenario, variables)
     assert set(default.terms) == set(integration.scenario["reward"]["variables"])
 

@@ -21,9 +21,10 @@ import pytest
 
 import metabonk_gym
 from metabonk_gym.errors import CorruptSavestateError, MetabonkError
+from metabonk_gym.gba.backends import skyemu as backend_module
+from metabonk_gym.gba.backends.skyemu import SkyEmuBackend
 from metabonk_gym.gba.integration import Integration
-from metabonk_gym.skyemu import backend as backend_module
-from metabonk_gym.skyemu.backend import SkyEmuBackend
+from metabonk_gym.process import ChildProcess, free_port
 from metabonk_gym.skyemu.client import SkyEmuClient
 from metabonk_gym.skyemu.errors import (
     SkyEmuCommandFailedError,
@@ -33,7 +34,8 @@ from metabonk_gym.skyemu.errors import (
     SkyEmuUnreachableError,
 )
 from metabonk_gym.skyemu.fake_server import PeerProcess
-from metabonk_gym.skyemu.process import free_port
+
+pytestmark = pytest.mark.net
 
 SKYEMU_BINARY = os.environ.get("SKYEMU_BINARY")
 # The real-SkyEmu variant exists only when a binary is given: SkyEmu cannot be installed on CI
@@ -312,7 +314,7 @@ def test_skyemu_binary_starts_its_own_server_and_ends_it_on_close(
     _, info = env.reset(seed=1, options={"state": "room2"})
     assert info["room"] == 2
     env.close()
-    assert proc.poll() is not None and not folder.exists()
+    assert not proc.alive and not folder.exists()
 
 
 def test_skyemu_binary_is_ended_at_interpreter_exit(peer_binary: str, tmp_path: Path) -> None:
@@ -424,20 +426,12 @@ def test_skyemu_dying_mid_episode_is_a_clear_error() -> None:
 # ---------------------------------------------------------------------- CLI and benchmark
 def test_skyemu_peer_command_serves_the_protocol() -> None:
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "metabonk_gym.cli.main", "skyemu-peer", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        assert f"http://localhost:{port}" in proc.stdout.readline().decode()
+    argv = [sys.executable, "-m", "metabonk_gym.cli.main", "skyemu-peer", "--port", str(port)]
+    with ChildProcess.start(argv, name="skyemu-peer") as peer:
+        peer.wait_ready(lambda: f"http://localhost:{port}" in peer.log_tail(), timeout_s=60)
         client = SkyEmuClient(f"http://127.0.0.1:{port}")
         client.ping()
         assert Path(client.status()["rom-path"]).name == "rom.gba"
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
 
 
 def test_bench_skyemu_reports_a_ratio() -> None:

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from metabonk_gym.gba.integration import Integration
+from metabonk_gym.process import free_port
 from metabonk_gym.skyemu import client as client_module
 from metabonk_gym.skyemu.bmp import decode_bmp, encode_bmp
 from metabonk_gym.skyemu.client import SkyEmuClient
@@ -29,7 +30,7 @@ from metabonk_gym.skyemu.errors import (
     SkyEmuUnreachableError,
 )
 from metabonk_gym.skyemu.fake_server import PeerProcess, c_atoi, hex_to_int, parse_query
-from metabonk_gym.skyemu.process import SkyEmuProcess, free_port
+from metabonk_gym.skyemu.process import SkyEmuProcess
 
 SKYEMU_BINARY = os.environ.get("SKYEMU_BINARY")
 # The real-SkyEmu variant exists only when a binary is given: SkyEmu cannot be installed on CI
@@ -37,6 +38,7 @@ SKYEMU_BINARY = os.environ.get("SKYEMU_BINARY")
 SERVERS = ["peer", "skyemu"] if SKYEMU_BINARY else ["peer"]
 ROM = Integration.bundled("BonkQuest").rom_path
 MAGIC, FRAME = 0x02000000, 0x02000004
+pytestmark = pytest.mark.net
 
 
 @pytest.fixture(scope="module", params=SERVERS)

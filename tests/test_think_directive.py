@@ -186,6 +186,7 @@ def test_handler_family_from_file_names(file_name: str, family: str) -> None:
     assert resolve_family(file_name, None, "auto").name == family
 
 
+@pytest.mark.llm
 def test_handler_family_by_name_and_from_gguf_metadata(tmp_path) -> None:
     import llama_cpp.llama_chat_format as formats
 

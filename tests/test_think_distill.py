@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from metabonk_gym.cli.main import app
-from metabonk_gym.wrappers import PauseToThink
+from metabonk_gym.wrappers.pause_to_think import PauseToThink
 from typer.testing import CliRunner
 
 from metabonk_gym.think.agent import make_think_agent
@@ -27,7 +27,7 @@ def oracle_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     folder = tmp_path_factory.mktemp("log")
     env = PauseToThink(
-        gym.make("MetaBonk/BonkQuest-v0"), backend="oracle", log_dir=folder, think_every=4
+        gym.make("MetaBonk/BonkQuest-v0"), engine="oracle", log_dir=folder, think_every=4
     )
     try:
         follower = make_follower(env)
@@ -108,7 +108,7 @@ def test_tensorboard_scalars_are_written(tmp_path: Path) -> None:
 def test_cli_commands(tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["serve-vlm", str(tmp_path / "missing.gguf")])
-    assert result.exit_code != 0 and "model file not found" in str(result.exception)
+    assert result.exit_code == 2 and "model file not found" in result.output
     result = runner.invoke(
         app, ["bench", "think", "--seeds", "1", "--calls", "0", "--out", str(tmp_path / "b.json")]
     )

@@ -9,21 +9,23 @@ import jsonschema
 import numpy as np
 import pytest
 
-from metabonk_gym.think.backends import (
-    BackendError,
-    LlamaCppBackend,
+from metabonk_gym.think.directive import parse_directive
+from metabonk_gym.think.engines import (
+    EngineError,
+    LlamaCppEngine,
     ModelFileNotFoundError,
     ThinkRequest,
     ThinkTimeout,
     chat_messages,
     png_bytes,
 )
-from metabonk_gym.think.directive import parse_directive
 from metabonk_gym.think.games import adapter_for_name
 from metabonk_gym.think.prompts import PromptBuilder
 from metabonk_gym.think.strategist import ModelStrategist, deadline_result
 from metabonk_gym.think.testing import write_tiny_pair
 from metabonk_gym.think.view import GameView
+
+pytestmark = pytest.mark.llm
 
 SPEC = adapter_for_name("BonkQuest").spec
 
@@ -57,31 +59,31 @@ def schema_valid(text: str) -> None:
 
 
 def test_in_process_text_model_gives_schema_valid_directives(tiny: tuple[Path, Path]) -> None:
-    backend = LlamaCppBackend(tiny[0])
+    engine = LlamaCppEngine(tiny[0])
     try:
-        assert backend.vision is False and backend.n_gpu_layers in (0, -1)
+        assert engine.vision is False and engine.n_gpu_layers in (0, -1)
         for i in range(3):
-            completion = backend.complete(request(user=f"state {i}"), time.monotonic() + 60)
+            completion = engine.complete(request(user=f"state {i}"), time.monotonic() + 60)
             schema_valid(completion.text)
             assert completion.completion_tokens and completion.prompt_tokens
     finally:
-        backend.close()
+        engine.close()
 
 
 @pytest.mark.parametrize("handler", ["auto", "llava-1.5"])
 def test_image_goes_through_a_multimodal_chat_handler(
     tiny: tuple[Path, Path], handler: str
 ) -> None:
-    backend = LlamaCppBackend(tiny[0], tiny[1], chat_handler=handler, logits_all=True)
+    engine = LlamaCppEngine(tiny[0], tiny[1], chat_handler=handler, logits_all=True)
     try:
-        assert backend.vision is True
-        assert backend.family == ("mtmd" if handler == "auto" else "llava-1.5")
+        assert engine.vision is True
+        assert engine.family == ("mtmd" if handler == "auto" else "llava-1.5")
         for seed in (0, 1):
-            schema_valid(backend.complete(request(frame(seed)), time.monotonic() + 60).text)
+            schema_valid(engine.complete(request(frame(seed)), time.monotonic() + 60).text)
 
         def first_logprobs(seed: int) -> list[float]:
             messages = chat_messages(request(frame(seed)), image=True)
-            out = backend.llm.create_chat_completion(
+            out = engine.llm.create_chat_completion(
                 messages=messages, max_tokens=1, logprobs=True, top_logprobs=5, temperature=0
             )  # type: ignore[arg-type]
             return [
@@ -93,7 +95,7 @@ def test_image_goes_through_a_multimodal_chat_handler(
         assert first_logprobs(1) != first
         assert first_logprobs(0) == pytest.approx(first, abs=1e-5)
     finally:
-        backend.close()
+        engine.close()
 
 
 def test_a_game_frame_and_prompt_through_the_vision_model(
@@ -103,8 +105,8 @@ def test_a_game_frame_and_prompt_through_the_vision_model(
     obs, info = env.reset(seed=2)
     adapter = adapter_for_name("BonkQuest")
     builder = PromptBuilder(adapter, game_card="Walk to the key, then the door.")
-    backend = LlamaCppBackend(tiny[0], tiny[1])
-    strategist = ModelStrategist(backend, builder, timeout_s=60)
+    engine = LlamaCppEngine(tiny[0], tiny[1])
+    strategist = ModelStrategist(engine, builder, timeout_s=60)
     try:
         view = GameView.capture(env, info, 0, obs)
         result = strategist.request(view, [], "start").result()
@@ -120,35 +122,35 @@ def test_missing_model_and_mmproj_files_raise_at_construction_naming_the_path(
 ) -> None:
     missing = tmp_path / "nope" / "model.gguf"
     with pytest.raises(ModelFileNotFoundError, match=f"model file not found: {missing}"):
-        LlamaCppBackend(missing)
+        LlamaCppEngine(missing)
     with pytest.raises(ModelFileNotFoundError, match="mmproj file not found: .*proj.gguf"):
-        LlamaCppBackend(tiny[0], tmp_path / "proj.gguf")
+        LlamaCppEngine(tiny[0], tmp_path / "proj.gguf")
     with pytest.raises(FileNotFoundError):  # also a FileNotFoundError for generic handlers
-        LlamaCppBackend(missing)
+        LlamaCppEngine(missing)
 
 
 def test_a_file_that_is_not_a_gguf_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"not a model")
-    with pytest.raises(BackendError, match="could not load"):
-        LlamaCppBackend(bad)
+    with pytest.raises(EngineError, match="could not load"):
+        LlamaCppEngine(bad)
 
 
 def test_deadline_stops_decoding_and_the_strategist_falls_back(tiny: tuple[Path, Path]) -> None:
-    backend = LlamaCppBackend(tiny[0])
+    engine = LlamaCppEngine(tiny[0])
     try:
         with pytest.raises(ThinkTimeout):
-            backend.complete(request(), time.monotonic() - 1)
+            engine.complete(request(), time.monotonic() - 1)
         long = request(
             user="x " * 1500
         )  # thousands of byte tokens: prompt evaluation takes a while
         started = time.monotonic()
         with pytest.raises(ThinkTimeout):
-            backend.complete(long, started + 0.01)
+            engine.complete(long, started + 0.01)
         # the model is usable again afterwards
-        schema_valid(backend.complete(request(), time.monotonic() + 60).text)
+        schema_valid(engine.complete(request(), time.monotonic() + 60).text)
     finally:
-        backend.close()
+        engine.close()
 
 
 def test_strategist_never_waits_past_timeout(make_env, tiny: tuple[Path, Path]) -> None:
@@ -156,7 +158,7 @@ def test_strategist_never_waits_past_timeout(make_env, tiny: tuple[Path, Path]) 
     obs, info = env.reset(seed=0)
     adapter = adapter_for_name("BonkQuest")
     strategist = ModelStrategist(
-        LlamaCppBackend(tiny[0]), PromptBuilder(adapter, "x" * 3000), timeout_s=0.2
+        LlamaCppEngine(tiny[0]), PromptBuilder(adapter, "x" * 3000), timeout_s=0.2
     )
     try:
         view = GameView.capture(env, info, 0, obs)

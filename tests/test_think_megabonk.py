@@ -17,24 +17,31 @@ import jsonschema
 import numpy as np
 import pytest
 from metabonk_gym.cli.main import app
-from metabonk_gym.wrappers import PauseToThink
+from metabonk_gym.wrappers.pause_to_think import PauseToThink
 from typer.testing import CliRunner
 
 from metabonk_gym.bonklink.actions import click_from_plugin, to_wire
 from metabonk_gym.bonklink.env import MegabonkEnv
 from metabonk_gym.bonklink.game import LEVEL_UP, card_rects
 from metabonk_gym.bonklink.sim import BonkLinkSim
+from metabonk_gym.gamedata import GameData, bundled_game_folder
 from metabonk_gym.think.agent import make_think_agent
-from metabonk_gym.think.backends import OpenAIBackend
 from metabonk_gym.think.directive import Directive, DirectiveError
-from metabonk_gym.think.follower import MegabonkFollower, make_follower
-from metabonk_gym.think.games import MegabonkAdapter, adapter_for
+from metabonk_gym.think.engines import OpenAIEngine
+from metabonk_gym.think.follower import make_follower
+from metabonk_gym.think.games import adapter_for
 from metabonk_gym.think.log import read_decisions
 from metabonk_gym.think.oracle import OracleStrategist
 from metabonk_gym.think.prompts import PromptBuilder, system_prompt
 from metabonk_gym.think.strategist import ModelStrategist
 from metabonk_gym.think.testing import write_tiny_pair
 from metabonk_gym.think.view import GameView
+
+pytestmark = pytest.mark.net
+
+#: The game's own code (its folder's game.py, as the think stack loads it).
+GAME = GameData(bundled_game_folder("Megabonk")).module()
+MegabonkAdapter, MegabonkFollower = GAME.Adapter, GAME.Follower
 
 #: What each of the stand-in game's upgrades changes (`ArenaGame._apply_upgrade`).
 EFFECTS = {
@@ -74,8 +81,8 @@ def view_of(info: dict[str, Any], step: int = 0) -> GameView:
 
 def gameplay_info(**kwargs: Any) -> dict[str, Any]:
     info: dict[str, Any] = {
-        "health": 100.0,
-        "max_health": 100.0,
+        "hp": 100.0,
+        "max_hp": 100.0,
         "game_time": 10.0,
         "position": np.array([5.0, 0.0, -3.0], np.float32),
         "enemies": np.zeros((0, 4), np.float32),
@@ -113,7 +120,7 @@ def test_adapter_is_picked_for_the_env_and_reads_its_info() -> None:
     info = gameplay_info(enemies=enemies_at((9.0, -1.0), (5.0, -40.0)), level=2, kills=7)
     view = view_of(info)
     state = adapter.state(view)
-    assert state["health"] == 100.0 and state["enemies"] == 2 and state["level"] == 2
+    assert state["hp"] == 100.0 and state["enemies"] == 2 and state["level"] == 2
     json.dumps(state)  # the decision log writes it
     rows = adapter.text_map(view).splitlines()[2:]  # type: ignore[union-attr]
     assert rows[9][3 + 12] == "E" and rows[10][3 + 10] == "@"
@@ -125,11 +132,11 @@ def test_adapter_is_picked_for_the_env_and_reads_its_info() -> None:
 
 def test_triggers_status_and_checks() -> None:
     adapter = MegabonkAdapter(n_options=4)
-    full, small_hit = view_of(gameplay_info()), view_of(gameplay_info(health=97.0))
+    full, small_hit = view_of(gameplay_info()), view_of(gameplay_info(hp=97.0))
     assert adapter.events(None, full) == ["start"]
     assert adapter.events(full, small_hit) == []  # a tick of contact is no reason to think
-    assert adapter.events(small_hit, view_of(gameplay_info(health=74.0))) == ["hp_drop"]
-    assert adapter.events(full, view_of(gameplay_info(health=85.0))) == ["hp_drop"]  # a big hit
+    assert adapter.events(small_hit, view_of(gameplay_info(hp=74.0))) == ["hp_drop"]
+    assert adapter.events(full, view_of(gameplay_info(hp=85.0))) == ["hp_drop"]  # a big hit
     options = ["Damage +25%", "Heal 40%", "Area +30%"]
     menu = view_of(gameplay_info(menu=LEVEL_UP, options=options))
     assert adapter.events(full, menu) == ["menu"]
@@ -176,7 +183,7 @@ def test_a_strategist_answer_the_menu_rules_out_is_an_invalid_fallback() -> None
     threading.Thread(target=server.serve_forever, daemon=True).start()
     adapter = MegabonkAdapter(n_options=4)
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    strategist = ModelStrategist(OpenAIBackend(url), PromptBuilder(adapter), timeout_s=10)
+    strategist = ModelStrategist(OpenAIEngine(url), PromptBuilder(adapter), timeout_s=10)
     try:
         three = view_of(gameplay_info(menu=LEVEL_UP, options=["A", "B", "C"]))
         result = strategist.request(three, [], "menu").result()
@@ -258,11 +265,12 @@ def test_choose_upgrade_clicks_the_option_the_directive_names(sim: BonkLinkSim) 
 
 
 # ---------------------------------------------------------------------- oracle and PauseToThink
+@pytest.mark.slow
 def test_pause_to_think_with_the_oracle_plays_megabonk_episodes(
     sim: BonkLinkSim, tmp_path: Path
 ) -> None:
     inner = gym.wrappers.TimeLimit(megabonk(sim.port), max_episode_steps=500)
-    env = PauseToThink(inner, backend="oracle", mode="pause", log_dir=tmp_path / "log")
+    env = PauseToThink(inner, engine="oracle", mode="pause", log_dir=tmp_path / "log")
     adapter = env.adapter
     assert isinstance(adapter, MegabonkAdapter)
     follower = make_follower(env)
@@ -290,16 +298,17 @@ def test_pause_to_think_with_the_oracle_plays_megabonk_episodes(
     assert info["level"] >= 3  # the level-up menus were answered
     env.close()
     records = read_decisions(tmp_path / "log")
-    assert len(records) == think["calls"] and all(r["state"]["max_health"] > 0 for r in records)
+    assert len(records) == think["calls"] and all(r["state"]["max_hp"] > 0 for r in records)
     assert any(r["trigger"] == "menu" for r in records)
 
 
+@pytest.mark.llm
 def test_pause_to_think_with_a_tiny_vision_gguf_plays_megabonk(
     sim: BonkLinkSim, tiny: tuple[Path, Path], tmp_path: Path
 ) -> None:
     env = PauseToThink(
         megabonk(sim.port, frame_wait=1.0),
-        backend="llama_cpp",
+        engine="llama_cpp",
         model_path=tiny[0],
         mmproj_path=tiny[1],
         timeout_s=60,
@@ -326,7 +335,7 @@ def test_pause_to_think_with_a_tiny_vision_gguf_plays_megabonk(
     records = read_decisions(tmp_path / "log")
     assert all(r["image_sent"] for r in records)
     assert any(r["fallback"] is None and r["directive"]["source"] == "model" for r in records)
-    assert "You are at world x=" in records[0]["user"] and records[0]["state"]["max_health"] == 100
+    assert "You are at world x=" in records[0]["user"] and records[0]["state"]["max_hp"] == 100
 
 
 def survival(seed: int, kind: str, limit: int) -> tuple[int, bool]:

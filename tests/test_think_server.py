@@ -1,4 +1,4 @@
-"""The OpenAI-compatible backend: llama-cpp-python's real server on loopback, and failure paths
+"""The OpenAI-compatible engine: llama-cpp-python's real server on loopback, and failure paths
 against real sockets (a server that closes the connection, one that never answers, garbage)."""
 
 from __future__ import annotations
@@ -20,21 +20,23 @@ import pytest
 
 from metabonk_gym.bonklink.env import MegabonkEnv
 from metabonk_gym.bonklink.sim import BonkLinkSim
-from metabonk_gym.think.backends import (
+from metabonk_gym.think.directive import parse_directive
+from metabonk_gym.think.engines import (
     MAX_RESPONSE_BYTES,
-    BackendError,
-    OpenAIBackend,
+    EngineError,
+    OpenAIEngine,
     ThinkRequest,
     ThinkTimeout,
     png_bytes,
 )
-from metabonk_gym.think.directive import parse_directive
 from metabonk_gym.think.games import adapter_for, adapter_for_name
 from metabonk_gym.think.prompts import PromptBuilder
 from metabonk_gym.think.serve import ServerProcess, free_port, server_command
 from metabonk_gym.think.strategist import ModelStrategist, deadline_result
 from metabonk_gym.think.testing import TinyVisionConfig, write_tiny_llama, write_tiny_pair
 from metabonk_gym.think.view import GameView
+
+pytestmark = pytest.mark.net
 
 SPEC = adapter_for_name("BonkQuest").spec
 REQUEST = ThinkRequest("You are the strategist.", "Where now?", SPEC.schema(), max_tokens=200)
@@ -45,14 +47,15 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_tiny_llama(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
 
 
+@pytest.mark.llm
 def test_llama_cpp_python_server_gives_schema_valid_directives(tiny_model: Path) -> None:
-    with ServerProcess(tiny_model) as url:
+    with ServerProcess(tiny_model, engine="python") as url:
         assert url.startswith("http://127.0.0.1:")
-        backend = OpenAIBackend(url)
+        engine = OpenAIEngine(url)
         try:
             for i in range(3):
                 request = ThinkRequest(REQUEST.system, f"state {i}", SPEC.schema(), max_tokens=200)
-                completion = backend.complete(request, time.monotonic() + 60)
+                completion = engine.complete(request, time.monotonic() + 60)
                 d = parse_directive(completion.text, SPEC)
                 jsonschema.validate(
                     {k: v for k, v in d.to_dict().items() if k not in ("source", "reason")},
@@ -60,7 +63,7 @@ def test_llama_cpp_python_server_gives_schema_valid_directives(tiny_model: Path)
                 )
                 assert completion.prompt_tokens and completion.completion_tokens
         finally:
-            backend.close()
+            engine.close()
 
 
 @pytest.fixture(scope="module")
@@ -72,14 +75,16 @@ def _frame(seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (160, 240, 3), dtype=np.uint8)
 
 
-def test_vision_through_the_openai_backend_and_llama_cpp_python_server(
+@pytest.mark.slow
+@pytest.mark.llm
+def test_vision_through_the_openai_engine_and_llama_cpp_python_server(
     tiny_pair: tuple[Path, Path],
 ) -> None:
     """Frames go to llama-cpp-python's server as data URIs, reach the model (another picture
     changes its logits, token counts include the image's), and answers are schema-valid."""
     image_tokens = (TinyVisionConfig().image_size // TinyVisionConfig().patch_size) ** 2
-    with ServerProcess(*tiny_pair) as url:
-        text_only, vision = OpenAIBackend(url), OpenAIBackend(url, vision=True)
+    with ServerProcess(*tiny_pair, engine="python") as url:
+        text_only, vision = OpenAIEngine(url), OpenAIEngine(url, vision=True)
         try:
             request = ThinkRequest(
                 REQUEST.system, "Where now?", SPEC.schema(), png_bytes(_frame(0)), 200
@@ -139,12 +144,12 @@ def test_server_command_binds_loopback_and_picks_the_vision_family(tmp_path: Pat
     model, proj = tmp_path / "llava-v1.5-7b.gguf", tmp_path / "mmproj.gguf"
     model.write_bytes(b"x")
     proj.write_bytes(b"x")
-    cmd = server_command(model, proj, port=9999, n_gpu_layers=0)
+    cmd = server_command(model, proj, engine="python", port=9999, n_gpu_layers=0)
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
     assert cmd[cmd.index("--chat_format") + 1] == "llava-1-5"
     assert cmd[cmd.index("--clip_model_path") + 1] == str(proj)
     with pytest.raises(Exception, match="model file not found"):
-        server_command(tmp_path / "missing.gguf")
+        server_command(tmp_path / "missing.gguf", engine="python")
 
 
 # ---------------------------------------------------------------------- failure paths
@@ -153,9 +158,14 @@ class _Quiet(BaseHTTPRequestHandler):
         pass
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 64  # many clients connect at once
+    daemon_threads = True
+
+
 @contextmanager
 def _http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _Server(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -226,23 +236,23 @@ def silent_server() -> Iterator[str]:
     listener.close()
 
 
-def test_a_server_that_closes_the_connection_is_a_backend_error(closing_server: str) -> None:
-    backend = OpenAIBackend(closing_server)
-    with pytest.raises(BackendError, match="closed the connection without a full answer"):
-        backend.complete(REQUEST, time.monotonic() + 5)
-    backend.close()
+def test_a_server_that_closes_the_connection_is_an_engine_error(closing_server: str) -> None:
+    engine = OpenAIEngine(closing_server)
+    with pytest.raises(EngineError, match="closed the connection without a full answer"):
+        engine.complete(REQUEST, time.monotonic() + 5)
+    engine.close()
 
 
 def test_a_server_that_never_answers_times_out_on_time(silent_server: str) -> None:
-    backend = OpenAIBackend(silent_server)
+    engine = OpenAIEngine(silent_server)
     started = time.monotonic()
     with pytest.raises(ThinkTimeout):
-        backend.complete(REQUEST, started + 0.3)
+        engine.complete(REQUEST, started + 0.3)
     assert time.monotonic() - started < 1.0
-    backend.close()
+    engine.close()
 
 
-def test_http_errors_and_malformed_bodies_are_backend_errors() -> None:
+def test_http_errors_and_malformed_bodies_are_engine_errors() -> None:
     for handler, message in (
         (_reply("", status=500, raw=b'{"error": "boom"}'), "answered HTTP 500"),
         (_reply("", raw=b"<html>not json</html>"), "not a chat completion"),
@@ -250,14 +260,14 @@ def test_http_errors_and_malformed_bodies_are_backend_errors() -> None:
         (_reply("", raw=b"x" * (MAX_RESPONSE_BYTES + 10)), "more than"),
     ):
         with _http_server(handler) as url:
-            backend = OpenAIBackend(url)
-            with pytest.raises(BackendError, match=message):
-                backend.complete(REQUEST, time.monotonic() + 5)
-            backend.close()
-    backend = OpenAIBackend(f"http://127.0.0.1:{free_port()}")  # nobody listens
-    with pytest.raises(BackendError, match="failed"):
-        backend.complete(REQUEST, time.monotonic() + 5)
-    backend.close()
+            engine = OpenAIEngine(url)
+            with pytest.raises(EngineError, match=message):
+                engine.complete(REQUEST, time.monotonic() + 5)
+            engine.close()
+    engine = OpenAIEngine(f"http://127.0.0.1:{free_port()}")  # nobody listens
+    with pytest.raises(EngineError, match="failed"):
+        engine.complete(REQUEST, time.monotonic() + 5)
+    engine.close()
 
 
 @pytest.mark.parametrize(
@@ -276,7 +286,7 @@ def test_answers_that_break_the_json_reader_are_invalid_fallbacks(
     adapter = adapter_for_name("BonkQuest")
     view = GameView("BonkQuest", 0, np.zeros((160, 240, 3), np.uint8), {}, {"hp": 5})
     with _http_server(_reply(content)) as url:
-        strategist = ModelStrategist(OpenAIBackend(url), PromptBuilder(adapter), timeout_s=10)
+        strategist = ModelStrategist(OpenAIEngine(url), PromptBuilder(adapter), timeout_s=10)
         try:
             result = strategist.request(view, [], "start").result()
         finally:
@@ -293,11 +303,11 @@ def test_every_failure_becomes_a_counted_fallback_never_an_exception(
     view = GameView.capture(env, info, 0, obs)
     adapter = adapter_for_name("BonkQuest")
     builder = PromptBuilder(adapter, "rules")
-    cases = [(closing_server, "backend"), (silent_server, "timeout")]
+    cases = [(closing_server, "engine"), (silent_server, "timeout")]
     with _http_server(_reply("I would go left, then up! {not json")) as url:
         cases.append((url, "invalid"))
         for base_url, category in cases:
-            strategist = ModelStrategist(OpenAIBackend(base_url), builder, timeout_s=0.5)
+            strategist = ModelStrategist(OpenAIEngine(base_url), builder, timeout_s=0.5)
             started = time.monotonic()
             result = deadline_result(
                 strategist.request(view, [], "start"), adapter.spec, started, 0.5
@@ -308,3 +318,173 @@ def test_every_failure_becomes_a_counted_fallback_never_an_exception(
             if category == "invalid":
                 assert result.raw == "I would go left, then up! {not json"
             strategist.close()
+
+
+# ---------------------------------------------------------------------- engines and concurrency
+def test_server_commands_of_every_engine(tmp_path: Path) -> None:
+    model, proj = tmp_path / "m.gguf", tmp_path / "mmproj.gguf"
+    model.write_bytes(b"x")
+    proj.write_bytes(b"x")
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    cmd = server_command(
+        model, proj, engine="llama-server", port=9, parallel=16, n_ctx=4096, server_binary=binary
+    )
+    assert cmd[0] == str(binary) and cmd[cmd.index("--host") + 1] == "127.0.0.1"
+    assert cmd[cmd.index("--parallel") + 1] == "16"
+    assert cmd[cmd.index("--ctx-size") + 1] == str(16 * 4096)  # split between the slots
+    assert cmd[cmd.index("--mmproj") + 1] == str(proj)
+    vllm = server_command("Qwen/Qwen2.5-VL-3B-Instruct", engine="vllm", port=9, parallel=16)
+    assert vllm[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert vllm[vllm.index("--max-num-seqs") + 1] == "16"
+    assert vllm[vllm.index("--host") + 1] == "127.0.0.1"
+    sglang = server_command("/models/qwen", engine="sglang", port=9, parallel=8, n_ctx=4096)
+    assert sglang[1:3] == ["-m", "sglang.launch_server"]
+    assert sglang[sglang.index("--model-path") + 1] == "/models/qwen"
+    assert sglang[sglang.index("--max-running-requests") + 1] == "8"
+    assert sglang[sglang.index("--context-length") + 1] == "4096"
+    assert sglang[sglang.index("--host") + 1] == "127.0.0.1"
+    with pytest.raises(Exception, match="drop --mmproj"):
+        server_command("/models/qwen", proj, engine="vllm")
+    with pytest.raises(Exception, match="engine must be one of"):
+        server_command(model, engine="ollama")
+    with pytest.raises(Exception, match="not an executable file"):
+        server_command(model, engine="llama-server", server_binary=tmp_path / "nope")
+
+
+def test_the_llama_server_binary_is_found_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from metabonk_gym.think import llama_server
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv(llama_server.ENV_VAR, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert llama_server.find_llama_server() is None
+    with pytest.raises(llama_server.LlamaServerNotFound, match="scripts/setup.sh think"):
+        llama_server.require_llama_server()
+    cached = llama_server.cached_binary()
+    assert cached.parent.name == f"llama-server-{llama_server.llama_cpp_python_version()}"
+    cached.parent.mkdir(parents=True)
+    cached.write_text("#!/bin/sh\n")
+    cached.chmod(0o755)
+    assert llama_server.find_llama_server() == cached
+    own = tmp_path / "own-llama-server"
+    own.write_text("#!/bin/sh\n")
+    own.chmod(0o755)
+    monkeypatch.setenv(llama_server.ENV_VAR, str(own))
+    assert llama_server.find_llama_server() == own
+    assert llama_server.find_llama_server(cached) == cached  # --server-binary wins
+    monkeypatch.setenv(llama_server.ENV_VAR, str(tmp_path / "missing"))
+    with pytest.raises(llama_server.LlamaServerNotFound, match="METABONK_LLAMA_SERVER"):
+        llama_server.find_llama_server()
+
+
+def _slow_handler(delay_s: float, counter: dict[str, int]) -> type[BaseHTTPRequestHandler]:
+    lock = threading.Lock()
+
+    class Handler(_Quiet):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            with lock:
+                counter["now"] += 1
+                counter["most"] = max(counter["most"], counter["now"])
+            time.sleep(delay_s)
+            with lock:
+                counter["now"] -= 1
+            body = json.dumps(
+                {"choices": [{"message": {"role": "assistant", "content": "{}"}}]}
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler
+
+
+def test_one_engine_sends_many_threads_requests_at_once() -> None:
+    """No lock in the client: 8 threads through one engine are 8 requests in flight together."""
+    counter = {"now": 0, "most": 0}
+    with _http_server(_slow_handler(0.5, counter)) as url:
+        engine = OpenAIEngine(url)
+        try:
+            started = time.monotonic()
+            threads = [
+                threading.Thread(target=engine.complete, args=(REQUEST, started + 10))
+                for _ in range(8)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            elapsed = time.monotonic() - started
+        finally:
+            engine.close()
+    assert counter["most"] == 8
+    assert elapsed < 8 * 0.5 / 2
+
+
+@pytest.fixture
+def trickling_server() -> Iterator[str]:
+    """Answers with a status line and then one header byte every 0.1 s, forever."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\n")
+            while not stop.is_set():
+                try:
+                    conn.sendall(b"X")
+                except OSError:
+                    break
+                time.sleep(0.1)
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    stop.set()
+    thread.join()
+    listener.close()
+
+
+def test_the_deadline_bounds_the_whole_request_even_slow_headers(trickling_server: str) -> None:
+    engine = OpenAIEngine(trickling_server)
+    started = time.monotonic()
+    with pytest.raises(ThinkTimeout):
+        engine.complete(REQUEST, started + 0.5)
+    assert time.monotonic() - started < 1.0
+    engine.close()
+
+
+def test_close_never_waits_for_a_request_in_flight(silent_server: str) -> None:
+    engine = OpenAIEngine(silent_server)
+    errors: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            engine.complete(REQUEST, time.monotonic() + 30)
+        except EngineError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    time.sleep(0.3)  # the request is in flight
+    started = time.monotonic()
+    engine.close()
+    assert time.monotonic() - started < 0.2
+    thread.join(timeout=2)
+    assert not thread.is_alive() and "closed" in str(errors[0])
+    with pytest.raises(EngineError, match="closed"):
+        engine.complete(REQUEST, time.monotonic() + 1)

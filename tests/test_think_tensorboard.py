@@ -9,7 +9,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from metabonk_gym.wrappers import PauseToThink
+from metabonk_gym.wrappers.pause_to_think import PauseToThink
 from stable_baselines3 import PPO
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -19,6 +19,8 @@ from metabonk_gym.bonklink.env import MegabonkEnv
 from metabonk_gym.bonklink.sim import BonkLinkSim
 from metabonk_gym.think.metrics import merge_think_infos
 from metabonk_gym.training.callbacks import ThinkScalarsCallback
+
+pytestmark = pytest.mark.net
 
 
 @pytest.fixture
@@ -32,7 +34,7 @@ def sims() -> Iterator[list[int]]:
 
 def make(port: int, think: bool) -> gym.Env:
     env: gym.Env = MegabonkEnv(port=port, frame_size=(36, 36), frame_wait=0.0, connect_timeout=10)
-    return PauseToThink(env, backend="oracle", think_every=10, cooldown_steps=2) if think else env
+    return PauseToThink(env, engine="oracle", think_every=10, cooldown_steps=2) if think else env
 
 
 def train(ports: list[int], think: bool, folder: Path) -> tuple[ThinkScalarsCallback, DummyVecEnv]:

@@ -12,11 +12,11 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-from metabonk_gym.wrappers import PauseToThink
+from metabonk_gym.wrappers.pause_to_think import PauseToThink
 
+from metabonk_gym.games.BonkQuest.game import quest_advice
 from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.follower import make_follower
-from metabonk_gym.think.oracle import quest_advice
 from metabonk_gym.think.prompts import HistoryItem
 from metabonk_gym.think.strategist import Strategist, ThinkResult
 from metabonk_gym.think.testing import write_tiny_llama
@@ -64,9 +64,7 @@ def play(env: PauseToThink, steps: int, seed: int = 0) -> tuple[list[dict], dict
 
 
 def test_oracle_directives_win_bonkquest_through_the_wrapper(make_env, tmp_path: Path) -> None:
-    env = PauseToThink(
-        make_env("MetaBonk/BonkQuest-v0"), backend="oracle", log_dir=tmp_path / "log"
-    )
+    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), engine="oracle", log_dir=tmp_path / "log")
     infos, last = play(env, 1200)
     assert last["won"] == 1
     think = last["think"]
@@ -86,7 +84,7 @@ def test_oracle_directives_win_bonkquest_through_the_wrapper(make_env, tmp_path:
 
 
 def test_observation_space_and_info(make_env) -> None:
-    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), backend="oracle")
+    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), engine="oracle")
     assert isinstance(env.observation_space, gym.spaces.Dict)
     obs, info = env.reset(seed=4)
     assert env.observation_space.contains(obs)
@@ -96,9 +94,7 @@ def test_observation_space_and_info(make_env) -> None:
     assert info["directive"]["source"] == "oracle"
     assert env.spec is not None  # RecordConstructorArgs makes the wrapper spec serialisable
     env.close()
-    plain = PauseToThink(
-        make_env("MetaBonk/BonkQuest-v0"), backend="oracle", directive_in_obs=False
-    )
+    plain = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), engine="oracle", directive_in_obs=False)
     obs, _ = plain.reset(seed=0)
     assert isinstance(obs, np.ndarray)
     plain.close()
@@ -107,7 +103,7 @@ def test_observation_space_and_info(make_env) -> None:
 def test_stacks_on_dict_observation_wrappers(make_env) -> None:
     from metabonk_gym.wrappers import TileTokens
 
-    env = PauseToThink(TileTokens(make_env("MetaBonk/BonkQuest-v0")), backend="oracle")
+    env = PauseToThink(TileTokens(make_env("MetaBonk/BonkQuest-v0")), engine="oracle")
     obs, info = env.reset(seed=0)
     assert "directive" in obs and set(obs) - {"directive"} == set(env.env.observation_space.spaces)
     assert env.observation_space.contains(obs)
@@ -117,7 +113,7 @@ def test_stacks_on_dict_observation_wrappers(make_env) -> None:
 def test_pause_mode_never_waits_longer_than_timeout(make_env) -> None:
     slow = SlowOracle(delay_s=2.0)
     env = PauseToThink(
-        make_env("MetaBonk/BonkQuest-v0"), backend=slow, timeout_s=0.3, cooldown_steps=2
+        make_env("MetaBonk/BonkQuest-v0"), engine=slow, timeout_s=0.3, cooldown_steps=2
     )
     started = time.monotonic()
     _, info = env.reset(seed=0)
@@ -137,7 +133,7 @@ def test_pause_mode_never_waits_longer_than_timeout(make_env) -> None:
 
 def test_async_mode_keeps_stepping_and_records_the_delay_in_frames(make_env) -> None:
     slow = SlowOracle(delay_s=0.25)
-    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), backend=slow, mode="async", timeout_s=5)
+    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), engine=slow, mode="async", timeout_s=5)
     obs, info = env.reset(seed=0)
     assert info["think"]["pending"] and info["directive"]["source"] == "fallback"
     worst, steps = 0.0, 0
@@ -157,7 +153,7 @@ def test_async_mode_keeps_stepping_and_records_the_delay_in_frames(make_env) -> 
 def test_periodic_trigger_and_cooldown(make_env) -> None:
     slow = SlowOracle(delay_s=0.0)
     env = PauseToThink(
-        make_env("MetaBonk/BonkQuest-v0"), backend=slow, think_every=10, cooldown_steps=10
+        make_env("MetaBonk/BonkQuest-v0"), engine=slow, think_every=10, cooldown_steps=10
     )
     env.reset(seed=0)
     for _ in range(50):
@@ -166,11 +162,12 @@ def test_periodic_trigger_and_cooldown(make_env) -> None:
     env.close()
 
 
+@pytest.mark.llm
 def test_tiny_gguf_end_to_end_in_the_wrapper(make_env, tmp_path: Path) -> None:
     model = write_tiny_llama(tmp_path / "tiny.gguf")
     env = PauseToThink(
         make_env("MetaBonk/BonkQuest-v0"),
-        backend="llama_cpp",
+        engine="llama_cpp",
         model_path=model,
         game_card="Pick up the key, open the door.",
         timeout_s=60,
@@ -195,14 +192,14 @@ def test_tiny_gguf_end_to_end_in_the_wrapper(make_env, tmp_path: Path) -> None:
 def test_model_that_cannot_load_raises_at_construction(make_env, tmp_path: Path) -> None:
     env = make_env("MetaBonk/BonkQuest-v0")
     with pytest.raises(FileNotFoundError, match=str(tmp_path / "missing.gguf")):
-        PauseToThink(env, backend="llama_cpp", model_path=tmp_path / "missing.gguf")
+        PauseToThink(env, engine="llama_cpp", model_path=tmp_path / "missing.gguf")
     with pytest.raises(ValueError, match="mode must be 'pause' or 'async'"):
-        PauseToThink(env, backend="oracle", mode="later")
+        PauseToThink(env, engine="oracle", mode="later")
 
 
 def test_hp_drop_triggers_a_new_directive(make_env) -> None:
     slow = SlowOracle(delay_s=0.0)
-    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), backend=slow, cooldown_steps=1)
+    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), engine=slow, cooldown_steps=1)
     env.reset(seed=0)
     env.step(0)
     env.unwrapped.write_variable("hp", 3)  # type: ignore[attr-defined]
@@ -214,7 +211,7 @@ def test_hp_drop_triggers_a_new_directive(make_env) -> None:
 
 def test_close_is_safe_with_a_request_in_flight(make_env) -> None:
     slow = SlowOracle(delay_s=0.5)
-    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), backend=slow, mode="async")
+    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), engine=slow, mode="async")
     env.reset(seed=0)
     t0 = time.monotonic()
     env.close()
@@ -222,6 +219,7 @@ def test_close_is_safe_with_a_request_in_flight(make_env) -> None:
     assert threading.active_count() < 50
 
 
+@pytest.mark.llm
 def test_async_mode_shows_the_model_the_temporal_strip(make_env, tmp_path: Path) -> None:
     from metabonk_gym.wrappers import TemporalStrip, strip_image
 
@@ -231,7 +229,7 @@ def test_async_mode_shows_the_model_the_temporal_strip(make_env, tmp_path: Path)
     inner = TemporalStrip(make_env("MetaBonk/BonkQuest-v0"), past=1, future=1, predictor="copy")
     env = PauseToThink(
         inner,
-        backend="llama_cpp",
+        engine="llama_cpp",
         model_path=model,
         mmproj_path=proj,
         mode="async",
@@ -277,7 +275,7 @@ def test_low_confidence_asks_again_after_the_cooldown(make_env) -> None:
             return self.pool.submit(lambda: ThinkResult(unsure, 0.0))
 
     unsure = Unsure(0.0)
-    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), backend=unsure, cooldown_steps=5)
+    env = PauseToThink(make_env("MetaBonk/BonkQuest-v0"), engine=unsure, cooldown_steps=5)
     env.reset(seed=0)
     for _ in range(11):
         env.step(0)
@@ -285,20 +283,20 @@ def test_low_confidence_asks_again_after_the_cooldown(make_env) -> None:
     env.close()
 
 
-def test_the_spec_records_backend_keyword_arguments_and_rebuilds_the_backend(
+def test_the_spec_records_engine_keyword_arguments_and_rebuilds_the_engine(
     tmp_path: Path,
 ) -> None:
-    """Extra backend kwargs (here llama.cpp's n_ctx) are part of the wrapper's spec, so
-    `gym.make(env.spec)` builds the same backend. (Megabonk: making it connects nowhere.)"""
+    """Extra engine kwargs (here llama.cpp's n_ctx) are part of the wrapper's spec, so
+    `gym.make(env.spec)` builds the same engine. (Megabonk: making it connects nowhere.)"""
     model = write_tiny_llama(tmp_path / "tiny.gguf")
     env = PauseToThink(
         gym.make("MetaBonk/Megabonk-v0", port=1),
-        backend="llama_cpp",
+        engine="llama_cpp",
         model_path=model,
         n_ctx=1024,
         temperature=0.5,
     )
-    assert env.strategist.backend.llm.n_ctx() == 1024  # type: ignore[attr-defined]
+    assert env.strategist.engine.llm.n_ctx() == 1024  # type: ignore[attr-defined]
     assert env.spec is not None
     wrapper = env.spec.additional_wrappers[-1]
     assert wrapper.name == "PauseToThink"
@@ -308,7 +306,7 @@ def test_the_spec_records_backend_keyword_arguments_and_rebuilds_the_backend(
     rebuilt = gym.make(env.spec)
     try:
         assert isinstance(rebuilt, PauseToThink)
-        backend = rebuilt.strategist.backend  # type: ignore[attr-defined]
-        assert backend.llm.n_ctx() == 1024 and backend.temperature == 0.5
+        engine = rebuilt.strategist.engine  # type: ignore[attr-defined]
+        assert engine.llm.n_ctx() == 1024 and engine.temperature == 0.5
     finally:
         rebuilt.close()

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from metabonk_gym.experts.pathfinding import astar
+from metabonk_gym.gamedata import GameData
 from metabonk_gym.training.config import (
     TrainConfig,
     config_to_yaml,
@@ -173,3 +174,39 @@ def test_approach_shaping_pays_for_progress_towards_the_objective() -> None:
         make_env(QUEST, bad)
     with pytest.raises(ConfigError, match="shaping takes position"):
         resolve_config(QUEST, overrides={"shaping": {"wieght": 1}})
+
+
+def test_defaults_are_the_game_folders_data() -> None:
+    from metabonk_gym.gamedata import DEFAULTS_SECTIONS, bundled_game_folder
+    from metabonk_gym.training.config import env_defaults
+
+    for game in ("BonkQuest", "BonkArena", "Megabonk"):
+        data = GameData(bundled_game_folder(game)).defaults()
+        keys = {k: v for k, v in data.items() if k not in DEFAULTS_SECTIONS}
+        states = data.get("states") or {}
+        expected = {**keys, **states.get(keys.get("state"), {})}
+        cfg = resolve_config(f"MetaBonk/{game}-v0")
+        assert {k: getattr(cfg, k) for k in expected} == expected
+        for state, extra in states.items():
+            assert env_defaults(f"MetaBonk/{game}-v0", state) == {**keys, **extra}
+
+
+def test_env_traits_and_game_data_decide_what_an_env_takes() -> None:
+    mega = "MetaBonk/Megabonk-v0"
+    cfg = resolve_config(mega, overrides={"base_port": 7000})
+    assert cfg.env_kwargs_for_make(mega, index=3)["port"] == 7003  # a port per env
+    assert "port" not in resolve_config(QUEST).env_kwargs_for_make(QUEST, index=3)
+    with pytest.raises(ConfigError, match="state is not supported for MetaBonk/Megabonk-v0"):
+        resolve_config(mega, overrides={"state": "room1"})
+    with pytest.raises(ConfigError, match="sticky_action_prob is not supported"):
+        resolve_config(mega, overrides={"sticky_action_prob": 0.25})
+    # Megabonk's defaults.yaml: frames come as Dict(pixels, state), so they need MultiInputPolicy
+    with pytest.raises(ConfigError, match="obs_type grayscale needs policy MultiInputPolicy"):
+        resolve_config(mega, overrides={"obs_type": "grayscale"})
+    with pytest.raises(ConfigError, match="obs_type rgb needs policy CnnPolicy or MlpPolicy"):
+        resolve_config(QUEST, overrides={"obs_type": "rgb", "policy": "MultiInputPolicy"})
+    with pytest.raises(ConfigError, match="set base_port instead"):
+        resolve_config(mega, overrides={"env_kwargs": {"port": 1}})
+    assert resolve_config(QUEST, overrides={"sticky_action_prob": 0.25}).env_kwargs_for_make(QUEST)[
+        "sticky_action_prob"
+    ] == pytest.approx(0.25)

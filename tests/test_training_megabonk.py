@@ -14,13 +14,16 @@ from metabonk_gym.cli.main import app
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from typer.testing import CliRunner
 
+from metabonk_gym.errors import RewardSpecError
 from metabonk_gym.training.config import resolve_config
-from metabonk_gym.training.envs import make_env
+from metabonk_gym.training.envs import make_env, probe_env
 from metabonk_gym.training.errors import ConfigError, GameUnreachableError
 from metabonk_gym.training.evaluate import evaluate
 from metabonk_gym.training.megabonk import SimSwarm, free_port_block
 from metabonk_gym.training.ppo import train_ppo
 from metabonk_gym.training.rundir import read_model_metadata
+
+pytestmark = pytest.mark.net
 
 MEGABONK = "MetaBonk/Megabonk-v0"
 #: Tiny PPO: 2 envs x 32 steps per rollout; 25-step episodes (100 game ticks) so that episodes end.
@@ -69,7 +72,7 @@ def test_ppo_logs_game_variables_and_saves_the_model(trained: Path) -> None:
     for tag in (
         "game/survival_time",
         "game/game_time",
-        "game/health",
+        "game/hp",
         "game/kills",
         "game/level",
         "reward_terms/survival",
@@ -139,13 +142,13 @@ def test_evaluate_model_and_random(trained: Path, games: SimSwarm) -> None:
             assert episode["length"] <= 20 and (episode["terminated"] or episode["truncated"])
             assert 0.0 < survival <= 20 * 4 / 60 + 1e-3
             assert episode["variables"]["survival_time"] == survival
-            assert {"kills", "level", "health", "game_time"} <= set(episode["variables"])
+            assert {"kills", "level", "hp", "game_time"} <= set(episode["variables"])
         assert report["mean_survival_time"] == pytest.approx(np.mean(report["survival_times"]))
     assert model["agent"].endswith("model.zip") and rand["agent"] == "random"
 
 
 def test_frames_with_a_multi_input_policy(tmp_path: Path) -> None:
-    """obs_type rgb: Dict(frame, state), 2 stacked, for SB3's MultiInputPolicy; eval stacks too;
+    """obs_type rgb: Dict(pixels, state), 2 stacked, for SB3's MultiInputPolicy; eval stacks too;
     episode videos from the game's frames."""
     overrides = {
         **FAST,
@@ -170,7 +173,7 @@ def test_frames_with_a_multi_input_policy(tmp_path: Path) -> None:
     from stable_baselines3 import PPO
 
     space = PPO.load(run / "model.zip", device="cpu").observation_space
-    assert space["frame"].shape == (6, 45, 80) and space["state"].shape == (102,)
+    assert space["pixels"].shape == (6, 45, 80) and space["state"].shape == (102,)
     assert report["episodes"][0]["length"] == 10
     # env 0's frames (the game's own 320x180) as an episode video
     assert sorted((run / "videos").glob("step_*.mp4"))
@@ -244,13 +247,10 @@ def test_only_the_second_game_missing_names_its_port(games: SimSwarm, tmp_path: 
     ("overrides", "message"),
     [
         ({"state": "room1"}, "state is not supported"),
-        ({"game_seeds": [1]}, "no seed command"),
-        ({"obs_type": "grayscale"}, "set policy: MultiInputPolicy"),
-        ({"obs_type": "rgb", "policy": "MultiInputPolicy", "downscale": 4}, "too small"),
+        ({"game_seeds": [1]}, "cannot seed"),
+        ({"obs_type": "grayscale"}, "policy: MultiInputPolicy"),
         ({"env_kwargs": {"port": 5560}}, "set base_port instead"),
-        ({"reward": "explore"}, "unknown Megabonk reward 'explore'"),
-        ({"reward": {"survival": 1.0, "speed": 2.0}}, "unknown reward weights"),
-        ({"goal": {"variable": "rooms_visited", "op": "equal", "reference": 1}}, "not a Megabonk"),
+        ({"sticky_action_prob": 0.2}, "sticky_action_prob is not supported"),
     ],
 )
 def test_megabonk_config_errors(overrides: dict, message: str) -> None:
@@ -258,13 +258,38 @@ def test_megabonk_config_errors(overrides: dict, message: str) -> None:
         resolve_config(MEGABONK, overrides=overrides)
 
 
+@pytest.mark.parametrize(
+    ("overrides", "error", "message"),
+    [
+        (
+            {"obs_type": "rgb", "policy": "MultiInputPolicy", "downscale": 4},
+            ConfigError,
+            "too small",
+        ),
+        ({"reward": "explore"}, RewardSpecError, "unknown reward 'explore' for Megabonk"),
+        ({"reward": {"speed": {"type": "delta", "variable": "speed"}}}, RewardSpecError, "speed"),
+        (
+            {"goal": {"variable": "rooms_visited"}},
+            ConfigError,
+            "not a variable of MetaBonk/Megabonk",
+        ),
+        ({"env_kwargs": {"warp": 9}}, ConfigError, "does not take these env_kwargs"),
+    ],
+)
+def test_megabonk_errors_found_by_the_env(overrides: dict, error: type, message: str) -> None:
+    """Errors the env itself finds: before any game is reached (nothing listens here)."""
+    cfg = resolve_config(MEGABONK, overrides={**overrides, "base_port": free_port_block(4)})
+    with pytest.raises(error, match=message):
+        probe_env(MEGABONK, cfg)
+
+
 def test_gba_envs_reject_megabonk_settings() -> None:
-    with pytest.raises(ConfigError, match="is for MetaBonk/Megabonk-v0"):
+    with pytest.raises(ConfigError, match="needs policy"):
         resolve_config("MetaBonk/BonkArena-v0", overrides={"policy": "MultiInputPolicy"})
-    with pytest.raises(ConfigError, match="obs_type state .* needs policy MlpPolicy"):
+    with pytest.raises(ConfigError, match="obs_type state needs policy MlpPolicy"):
         resolve_config("MetaBonk/BonkQuest-v0", overrides={"obs_type": "state"})
     kwargs = resolve_config("MetaBonk/BonkArena-v0").env_kwargs_for_make("MetaBonk/BonkArena-v0")
     assert kwargs["frameskip"] == 4 and "port" not in kwargs
     megabonk = resolve_config(MEGABONK, overrides={"base_port": 7000})
     kwargs = megabonk.env_kwargs_for_make(MEGABONK, index=3)
-    assert kwargs["port"] == 7003 and "frameskip" not in kwargs and "obs_type" not in kwargs
+    assert kwargs["port"] == 7003 and kwargs["frameskip"] == 4 and kwargs["obs_type"] == "state"

@@ -61,12 +61,12 @@ def test_text_map_needs_semantic_classes(make_env, tmp_path) -> None:
     from metabonk_gym.gba.integration import games_dir
 
     folder = tmp_path / "Quest"
-    shutil.copytree(games_dir() / "BonkQuest-GbAdvance", folder)
+    shutil.copytree(games_dir() / "BonkQuest", folder)
     (folder / "tiles.json").unlink()
     env = make_env("MetaBonk/GBA-v0", integration=str(folder))
     with pytest.raises(ValueError, match="tiles.json"):
         TextMap(env)
-    assert json.loads((games_dir() / "BonkQuest-GbAdvance" / "tiles.json").read_text())
+    assert json.loads((games_dir() / "BonkQuest" / "tiles.json").read_text())
 
 
 def test_pure_text_functions() -> None:

@@ -1,7 +1,9 @@
 """Observation wrappers (installed as `metabonk_gym.wrappers`): tile tokens, text maps, grid
 overlays, temporal strips with frame predictors, and button history. Each adds keys to a Dict
 observation (the env's own frame stays under `pixels`), so they stack with each other and with
-gymnasium's `FrameStackObservation`. See docs/wrappers.md.
+gymnasium's `FrameStackObservation`. See docs/wrappers.md. `PauseToThink`, which drives the think
+machinery (a layer that uses these wrappers), is imported from its module,
+`metabonk_gym.wrappers.pause_to_think`, so importing the wrappers never imports think.
 
 >>> import gymnasium as gym, metabonk_gym
 >>> env = ButtonHistory(TileTokens(gym.make("MetaBonk/BonkQuest-v0")), n=4)
@@ -36,7 +38,6 @@ __all__ = [
     "GridOverlay",
     "LearnedPredictor",
     "LinearPredictor",
-    "PauseToThink",
     "PixelTokenizer",
     "Predictor",
     "ScreenReader",
@@ -52,5 +53,3 @@ __all__ = [
     "read_snapshot",
     "strip_image",
 ]
-
-from metabonk_gym.wrappers.pause_to_think import PauseToThink  # noqa: E402

@@ -29,6 +29,9 @@ import numpy as np
 from gymnasium import spaces
 from metabonk_gym.wrappers._dict_obs import as_dict, extend_space
 
+from metabonk_gym.gba.buttons import BUTTONS
+from metabonk_gym.gba.env import GBAEnv
+
 
 class ButtonHistory(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Adds `buttons` (n, k): the last `n` actions as button rows (see the module docstring)."""
@@ -45,9 +48,7 @@ class ButtonHistory(gym.Wrapper, gym.utils.RecordConstructorArgs):
         base = env.unwrapped
         self._masks: np.ndarray | None = None
         row_space: spaces.Box
-        if getattr(base, "integration", None) is not None and hasattr(base, "action_masks"):
-            from metabonk_gym.gba.buttons import BUTTONS
-
+        if isinstance(base, GBAEnv):
             width = len(BUTTONS)
             if isinstance(action_space, spaces.Discrete):
                 masks = np.asarray(base.action_masks, np.int64)

@@ -43,7 +43,8 @@ CLASS_COLOURS: dict[str, tuple[int, int, int]] = {
 
 
 @lru_cache(maxsize=1)
-def _font() -> Any:
+def label_font() -> Any:
+    """The small bitmap font of labels on overlays and strips (loaded once)."""
     from PIL import ImageFont
 
     return ImageFont.load_default()
@@ -92,7 +93,7 @@ def draw_overlay(
             big[lines[major]] = 255
     image = Image.fromarray(big)
     draw = ImageDraw.Draw(image)
-    font = _font()
+    font = label_font()
     if player is not None:
         x0, y0 = player[0] * step, player[1] * step
         draw.rectangle(

@@ -10,16 +10,19 @@ records the delay in frames. `info["directive"]` is the directive in force, `inf
 counters (`calls`, `fallbacks`, `last_latency_s`, `last_error`, latency percentiles, success
 rate). With `directive_in_obs=True` the observation becomes a Dict with the directive as numbers
 (`"directive"`: action one-hot, has-tile, target dx/dy relative to the player, menu option, time
-left, confidence) so a PPO policy can learn to follow it; the original observation is `"image"`
+left, confidence) so a PPO policy can learn to follow it; the original observation is `"pixels"`
 (or keeps its keys when it already is a Dict).
+Many envs, one model: `engine="openai", base_url=...` in every env (in one process or in
+`make_vec` workers) with `metabonk serve-vlm` (llama.cpp's `llama-server`, which batches the
+requests over its slots) and `mode="async"`: each env keeps stepping while its request is served.
 Why a wrapper: RL code trains on it unchanged; `metabonk play --agent think` uses the same
 `Director` inside `ThinkAgent`.
 
 >>> import gymnasium as gym, metabonk_gym
->>> env = PauseToThink(gym.make("MetaBonk/BonkQuest-v0"), backend="oracle")
+>>> env = PauseToThink(gym.make("MetaBonk/BonkQuest-v0"), engine="oracle")
 >>> obs, info = env.reset(seed=0)
 >>> sorted(obs), info["directive"]["action"], info["think"]["calls"]
-(['directive', 'image'], 'collect', 1)
+(['directive', 'pixels'], 'collect', 1)
 >>> env.close()
 """
 
@@ -34,23 +37,46 @@ from gymnasium import spaces
 from gymnasium.utils import RecordConstructorArgs
 
 from metabonk_gym.think.director import Director
+from metabonk_gym.think.factory import make_strategist
 from metabonk_gym.think.games import adapter_for
 from metabonk_gym.think.log import DecisionLog
 from metabonk_gym.think.prompts import PromptBuilder, system_prompt
-from metabonk_gym.think.strategist import Strategist, make_strategist
+from metabonk_gym.think.strategist import Strategist
 from metabonk_gym.think.view import GameView
 
 
 class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
-    """See the module docstring. `backend` is `"llama_cpp"`, `"openai"`, `"oracle"`,
-    `"distilled"` or a `Strategist`; `game_card` replaces the integration's `game_card.md` in
-    the system prompt; other keyword arguments go to the backend (`n_ctx`, `n_gpu_layers`,
-    `api_key`, `response_format`, `temperature`, ...)."""
+    """See the module docstring.
+
+    Args:
+        env: the env to think about (a game with a think adapter, or any GBA env).
+        engine: the language model: `"llama_cpp"` (in-process GGUF), `"openai"` (an
+            OpenAI-compatible server at `base_url`, e.g. `metabonk serve-vlm`), or `"oracle"`,
+            `"distilled"`, a `Strategist`.
+        model_path: the GGUF (llama_cpp) or the distilled policy (distilled).
+        mmproj_path: the vision projector GGUF (llama_cpp).
+        base_url: the server's URL (openai; default http://127.0.0.1:8000/v1).
+        model: the model name sent to the server (openai).
+        chat_handler: the vision family (llama_cpp; "auto" detects it).
+        vision: send the frame to the server (openai).
+        timeout_s: the longest wait for one directive (then the safe fallback).
+        mode: "pause" (the env waits for the answer) or "async" (it steps on meanwhile).
+        think_every: think every N steps as well (0: only on events).
+        cooldown_steps: steps between two non-urgent calls.
+        min_confidence: ask again (after the cooldown) below this confidence.
+        directive_in_obs: add the directive as numbers to the observation (a Dict).
+        log_dir: write the decision log there.
+        log_frames: store each call's frame as PNG in the log.
+        max_tokens: the longest answer.
+        game_card: replaces the integration's `game_card.md` in the system prompt.
+        **engine_kwargs: go to the engine (`n_ctx`, `n_gpu_layers`, `api_key`,
+            `response_format`, `temperature`, ...).
+    """
 
     def __init__(
         self,
         env: gym.Env,
-        backend: str | Strategist = "llama_cpp",
+        engine: str | Strategist = "llama_cpp",
         model_path: str | Path | None = None,
         mmproj_path: str | Path | None = None,
         base_url: str | None = None,
@@ -67,11 +93,11 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         log_frames: bool = True,
         max_tokens: int = 256,
         game_card: str | None = None,
-        **backend_kwargs: Any,
+        **engine_kwargs: Any,
     ) -> None:
         RecordConstructorArgs.__init__(
             self,
-            backend=backend if isinstance(backend, str) else type(backend).__name__,
+            engine=engine if isinstance(engine, str) else type(engine).__name__,
             model_path=str(model_path) if model_path else None,
             mmproj_path=str(mmproj_path) if mmproj_path else None,
             base_url=base_url,
@@ -88,28 +114,28 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
             log_frames=log_frames,
             max_tokens=max_tokens,
             game_card=game_card,
-            **backend_kwargs,  # so that `env.spec` rebuilds the same backend
+            **engine_kwargs,  # so that `env.spec` rebuilds the same engine
         )
         gym.Wrapper.__init__(self, env)
         self.adapter = adapter_for(env)
-        if game_card is None:  # the integration's game_card.md (or the adapter's), the rules
-            integration = getattr(env.unwrapped, "integration", None)
-            game_card = integration.game_card() if integration is not None else None
+        if game_card is None:  # the game's game_card.md (or the adapter's), the rules
+            game_data = getattr(env.unwrapped, "game_data", None)
+            game_card = game_data.game_card() if game_data is not None else None
             game_card = game_card if game_card is not None else self.adapter.game_card()
-        kwargs: dict[str, Any] = dict(backend_kwargs)
-        if backend == "llama_cpp":
+        kwargs: dict[str, Any] = dict(engine_kwargs)
+        if engine == "llama_cpp":
             kwargs.update(model_path=model_path, mmproj_path=mmproj_path, chat_handler=chat_handler)
-        elif backend == "openai":
+        elif engine == "openai":
             kwargs.update(
                 base_url=base_url or "http://127.0.0.1:8000/v1", model=model, vision=bool(vision)
             )
-        elif backend == "distilled":
+        elif engine == "distilled":
             kwargs.update(model_path=model_path)
         builder = PromptBuilder.for_env(
             env, self.adapter, game_card, strip=mode == "async", max_tokens=max_tokens
         )
         self.strategist = make_strategist(
-            self.adapter, backend, timeout_s=timeout_s, builder=builder, **kwargs
+            self.adapter, engine, timeout_s=timeout_s, builder=builder, **kwargs
         )
         log = None
         if log_dir is not None:
@@ -138,7 +164,9 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
             if isinstance(inner, spaces.Dict):
                 self.observation_space = spaces.Dict({**inner.spaces, "directive": directive_space})
             else:
-                self.observation_space = spaces.Dict({"image": inner, "directive": directive_space})
+                self.observation_space = spaces.Dict(
+                    {"pixels": inner, "directive": directive_space}
+                )
 
     @property
     def directive(self) -> dict[str, Any]:
@@ -181,4 +209,4 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         features = np.clip(features, -1.0, 1.0).astype(np.float32)
         if isinstance(obs, dict):
             return {**obs, "directive": features}
-        return {"image": obs, "directive": features}
+        return {"pixels": obs, "directive": features}

@@ -8,6 +8,8 @@ out-of-vocabulary id 0. The same sequence of frames always gives the same ids; t
 processes the same ids, build a vocabulary once, save it, and load it frozen everywhere.
 
 >>> import numpy as np
+
+from metabonk_gym.utils import atomic_write_text
 >>> tok = PixelTokenizer(capacity=4)
 >>> frame = np.zeros((16, 24, 3), np.uint8); frame[8:, 8:16] = 255
 >>> tok(frame)
@@ -26,6 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+
+from metabonk_gym.utils import atomic_write_text
 
 #: The out-of-vocabulary id.
 OOV = 0
@@ -139,8 +143,6 @@ class PixelTokenizer:
 
     def save(self, path: str | Path) -> None:
         """Write the vocabulary as JSON (hash as a decimal string -> id), atomically."""
-        from metabonk_gym.utils import atomic_write_text
-
         payload = {
             "capacity": self.capacity,
             "cell": self.cell,

@@ -19,12 +19,15 @@ pickled code).
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+
+from metabonk_gym.utils import atomic_write_bytes
 
 #: Frames the net looks at (t-2, t-1, t).
 CONTEXT = 3
@@ -91,10 +94,6 @@ def save_model(
     model: TinyPredictor, path: str | Path, metrics: dict[str, Any] | None = None
 ) -> Path:
     """Write the weights and config (atomically)."""
-    import io
-
-    from metabonk_gym.utils import atomic_write_bytes
-
     buffer = io.BytesIO()
     torch.save(
         {

@@ -25,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from metabonk_gym.wrappers._dict_obs import as_dict, extend_space, pixels, pixels_space
+from metabonk_gym.wrappers.grid_overlay import label_font
 from metabonk_gym.wrappers.predictors import Predictor, make_predictor
 
 PAST_COLOUR = (110, 110, 110)
@@ -63,13 +64,12 @@ def strip_image(
         offset = i - past
         names.append((x0 + 2, r * cell_h + 1, "t" if offset == 0 else f"t{offset:+d}", colour))
     if labels:
-        from metabonk_gym.wrappers.grid_overlay import _font
         from PIL import Image, ImageDraw
 
         image = Image.fromarray(out)
         draw = ImageDraw.Draw(image)
         for x, y, text, colour in names:
-            draw.text((x, y), text, fill=colour, font=_font())
+            draw.text((x, y), text, fill=colour, font=label_font())
         out = np.asarray(image, dtype=np.uint8)
     return out
 

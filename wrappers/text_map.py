@@ -32,6 +32,8 @@ from metabonk_gym.wrappers._dict_obs import as_dict, extend_space
 from metabonk_gym.wrappers.screen import ScreenReader
 from metabonk_gym.wrappers.semantic import CHARS, PASSABLE
 
+from metabonk_gym.configfile import load_optional
+
 #: What `describe` looks for, in this order: label -> class names.
 LANDMARKS: dict[str, tuple[str, ...]] = {
     "door": ("door", "door_locked"),
@@ -45,6 +47,16 @@ LANDMARKS: dict[str, tuple[str, ...]] = {
     "enemy": ("enemy",),
 }
 DIRECTIONS = (("up", 0, -1), ("down", 0, 1), ("left", -1, 0), ("right", 1, 0))
+#: The title line's info variables when the game folder's text_map.yaml names none.
+TITLE_VARIABLES: tuple[str, ...] = ("hp", "max_hp")
+
+
+def title_variables(env: gym.Env) -> tuple[str, ...]:
+    """The info variables a game puts on the map's title line: `title` of its folder's
+    `text_map.yaml` (e.g. `[room, hp, max_hp, keys]`), else `TITLE_VARIABLES`."""
+    legend = load_optional(env.unwrapped.game_data.folder, "text_map")  # type: ignore[attr-defined]
+    title = legend.get("title") if isinstance(legend, dict) else None
+    return tuple(str(k) for k in title) if title else TITLE_VARIABLES
 
 
 def char_of(name: str) -> str:
@@ -170,7 +182,8 @@ class TextMap(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     Args:
         env: a MetaBonk GBA env (possibly wrapped).
-        title: include the game's name and room / wave line in `text_map`.
+        title: put a title line in `text_map`: the game's name and the info variables its
+            folder's `text_map.yaml` names under `title` (default: hp, max_hp).
         key: observation key of the character grid (None: leave the observation alone).
         pixels_key: where a Box observation goes in the Dict.
     """
@@ -192,6 +205,7 @@ class TextMap(gym.Wrapper, gym.utils.RecordConstructorArgs):
             )
         self.semantic = self.reader.semantic
         self.title = title
+        self.title_variables = title_variables(env)
         self.key = key
         self.pixels_key = pixels_key
         if key is not None:
@@ -239,7 +253,5 @@ class TextMap(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def _header(self, info: dict[str, Any]) -> str:
         name = self.reader.game
-        fields = [
-            f"{k}={info[k]}" for k in ("room", "wave", "hp", "max_hp", "keys", "level") if k in info
-        ]
+        fields = [f"{k}={info[k]}" for k in self.title_variables if k in info]
         return f"{name}: " + " ".join(fields) if fields else name

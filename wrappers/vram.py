@@ -138,28 +138,19 @@ class VramSnapshot:
 
 
 def read_snapshot(env: Any) -> VramSnapshot:
-    """Read the display memory of a GBA env (`env.unwrapped` is a `GBAEnv`).
+    """Read the display memory of a GBA env (`env.unwrapped.memory`) in one go.
 
-    On the embedded mGBA core all regions come from one copy of the memory blocks (~30 us);
-    any other backend goes through the public `read_memory`.
+    On the embedded mGBA core all regions come from one copy of the memory blocks (~30 us).
     """
-    base = env.unwrapped
-    memory = getattr(getattr(base, "backend", None), "_memory", None)
-    blocks = getattr(memory, "blocks", None) if memory is not None else None
-    if isinstance(blocks, dict) and VRAM_ADDRESS in blocks:
-        return VramSnapshot(
-            np.frombuffer(blocks[IO_ADDRESS], np.uint8, IO_SIZE),
-            np.frombuffer(blocks[PALETTE_ADDRESS], np.uint8, PALETTE_SIZE),
-            np.frombuffer(blocks[VRAM_ADDRESS], np.uint8, VRAM_SIZE),
-            np.frombuffer(blocks[OAM_ADDRESS], np.uint8, OAM_SIZE),
-        )
-    read = base.read_memory
-    return VramSnapshot(
-        np.frombuffer(read(IO_ADDRESS, IO_SIZE), np.uint8),
-        np.frombuffer(read(PALETTE_ADDRESS, PALETTE_SIZE), np.uint8),
-        np.frombuffer(read(VRAM_ADDRESS, VRAM_SIZE), np.uint8),
-        np.frombuffer(read(OAM_ADDRESS, OAM_SIZE), np.uint8),
+    io, palette, vram, oam = env.unwrapped.memory.regions(
+        [
+            (IO_ADDRESS, IO_SIZE),
+            (PALETTE_ADDRESS, PALETTE_SIZE),
+            (VRAM_ADDRESS, VRAM_SIZE),
+            (OAM_ADDRESS, OAM_SIZE),
+        ]
     )
+    return VramSnapshot(io, palette, vram, oam)
 
 
 # ------------------------------------------------------------------------------ registers

@@ -1,12 +1,14 @@
 """Write BonkArena's integration files from the state struct in game.h and the tiles in art.h.
 
-    python3 gba/bonkarena/gen_json.py   # writes metabonk_gym/games/BonkArena-GbAdvance/*.json
+    python3 gba/bonkarena/gen_json.py   # writes metabonk_gym/games/BonkArena/*.json
 
 The struct layout is read from game.h itself (fields, C alignment rules) and checked against
 the /* 0x... */ offset comments there; the C side pins the same offsets with _Static_assert.
 Scalars go to data.json; menu_options[] and upgrades[] also appear as one scalar per element
-(menu_option0.., upg_damage..); the other arrays go to metabonk.json "arrays". The tile numbers
-below must match art.h. rom.gba comes from `make -C gba install`; rom.sha is written here from
+(menu_option0.., upg_damage..); the other arrays go to metabonk.json "arrays". The upgrade enum
+(game.h UPG_*) and the menu's upgrade texts (gfx.c upgrade_names) go to metabonk.json "upgrades"
+(tests/test_game_constants.py checks them against the C source). The tile numbers below must
+match art.h. rom.gba comes from `make -C gba install`; rom.sha is written here from
 it when it exists.
 """
 
@@ -19,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-OUT = REPO / "metabonk_gym" / "games" / "BonkArena-GbAdvance"
+OUT = REPO / "metabonk_gym" / "games" / "BonkArena"
 BASE = 0x02000000
 
 CTYPES = {"u8": "|u1", "s8": "|i1", "u16": "<u2", "s16": "<i2", "u32": "<u4", "s32": "<i4"}
@@ -32,7 +34,37 @@ HEADER = [
     ("cmd_ack", 0xE, "|u1"),
     ("cmd_count", 0xF, "|u1"),
 ]  # BonkHeader, gba/common/gba.h
-UPGRADE_NAMES = ["damage", "firerate", "speed", "maxhp", "heal", "magnet", "multi", "armor"]
+
+
+def parse_upgrades(header: Path, gfx: Path) -> list[dict]:
+    """game.h's UPG_* enum with gfx.c's menu text of each: [{"id", "name", "label", "text"}].
+
+    `name` is the enum name in lower case (damage, firerate, ...), `text` the menu's words
+    ("FIRE RATE +"), `label` those words without the amount, in lower case ("fire rate").
+    """
+    enum = header.read_text()
+    enum = enum[enum.index("/* Upgrade ids") :]
+    enum = enum[: enum.index("};")]
+    ids = [(int(v), n.lower()) for n, v in re.findall(r"\bUPG_(\w+) = (\d+)", enum)]
+    table = re.search(r"upgrade_names\[NUM_UPGRADES\] = \{(.*?)\};", gfx.read_text(), re.S)
+    if table is None:
+        raise SystemExit("gfx.c: cannot find upgrade_names[NUM_UPGRADES]")
+    texts = re.findall(r'"([^"]*)"', table.group(1))
+    if sorted(i for i, _ in ids) != list(range(len(texts))):
+        raise SystemExit(f"game.h UPG_* ids {ids} do not match gfx.c's {len(texts)} upgrade names")
+    return [
+        {
+            "id": i,
+            "name": name,
+            "label": re.sub(r"\s*(\+\d*|\d+%)$", "", texts[i]).lower(),
+            "text": texts[i],
+        }
+        for i, name in sorted(ids)
+    ]
+
+
+UPGRADES = parse_upgrades(HERE / "game.h", HERE / "gfx.c")
+UPGRADE_NAMES = [u["name"] for u in UPGRADES]
 
 
 def parse_state(header: Path) -> tuple[list, list, int]:
@@ -120,12 +152,45 @@ for base, cls in ((0, "player"), (8, "enemy"), (16, "enemy"), (24, "enemy")):
 OBJ_TILES.update({32: "projectile", 33: "gem", 34: "gem"})
 
 
-def dump(name: str, obj) -> None:
-    (OUT / name).write_text(json.dumps(obj, indent=2) + "\n")
+# The state vector (`obs_type="state"`): the player, the level-up menu and the nearest entities.
+STATE_VECTOR = {
+    "origin": ["player_x", "player_y"],
+    "variables": [
+        {"name": "player_x", "offset": 120, "scale": 120},
+        {"name": "player_y", "offset": 80, "scale": 80},
+        {"name": "hp", "scale": "max_hp"},
+        {"name": "menu_open"},
+        {"name": "menu_cursor", "one_hot": 3},
+    ],
+    "entities": [
+        {
+            "name": "enemies",
+            "x": "enemy_x",
+            "y": "enemy_y",
+            "present": "enemy_active",
+            "nearest": 8,
+            "scale": 64,
+            "extras": [{"array": "enemy_kind", "equals": 2}],
+        },
+        {
+            "name": "gems",
+            "x": "gem_x",
+            "y": "gem_y",
+            "present": "gem_value",
+            "nearest": 2,
+            "scale": 64,
+        },
+    ],
+}
 
 
-def main() -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
+def build() -> dict[str, object]:
+    """The JSON files, by name, as this script writes them (tests compare them with the package)."""
+    files: dict[str, object] = {}
+
+    def dump(name: str, obj: object) -> None:
+        files[name] = obj
+
     dump("data.json", {"info": {n: {"address": BASE + off, "type": t} for n, off, t in SCALARS}})
     dump(
         "scenario.json",
@@ -176,6 +241,8 @@ def main() -> None:
             "player": ["player_x", "player_y"],
             "screen": {"width": 240, "height": 160, "arena": [8, 16, 232, 152], "scroll": [0, 0]},
             "state_struct": {"address": BASE, "size": STATE_SIZE},
+            "state_vector": STATE_VECTOR,
+            "upgrades": UPGRADES,
         },
     )
     assert all(n in scal for n in INFO)
@@ -199,6 +266,13 @@ def main() -> None:
             "oam": {"player": [0, 1], "projectile": [1, 17], "enemy": [17, 41], "gem": [41, 73]},
         },
     )
+    return files
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, obj in build().items():
+        (OUT / name).write_text(json.dumps(obj, indent=2) + "\n")
     rom = OUT / "rom.gba"
     if rom.exists():
         (OUT / "rom.sha").write_text(hashlib.sha1(rom.read_bytes()).hexdigest() + "\n")

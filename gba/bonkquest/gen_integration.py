@@ -3,7 +3,7 @@
 Reads the GameState struct in game.h (natural alignment, the types u8/u16/u32/s8/s16/s32 and
 the constants #defined there) and the BG tile enum in gfx.c, then writes data.json,
 metabonk.json, scenario.json, metadata.json, tiles.json and rom.sha into
-metabonk_gym/games/BonkQuest-GbAdvance/, and copies gba/build/bonkquest.gba there as rom.gba
+metabonk_gym/games/BonkQuest/, and copies gba/build/bonkquest.gba there as rom.gba
 (what `make -C gba install` does) when the build is newer. Run after building:
 
     make -C gba build/bonkquest.gba && python3 gba/bonkquest/gen_integration.py
@@ -19,7 +19,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-PKG = REPO / "metabonk_gym" / "games" / "BonkQuest-GbAdvance"
+PKG = REPO / "metabonk_gym" / "games" / "BonkQuest"
 EWRAM = 0x02000000
 
 CTYPES = {
@@ -78,19 +78,20 @@ def parse_bg_tiles(gfx: str) -> dict[str, int]:
     return {n: i for i, n in enumerate(names)}
 
 
-TILE_CLASSES = {
-    0: "floor",
-    1: "wall",
-    2: "door_locked",
-    3: "door",
-    4: "key",
-    5: "chest",
-    6: "chest_open",
-    7: "treasure",
-    8: "npc",
-    9: "water",
-    10: "heart",
-}
+#: Class names of game.h's T_* tiles where the name is not the enum's in lower case (the
+#: semantic class names are shared by every game: `metabonk_gym.wrappers.semantic`).
+TILE_RENAMES = {"T_DOOR_OPEN": "door"}
+
+
+def parse_tile_classes(header: str) -> dict[int, str]:
+    """game.h's semantic tile enum (T_FLOOR = 0, ...) as id -> class name."""
+    body = header[header.index("/* Semantic tile ids") :]
+    body = body[: body.index("};")]
+    found = {int(v): n for n, v in re.findall(r"\b(T_\w+) = (\d+)", body)}
+    assert sorted(found) == list(range(len(found))), found
+    return {i: TILE_RENAMES.get(n, n[2:].lower()) for i, n in sorted(found.items())}
+
+
 BG_CLASS = {
     "G_BLANK": "empty",
     "G_FLOOR_A": "floor",
@@ -173,12 +174,15 @@ ARRAYS = [
 ]
 
 
-def dump(path: Path, obj: object) -> None:
-    path.write_text(json.dumps(obj, indent=2) + "\n")
+def build() -> dict[str, object]:
+    """The JSON files, by name, as this script writes them (tests compare them with the package)."""
+    files: dict[str, object] = {}
 
+    def dump(path: Path, obj: object) -> None:
+        files[path.name] = obj
 
-def main() -> None:
-    fields, size = parse_layout((HERE / "game.h").read_text())
+    header = (HERE / "game.h").read_text()
+    fields, size = parse_layout(header)
     assert size == 0x314, hex(size)  # game.h static-asserts the same size
     assert fields["room_tiles"]["offset"] == 0xBC and fields["enemy_x"]["offset"] == 0x64
 
@@ -211,7 +215,7 @@ def main() -> None:
             "won": "won",
             "lost": "lost",
             "player": ["player_x", "player_y"],
-            "tile_classes": {str(k): v for k, v in TILE_CLASSES.items()},
+            "tile_classes": {str(k): v for k, v in parse_tile_classes(header).items()},
         },
     )
 
@@ -279,12 +283,18 @@ def main() -> None:
         },
     )
 
+    return files
+
+
+def main() -> None:
+    for name, obj in build().items():
+        (PKG / name).write_text(json.dumps(obj, indent=2) + "\n")
     built, installed = REPO / "gba" / "build" / "bonkquest.gba", PKG / "rom.gba"
     if built.exists() and (not installed.exists() or built.read_bytes() != installed.read_bytes()):
         shutil.copyfile(built, installed)
     rom = installed.read_bytes()
     (PKG / "rom.sha").write_text(hashlib.sha1(rom).hexdigest() + "\n")
-    print(f"wrote {PKG.relative_to(REPO)}: {len(variables)} variables, struct 0x{size:X} bytes")
+    print(f"wrote {PKG.relative_to(REPO)}: {len(build())} JSON files")
 
 
 if __name__ == "__main__":

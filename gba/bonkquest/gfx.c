@@ -1,6 +1,6 @@
 /* BonkQuest graphics: palettes, pixel art, the room tilemap, the HUD, dialogue boxes, sprites.
  *
- * VRAM layout (metabonk_gym/games/BonkQuest-GbAdvance/tiles.json names every tile):
+ * VRAM layout (metabonk_gym/games/BonkQuest/tiles.json names every tile):
  *   BG char block 0: tiles G_* below (0 = blank), the font (opaque) from FONT_BASE.
  *   BG0 = overlay (priority 0, screen block 30): HUD bar on row 0, dialogue box on rows 14-19.
  *   BG1 = room (priority 1, screen block 31): cell (x, y) shows room_tiles[y][x].

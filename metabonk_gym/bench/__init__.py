@@ -1,2 +1,7 @@
 """Benchmarks behind `metabonk bench ...`; each reports ratios against a baseline run in the
-same process, because absolute timings on shared machines are noise."""
+same process, because absolute timings on shared machines are noise.
+
+>>> import pkgutil
+>>> sorted(m.name for m in pkgutil.iter_modules(__path__))[:2]
+['bonklink_speed', 'env_speed']
+"""

@@ -12,6 +12,10 @@ Two figures, each against a baseline measured in the same process and run:
 The sim runs in its own process (:class:`~metabonk_gym.bonklink.sim.SimProcess`) so it does not
 share the GIL with the client. Run ``metabonk bench bonklink``,
 ``python benchmarks/bench_bonklink.py`` or call :func:`run`.
+
+>>> figures = lockstep_throughput(steps=50, frame_format="raw_rgb", rounds=1)
+>>> figures["steps"], figures["ratio"] > 0
+(50, True)
 """
 
 from __future__ import annotations

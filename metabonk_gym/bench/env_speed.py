@@ -15,10 +15,13 @@ import gymnasium as gym
 import numpy as np
 
 from metabonk_gym.gba.buttons import mask_to_retro
+from metabonk_gym.gba.env import GBAEnv
+from metabonk_gym.gba.integration import games_dir
+from metabonk_gym.vector import make_vec
 
 
 def _raw_core_fps(env: Any, steps: int, frameskip: int, masks: list[int]) -> float:
-    em = env.unwrapped.backend._em
+    em = env.unwrapped.backend.emulator
     arrays = [mask_to_retro(m) for m in masks]
     start = time.perf_counter()
     for i in range(steps):
@@ -42,11 +45,9 @@ def _retro_env_fps(game: str, steps: int, frameskip: int) -> float | None:
     """stable-retro's RetroEnv on the same ROM (it copies all of RAM every frame)."""
     import stable_retro as retro
 
-    from metabonk_gym.gba.integration import games_dir
-
     retro.data.Integrations.add_custom_path(str(games_dir()))
     env = retro.make(
-        f"{game}-GbAdvance",
+        f"{game}",
         state=retro.State.NONE,
         inttype=retro.data.Integrations.CUSTOM_ONLY,
         render_mode=None,
@@ -67,8 +68,6 @@ def _retro_env_fps(game: str, steps: int, frameskip: int) -> float | None:
 
 
 def _vector_sps(env_id: str, num_envs: int, steps: int, kwargs: dict[str, Any]) -> float:
-    from metabonk_gym import make_vec
-
     envs = make_vec(env_id, num_envs, **kwargs)
     n_actions = int(getattr(envs.single_action_space, "n"))  # noqa: B009 (Discrete only)
     try:
@@ -93,8 +92,6 @@ def run(
     **kwargs: Any,
 ) -> dict[str, Any]:
     """Measure and return every figure of `metabonk bench env`."""
-    import metabonk_gym  # noqa: F401
-    from metabonk_gym.gba.env import GBAEnv
 
     env = gym.make(env_id, **kwargs)
     core = env.unwrapped

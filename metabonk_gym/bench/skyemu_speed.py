@@ -18,6 +18,9 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
+import metabonk_gym  # noqa: F401  (registers the envs)
+from metabonk_gym.skyemu.fake_server import PeerProcess
+
 
 def _steps_per_s(env: gym.Env, actions: np.ndarray) -> float:
     env.reset(seed=0)
@@ -48,9 +51,6 @@ def run(
     skyemu_binary: str | None = None,
 ) -> dict[str, Any]:
     """Measure and return every figure of `metabonk bench skyemu`."""
-    import metabonk_gym  # noqa: F401
-    from metabonk_gym.skyemu.fake_server import PeerProcess
-
     embedded = gym.make(env_id, frameskip=frameskip)
     peer = None
     try:

@@ -5,9 +5,9 @@ Two parts, both run in one process:
 * **ceiling**: the oracle strategist (reads RAM, perfect advice) with the `DirectiveFollower`
   plays BonkQuest for `seeds` seeds; the win rate is the most any strategist can add with this
   System 1 (target: >= 90%).
-* **latency**: think calls per backend on real prompts (the game's system prompt + per-call
+* **latency**: think calls per engine on real prompts (the game's system prompt + per-call
   text from live game states), as p50/p95 seconds and as a ratio to the env step time measured in
-  the same process (how many env steps one call costs). Backends: the oracle, llama-cpp-python
+  the same process (how many env steps one call costs). Engines: the oracle, llama-cpp-python
   in-process (text, and with a vision projector through a multimodal chat handler), and
   llama-cpp-python's server over loopback HTTP. Without `model_path` the tiny random GGUFs of
   `metabonk_gym.think.testing` are used: their figures are the stack's overhead (prompt
@@ -97,15 +97,15 @@ def _views(env: gym.Env, n: int) -> list[Any]:
     return views
 
 
-def _time_backend(backend: Any, builder: Any, views: list[Any], timeout_s: float) -> dict[str, Any]:
+def _time_engine(engine: Any, builder: Any, views: list[Any], timeout_s: float) -> dict[str, Any]:
     """Cold first call, then warm p50/p95 over the remaining views; validity counted."""
     from metabonk_gym.think.directive import DirectiveError, parse_directive
 
     latencies, valid, tokens = [], 0, []
     for view in views:
-        request = builder.build(view, [], "benchmark", backend.vision)
+        request = builder.build(view, [], "benchmark", engine.vision)
         start = time.monotonic()
-        completion = backend.complete(request, start + timeout_s)
+        completion = engine.complete(request, start + timeout_s)
         latencies.append(time.monotonic() - start)
         if completion.prompt_tokens:
             tokens.append(completion.prompt_tokens)
@@ -132,8 +132,8 @@ def think_latency(
     timeout_s: float = 120.0,
     env_id: str = ENV_ID,
 ) -> dict[str, Any]:
-    """Think latency per backend against the env step time, on live BonkQuest prompts."""
-    from metabonk_gym.think.backends import LlamaCppBackend, OpenAIBackend
+    """Think latency per engine against the env step time, on live BonkQuest prompts."""
+    from metabonk_gym.think.engines import LlamaCppEngine, OpenAIEngine
     from metabonk_gym.think.games import adapter_for
     from metabonk_gym.think.oracle import OracleStrategist
     from metabonk_gym.think.prompts import PromptBuilder
@@ -148,7 +148,7 @@ def think_latency(
         step_s = _env_step_s(env)
         out["env_step_ms"] = step_s * 1000
         adapter = adapter_for(env)
-        builder = PromptBuilder(adapter, env.unwrapped.integration.game_card())  # type: ignore[attr-defined]
+        builder = PromptBuilder(adapter, env.unwrapped.game_data.game_card())  # type: ignore[attr-defined]
         views = _views(env, calls)
         tiny = model_path is None
         if tiny:
@@ -164,23 +164,23 @@ def think_latency(
         out["oracle_mean_s"] = oracle_s
         out["oracle_env_steps_per_call"] = oracle_s / step_s
 
-        runs: list[tuple[str, Any]] = [("llama_cpp_text", lambda: LlamaCppBackend(model))]
+        runs: list[tuple[str, Any]] = [("llama_cpp_text", lambda: LlamaCppEngine(model))]
         if mmproj_path is not None:
-            runs.append(("llama_cpp_vision", lambda: LlamaCppBackend(model, mmproj_path)))
+            runs.append(("llama_cpp_vision", lambda: LlamaCppEngine(model, mmproj_path)))
         for name, factory in runs:
-            backend = factory()
+            engine = factory()
             try:
-                figures = _time_backend(backend, builder, views, timeout_s)
+                figures = _time_engine(engine, builder, views, timeout_s)
             finally:
-                backend.close()
+                engine.close()
             _put(out, name, figures, step_s)
         if server:
-            with ServerProcess(model) as url:
-                backend = OpenAIBackend(url)
+            with ServerProcess(model, engine="python") as url:
+                engine = OpenAIEngine(url)
                 try:
-                    figures = _time_backend(backend, builder, views, timeout_s)
+                    figures = _time_engine(engine, builder, views, timeout_s)
                 finally:
-                    backend.close()
+                    engine.close()
             _put(out, "openai_server_text", figures, step_s)
     finally:
         env.close()

@@ -9,19 +9,41 @@ Predictors: held-out episodes of both games (seeds no training run uses) under t
 random policy; every predictor sees the same frames; PSNR (from the mean squared error over all
 predicted frames) and SSIM (mean) at t+1..t+3 against the real frames, as differences and
 ratios to `copy`; cost per step (update + predict) as a ratio to `copy`'s and to the env step.
+
+>>> still = np.zeros((8, 16, 16, 3), np.uint8)  # an episode of 8 identical frames
+>>> scores = evaluate_predictors([still], {"copy": CopyPredictor})["copy"]
+>>> scores["frames"], scores["psnr"][0] > 90
+(3, True)
 """
 
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
-from metabonk_gym.training.predictor import DEFAULT_ENVS, _n_actions, record_episode, sticky_actions
+import metabonk_gym  # noqa: F401  (registers the envs)
+from metabonk_gym.training.predictor import (
+    DEFAULT_ENVS,
+    _n_actions,
+    record_episode,
+    sticky_actions,
+    train_predictor,
+)
+from metabonk_gym.wrappers.frame_metrics import ssim
+from metabonk_gym.wrappers.predictors import (
+    CopyPredictor,
+    FlowPredictor,
+    LearnedPredictor,
+    LinearPredictor,
+)
+from metabonk_gym.wrappers.tile_tokens import TileTokens
 
 #: Seeds of held-out episodes: training uses seed .. seed + episodes and 10_000 + i.
 HELDOUT_SEED = 20_000
@@ -32,11 +54,6 @@ def run_tiles(
     env_id: str = "MetaBonk/BonkQuest-v0", steps: int = 2000, seed: int = 0
 ) -> dict[str, Any]:
     """Per-step cost of `TileTokens` (VRAM and pixel paths) against the env step."""
-    import gymnasium as gym
-
-    import metabonk_gym  # noqa: F401
-    from metabonk_gym.wrappers.tile_tokens import TileTokens
-
     env = gym.make(env_id)
     try:
         vram = TileTokens(env, source="vram")
@@ -82,10 +99,6 @@ def run_tiles(
 
 
 def _env_step_ms(env_id: str, steps: int = 300) -> float:
-    import gymnasium as gym
-
-    import metabonk_gym  # noqa: F401
-
     env = gym.make(env_id)
     try:
         env.reset(seed=0)
@@ -108,8 +121,6 @@ def evaluate_predictors(
     ssim_every: int = 5,
 ) -> dict[str, dict[str, Any]]:
     """PSNR / SSIM per horizon and seconds per step of each predictor over `episodes`."""
-    from metabonk_gym.wrappers.frame_metrics import ssim
-
     out: dict[str, dict[str, Any]] = {}
     for name, factory in predictors.items():
         sq_err = np.zeros(horizon)
@@ -155,13 +166,6 @@ def run_predictors(
 ) -> dict[str, Any]:
     """Score copy / linear / flow (and learned, given `model` or `train_seconds > 0`) on held-out
     episodes of each env. Flat figures: `<game>_<predictor>_psnr_t<k>`, `..._vs_copy_db`, ..."""
-    from metabonk_gym.wrappers.predictors import (
-        CopyPredictor,
-        FlowPredictor,
-        LearnedPredictor,
-        LinearPredictor,
-    )
-
     log = log or (lambda _msg: None)
     factories: dict[str, Callable[[], Any]] = {
         "copy": CopyPredictor,
@@ -169,12 +173,10 @@ def run_predictors(
         "flow": FlowPredictor,
     }
     result: dict[str, Any] = {}
+    scratch = None
     if model is None and train_seconds > 0:
-        import tempfile
-
-        from metabonk_gym.training.predictor import train_predictor
-
-        model = Path(tempfile.mkdtemp(prefix="metabonk-predictor-")) / "predictor.pt"
+        scratch = tempfile.TemporaryDirectory(prefix="metabonk-predictor-")
+        model = Path(scratch.name) / "predictor.pt"
         log(f"training the learned predictor for up to {train_seconds:.0f} s")
         trained = train_predictor(
             model, env_ids=env_ids, time_limit_s=train_seconds, threads=1, log=log
@@ -188,6 +190,8 @@ def run_predictors(
 
         torch.set_num_threads(1)  # as in a subprocess env; more threads only contend on shared CPUs
         net = load_model(model)
+        if scratch is not None:  # the net is in memory: the trained file goes with this run
+            scratch.cleanup()
         factories["learned"] = lambda: LearnedPredictor(model=net)
     horizon = 3
     for env_id in env_ids:

@@ -37,6 +37,7 @@ __all__ = [
     "click_from_plugin",
     "click_to_plugin",
     "make_box_action",
+    "release_presses",
     "snapshot_to_action",
     "to_wire",
 ]
@@ -173,3 +174,23 @@ def snapshot_to_action(snapshot: InputSnapshot, kind: ActionType) -> Any:
             np.float32,
         ),
     }
+
+
+def release_presses(action: Any) -> Any:
+    """`action` with `interact` and `click` released (a Box action of the flat layout, or its
+    Dict form); sticks, `fire` and `ability` stay as they are. With `frameskip` > 1 the env
+    sends this on every tick after the first, so each agent step that presses is a new press.
+
+    >>> release_presses(np.ones(10, np.float32)).tolist()
+    [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, -1.0, -1.0, 1.0, 1.0]
+    """
+    if isinstance(action, Mapping):
+        out = dict(action)
+        buttons = np.array(out.get("buttons", (0, 0, 0)), np.int8).reshape(-1)
+        buttons[2:3] = 0
+        out["buttons"] = buttons
+        out["click"] = 0
+        return out
+    released = np.array(action, np.float32).reshape(-1)
+    released[6:8] = -1.0
+    return released

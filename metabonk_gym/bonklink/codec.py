@@ -8,6 +8,11 @@ allocated, so a hostile or desynchronised peer can only ever produce a
 :class:`BonkLinkProtocolError`, never a huge allocation or a hang.
 
 This module is pure (no sockets); :mod:`metabonk_gym.bonklink.transport` frames it over TCP.
+
+>>> encode_7bit_int(300), decode_7bit_int(b"\\xac\\x02", 0)
+(b'\\xac\\x02', (300, 2))
+>>> decode_action_payload(encode_action_payload(Action(fire=True))).fire
+True
 """
 
 from __future__ import annotations

@@ -14,6 +14,15 @@ v1 has no restart or seed command: ``reset()`` waits until the game is in a run
 (``isPlaying``), answering menu packets with the menu helper (a submit press, and optional
 clicks), and an episode ended by a time limit simply continues the running game. The env is
 therefore nondeterministic, and says so in its spec.
+
+It speaks the suite's env contract: the options ``frameskip`` (game ticks per step; presses of
+``interact`` and ``click`` on the first tick only), ``obs_type`` (``"state"``: the scaled state
+vector; ``"rgb"``/``"grayscale"``: a Dict of ``pixels`` and ``state``; by default everything a
+packet holds, see :mod:`.observation`), ``downscale`` (of ``frame_size``), ``reward`` (reward terms over ``info``, or a preset of
+``games/Megabonk/presets.yaml``), ``render_mode`` and gym.make's ``max_episode_steps``; the info
+names ``hp``, ``max_hp``, ``won`` (always False: a survivor run is not won), ``lost`` (the run
+ended: death, or back to a menu), ``reward_terms``, and the game's own values beside them
+(``game_time``, ``survival_time``: game seconds since this episode's reset, ``kills``, ...).
 """
 
 from __future__ import annotations
@@ -22,7 +31,8 @@ import contextlib
 import dataclasses
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -34,6 +44,7 @@ from metabonk_gym.bonklink.actions import (
     ActionType,
     action_space,
     make_box_action,
+    release_presses,
     snapshot_to_action,
     to_wire,
 )
@@ -46,33 +57,60 @@ from metabonk_gym.bonklink.codec import (
     encode_action,
 )
 from metabonk_gym.bonklink.observation import ObservationBuilder
-from metabonk_gym.bonklink.reward import RewardConfig, is_dead, reward_terms
+from metabonk_gym.bonklink.reward import REWARD_VARIABLES, is_dead, reward_variables
 from metabonk_gym.bonklink.transport import PacketReader, connect_with_backoff
+from metabonk_gym.contract import check_downscale, check_frameskip, check_obs_type
+from metabonk_gym.gamedata import GameData, bundled_game_folder
+from metabonk_gym.rewards import RewardFunction, build_reward
 
-__all__ = ["ENTRY_POINT", "ENV_ID", "MegabonkEnv"]
+__all__ = ["ENTRY_POINT", "ENV_ID", "INFO_VARIABLES", "MegabonkEnv"]
+
+#: The scalar game variables of `info`, as training logs them at episode end.
+INFO_VARIABLES: tuple[str, ...] = (
+    "survival_time",
+    "game_time",
+    "hp",
+    "max_hp",
+    "kills",
+    "xp",
+    "level",
+)
 
 
-class MegabonkEnv(gym.Env[dict[str, Any], Any]):
+class MegabonkEnv(gym.Env[Any, Any]):
     """A gymnasium env speaking BonkLink v1 to Megabonk (or to ``bonklink-sim``).
 
     Args:
         host, port: where the plugin listens (MetaBonk's launchers use 5560; the plugin's own
             default is 5555).
+        frameskip: game ticks per step: the action is answered to that many packets (rewards
+            and ``reward_terms`` add up); ``interact`` and ``click`` are pressed on the first
+            tick only, so every step that presses is a new press.
+        obs_type: ``"state"``: the scaled state vector; ``"rgb"`` / ``"grayscale"``:
+            ``Dict(pixels, state)``; None (default): everything a packet holds, ``Dict(pixels,
+            state, menu, options)`` with the raw state (see :mod:`.observation`).
+        downscale: the observed frame is ``frame_size`` divided by this.
+        reward: ``"default"``, a preset name of ``games/Megabonk/presets.yaml``
+            (``"survival"``: no kill or XP bonus), reward terms over ``info``
+            (:mod:`metabonk_gym.rewards`), or a .yaml/.json/.toml file of them.
+        render_mode: None or ``"rgb_array"``; ``render()`` returns the game's last frame at its
+            own size either way.
         connect_timeout: seconds to keep retrying a connection (with backoff) before failing.
         packet_timeout: seconds without a packet before an episode is truncated ("timeout").
         reset_timeout: seconds ``reset()`` may take to reach gameplay before raising.
-        frame_size: (height, width) of the observed frame; the game's frame is resized to it.
+        frame_size: (height, width) of the frame before ``downscale``; the game's frame is
+            resized to it.
         k_enemies: enemy slots in the state vector (nearest first, relative to the player).
-        max_options: level-up option slots in the observation.
+        max_options: level-up option slots of the full observation and of the think adapter
+            (``info["options"]`` holds the game's own strings).
         action_type: ``"box"`` (flat, SB3-friendly; see :mod:`.actions`) or ``"dict"``.
-        reward_weights: overrides of :class:`~metabonk_gym.bonklink.reward.RewardConfig`.
         menu_submit: while waiting for gameplay, press submit (interact) every other tick.
         menu_clicks: normalised (x, y) points (top-left origin) to click, in turn, while
             waiting for gameplay, e.g. the game's Play button.
         capture_size: the game's capture (width, height), used for clicks before the first frame
             arrives (afterwards the frames' own size is used).
-        frame_wait: on a fresh connection, ``reset()`` waits up to this long for a first frame.
-        render_mode: ``"rgb_array"`` returns the game's last frame at its own size.
+        frame_wait: on a fresh connection, ``reset()`` waits up to this long for a first
+            frame (default 0 for ``obs_type="state"``, which needs none, else 1 s).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
@@ -95,6 +133,11 @@ class MegabonkEnv(gym.Env[dict[str, Any], Any]):
         host: str = "127.0.0.1",
         port: int = 5560,
         *,
+        frameskip: int = 1,
+        obs_type: str | None = None,
+        downscale: int = 1,
+        reward: Any = "default",
+        render_mode: str | None = None,
         connect_timeout: float = 30.0,
         packet_timeout: float = 5.0,
         reset_timeout: float = 60.0,
@@ -102,27 +145,35 @@ class MegabonkEnv(gym.Env[dict[str, Any], Any]):
         k_enemies: int = 8,
         max_options: int = 4,
         action_type: ActionType = "box",
-        reward_weights: Mapping[str, float] | None = None,
         menu_submit: bool = True,
         menu_clicks: Sequence[Sequence[float]] = (),
         capture_size: Sequence[int] = (320, 180),
-        frame_wait: float = 1.0,
-        render_mode: str | None = None,
+        frame_wait: float | None = None,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'rgb_array', not {render_mode!r}")
+        self.frameskip = check_frameskip(frameskip)
+        self.obs_type = None if obs_type is None else check_obs_type(obs_type)
+        self.downscale = check_downscale(downscale, allowed=None)
         self.host, self.port = host, int(port)
         self.connect_timeout = float(connect_timeout)
         self.packet_timeout = float(packet_timeout)
         self.reset_timeout = float(reset_timeout)
+        if frame_wait is None:
+            frame_wait = 0.0 if obs_type == "state" else 1.0
         self.frame_wait = float(frame_wait)
         self.action_type: ActionType = action_type
-        self.reward_config = RewardConfig.from_mapping(reward_weights)
+        self.max_options = int(max_options)
         self.render_mode = render_mode
-        self._obs = ObservationBuilder(
-            (int(frame_size[0]), int(frame_size[1])), k_enemies, max_options
+        self.game_data = GameData(bundled_game_folder("Megabonk"))
+        self.reward_fn: RewardFunction = build_reward(
+            reward, self.game_data.name, {}, set(REWARD_VARIABLES), self.game_data.presets()
         )
-        self.observation_space = self._obs.space
+        size = (int(frame_size[0]) // self.downscale, int(frame_size[1]) // self.downscale)
+        self._builder = ObservationBuilder(
+            (max(1, size[0]), max(1, size[1])), k_enemies, self.max_options, obs_type
+        )
+        self.observation_space = self._builder.space
         self.action_space = action_space(action_type)
         self._menu_actions = _menu_actions(menu_submit, menu_clicks)
         self._capture_size = (int(capture_size[0]), int(capture_size[1]))
@@ -130,19 +181,26 @@ class MegabonkEnv(gym.Env[dict[str, Any], Any]):
         self._sock: socket.socket | None = None
         self._reader: PacketReader | None = None
         self._state: GameState | None = None  # the last packet received (owed an answer)
-        self._frame = np.zeros((*self._obs.frame_size, 3), np.uint8)
+        self._frame = np.zeros((*self._builder.frame_size, 3), np.uint8)
         self._frame_bytes: bytes | None = None
         self._frame_age = -1  # packets since the last frame; -1 before the first
         self._full_frame: np.ndarray | None = None
         self._menu_tick = 0
-        self._last_obs: dict[str, Any] | None = None
+        self._last_obs: Any = None
+        self._observed: GameState | None = None  # the state behind the last observation
+        self._last_info: dict[str, Any] = {}
         self._last_reason: str | None = None
+        self._episode_start = 0.0
 
         if self.spec is None:
             # Not made by gym.make (which sets the spec afterwards): describe ourselves.
             kwargs = {
                 "host": host,
                 "port": int(port),
+                "frameskip": frameskip,
+                "obs_type": obs_type,
+                "downscale": downscale,
+                "reward": reward if isinstance(reward, str) else dict(reward),
                 "connect_timeout": connect_timeout,
                 "packet_timeout": packet_timeout,
                 "reset_timeout": reset_timeout,
@@ -150,7 +208,6 @@ class MegabonkEnv(gym.Env[dict[str, Any], Any]):
                 "k_enemies": k_enemies,
                 "max_options": max_options,
                 "action_type": action_type,
-                "reward_weights": dict(reward_weights) if reward_weights else None,
                 "menu_submit": menu_submit,
                 "menu_clicks": [tuple(p) for p in menu_clicks],
                 "capture_size": tuple(capture_size),
@@ -162,7 +219,7 @@ class MegabonkEnv(gym.Env[dict[str, Any], Any]):
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    ) -> tuple[Any, dict[str, Any]]:
         """Wait for gameplay and return its first observation.
 
         Connects (or reconnects) first when needed; ``options={"reconnect": True}`` forces a
@@ -205,14 +262,39 @@ class MegabonkEnv(gym.Env[dict[str, Any], Any]):
                 time.sleep(min(1.0, 0.02 * 2**failures, max(0.0, deadline - time.monotonic())))
         self._last_reason = None
         assert self._state is not None
-        obs = self._obs.build(self._state, self._frame)
-        self._last_obs = obs
-        info = self._info(self._state)
+        self._episode_start = float(self._state.game_time)
+        info = self._info(self._state, lost=False)
+        self.reward_fn.reset(reward_variables(info))
+        info["reward_terms"] = {}
         info["disconnected"] = False
+        self._observed = self._state
+        obs = self._builder.build(self._state, self._frame)
+        self._last_obs, self._last_info = obs, info
         return obs, info
 
-    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
-        """Send ``action`` for the current packet, then wait for the next one."""
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Send ``action`` for ``frameskip`` packets (presses on the first), then observe."""
+        total = 0.0
+        terms: dict[str, float] = defaultdict(float)
+        held = release_presses(action) if self.frameskip > 1 else action
+        terminated = truncated = False
+        info: dict[str, Any] = {}
+        for tick in range(self.frameskip):
+            reward, terminated, truncated, info = self._tick(action if tick == 0 else held)
+            total += float(reward)
+            for name, value in info["reward_terms"].items():
+                terms[name] += float(value)
+            if terminated or truncated:
+                break
+        info["reward_terms"] = dict(terms)
+        observed = self._observed if self._observed is not None else GameState()
+        obs = self._builder.build(observed, self._frame)
+        self._last_obs, self._last_info = obs, info
+        return obs, total, terminated, truncated, info
+
+    def _tick(self, action: Any) -> tuple[float, bool, bool, dict[str, Any]]:
+        """Answer one packet with ``action`` and read the next: (reward, terminated, truncated,
+        info); a failed connection truncates."""
         prev = self._state
         if self._sock is None or prev is None:
             return self._truncated(self._last_reason or "disconnected", None)
@@ -227,18 +309,15 @@ class MegabonkEnv(gym.Env[dict[str, Any], Any]):
         except OSError as exc:  # closed, reset, broken pipe
             return self._truncated("disconnected", str(exc) or type(exc).__name__)
         terminated = bool(is_dead(state) or (prev.is_playing and not state.is_playing))
-        terms = reward_terms(prev, state, terminated, self.reward_config)
-        obs = self._obs.build(state, self._frame)
-        self._last_obs = obs
-        info = self._info(state)
+        info = self._info(state, lost=terminated)
+        reward, info["reward_terms"] = self.reward_fn.step(reward_variables(info))
         info["disconnected"] = False
-        info["reward_terms"] = terms
-        return obs, float(sum(terms.values())), terminated, False, info
+        self._observed = state
+        return reward, terminated, False, info
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]
-        """The last frame at the game's own resolution (``rgb_array`` mode)."""
-        if self.render_mode != "rgb_array":
-            return None
+        """The last frame at the game's own resolution (as every env of the suite, also without
+        a ``render_mode``: training records videos from it)."""
         if self._full_frame is None:
             if self._frame_bytes is None:
                 width, height = self._capture_size
@@ -277,10 +356,32 @@ class MegabonkEnv(gym.Env[dict[str, Any], Any]):
         """The last decoded state (the packet the next action answers)."""
         return self._state
 
+    @property
+    def info_names(self) -> list[str]:
+        """The scalar game variables `info` reports (`kills`, `xp`, `level` when the game sends
+        them), as logged at episode end."""
+        return list(INFO_VARIABLES)
+
+    @property
+    def variable_names(self) -> list[str]:
+        """The game variables goals and rewards may name (all of them are in `info`)."""
+        return list(REWARD_VARIABLES)
+
+    @property
+    def last_observation(self) -> Any:
+        """The observation the last ``reset()`` or ``step()`` returned (None before the first)."""
+        return self._last_obs
+
     # ------------------------------------------------------------------ internals
 
     def _connect(self, timeout: float) -> None:
-        self._sock = connect_with_backoff(self.host, self.port, max(0.0, timeout))
+        try:
+            self._sock = connect_with_backoff(self.host, self.port, max(0.0, timeout))
+        except ConnectionError as exc:
+            raise ConnectionError(
+                f"{exc}; start Megabonk with the BonkLink plugin on port {self.port}, or the "
+                f"stand-in game: `metabonk bonklink-sim --port {self.port}`"
+            ) from exc
         self._reader = PacketReader(self._sock)
         self._state = None
 
@@ -302,7 +403,7 @@ class MegabonkEnv(gym.Env[dict[str, Any], Any]):
             raise TimeoutError("no time left to wait for a packet")
         state, frame = self._reader.recv(timeout)
         if frame is not None:
-            self._frame, width, height = decode_frame_and_size(frame, self._obs.frame_size)
+            self._frame, width, height = decode_frame_and_size(frame, self._builder.frame_size)
             self._capture_size = (width, height)
             self._frame_bytes = frame
             self._full_frame = None
@@ -334,32 +435,32 @@ class MegabonkEnv(gym.Env[dict[str, Any], Any]):
 
     def _truncated(
         self, reason: str, error: str | None
-    ) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+    ) -> tuple[float, bool, bool, dict[str, Any]]:
+        """Drop the connection; the step is truncated (its observation stays the last one)."""
         self._disconnect()
         self._last_reason = reason
-        last = self._last_obs
-        if last is None:
-            obs = self._obs.build(GameState(), self._frame)
-        else:
-            obs = {
-                "frame": last["frame"].copy(),
-                "state": last["state"].copy(),
-                "menu": np.int64(last["menu"]),
-                "options": last["options"].copy(),
-            }
         info: dict[str, Any] = {
+            "hp": self._last_info.get("hp"),
+            "max_hp": self._last_info.get("max_hp"),
+            "won": False,
+            "lost": False,
+            "reward_terms": {},
             "disconnected": reason == "disconnected",
             "truncation_reason": reason,
         }
         if error:
             info["error"] = error
-        return obs, 0.0, False, True, info
+        return 0.0, False, True, info
 
-    def _info(self, state: GameState) -> dict[str, Any]:
+    def _info(self, state: GameState, lost: bool) -> dict[str, Any]:
+        game_time = float(state.game_time)
         info: dict[str, Any] = {
-            "health": float(state.health),
-            "max_health": float(state.max_health),
-            "game_time": float(state.game_time),
+            "hp": float(state.health),
+            "max_hp": float(state.max_health),
+            "won": False,
+            "lost": bool(lost),
+            "game_time": game_time,
+            "survival_time": max(0.0, game_time - self._episode_start),
             "is_playing": bool(state.is_playing),
             "is_paused": bool(state.is_paused),
             "position": np.array(state.position, np.float32),

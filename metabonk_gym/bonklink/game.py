@@ -7,6 +7,14 @@ Unity's convention: the ground is the X-Z plane and Y is up (always 0 here).
 
 The simulation is deterministic given its seed and the sequence of actions, and cheap (a few tens
 of microseconds a tick, vectorised with numpy) so that lockstep training is not bound by it.
+
+>>> from metabonk_gym.bonklink.codec import Action
+>>> game = ArenaGame(seed=0)
+>>> game.menu, game.is_playing
+('MainMenu', False)
+>>> game.tick(Action(interact=True))  # submit on the main menu starts a run
+>>> game.menu, game.state().health
+('Gameplay', 100.0)
 """
 
 from __future__ import annotations
@@ -116,6 +124,12 @@ class ArenaGame:
     """The game state and its one-tick update. Use :meth:`tick` with one action per tick."""
 
     def __init__(self, seed: int | None = None, config: ArenaConfig | None = None) -> None:
+        """A game on the main menu.
+
+        Args:
+            seed: seeds the spawns and the level-up options (None: fresh entropy).
+            config: the rules and sizes (default: :class:`ArenaConfig`'s).
+        """
         self.config = config or ArenaConfig()
         self.dt = 1.0 / self.config.update_hz
         self.rng = random.Random(seed)

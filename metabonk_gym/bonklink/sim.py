@@ -21,11 +21,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import selectors
+import signal
 import socket
-import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -44,6 +44,7 @@ from metabonk_gym.bonklink.codec import (
 from metabonk_gym.bonklink.game import ArenaConfig, ArenaGame
 from metabonk_gym.bonklink.render import FrameRenderer
 from metabonk_gym.bonklink.transport import ActionReader, ConnectionClosed
+from metabonk_gym.process import ChildProcess, ChildProcessFailed
 
 __all__ = ["BonkLinkSim", "FrameFormat", "SimMode", "SimProcess", "SimStats"]
 
@@ -100,6 +101,24 @@ class BonkLinkSim:
         height: int = 180,
         send_timeout: float = 2.0,
     ) -> None:
+        """Configure the server (nothing is bound until :meth:`bind` or :meth:`start`).
+
+        Args:
+            port: TCP port to listen on (0: a free one; read it from :attr:`port`).
+            host: address to bind (loopback, as the plugin does).
+            mode: ``"realtime"`` (ticks at ``update_hz``) or ``"lockstep"`` (a tick per action).
+            frame_format: ``"jpeg"`` or ``"raw_rgb"`` frames (the plugin's FrameFormat).
+            plugin_stubs: send the deployed plugin's constants instead of the game's values.
+            update_hz: ticks per second (the plugin's UpdateHz).
+            jpeg_hz: frames per second (the plugin's JpegHz); 0 sends no frames.
+            seed: seed of the game (None: fresh entropy).
+            stats: append the ``MBST`` trailer (kills, XP, level).
+            input_snapshot: append the ``HINP`` trailer (the applied input).
+            jpeg_quality: JPEG quality of the frames.
+            width: frame width in pixels (the plugin's capture size).
+            height: frame height in pixels.
+            send_timeout: seconds a client may stall a send before it is dropped.
+        """
         if mode not in ("realtime", "lockstep"):
             raise ValueError(f"mode must be 'realtime' or 'lockstep', not {mode!r}")
         if frame_format not in ("jpeg", "raw_rgb"):
@@ -340,58 +359,88 @@ class BonkLinkSim:
 
 class SimProcess:
     """A :class:`BonkLinkSim` in a child Python process, so that it does not share the GIL with
-    the client: used by the benchmark and by ``bonklink-sim --instances n``.
+    the client: used by the benchmark, training's sim swarm and ``bonklink-sim --instances n``.
 
-    The child is ``python -m metabonk_gym.bonklink.sim`` with its keyword arguments as JSON; it
-    prints the bound port as a JSON line, and its stats as another when its stdin closes.
-    (A subprocess, not multiprocessing: nothing is pickled and no main module is re-imported.)
+    The child is ``python -m metabonk_gym.bonklink.sim`` with its keyword arguments as JSON, a
+    :class:`~metabonk_gym.process.ChildProcess` (it dies with this process). It prints the bound
+    port as a JSON line, and its stats as another when it gets SIGTERM; both go to a log file in
+    a temp dir that :meth:`stop` removes. (A subprocess, not multiprocessing: nothing is pickled
+    and no main module is re-imported.)
+
+    >>> with SimProcess(port=0, mode="lockstep", jpeg_hz=0) as sim:
+    ...     sim.port > 0
+    True
+    >>> sorted(sim.stats)[:3]
+    ['actions', 'clients', 'dropped_clients']
     """
 
     def __init__(self, **sim_kwargs: Any) -> None:
+        """Keep the :class:`BonkLinkSim` keyword arguments; :meth:`start` starts the child.
+
+        Args:
+            sim_kwargs: passed to :class:`BonkLinkSim` in the child (JSON values only).
+        """
         self.sim_kwargs = sim_kwargs
         self.port: int | None = None
-        self._proc: subprocess.Popen[str] | None = None
+        self.stats: dict[str, Any] = {}
+        self._child: ChildProcess | None = None
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+
+    def _lines(self) -> list[dict[str, Any]]:
+        """The JSON objects the child printed so far (its whole log: stats can be long)."""
+        if self._folder is None:
+            return []
+        try:
+            text = (Path(self._folder.name) / "sim.log").read_text("utf-8", "replace")
+        except OSError:
+            return []
+        found = []
+        for line in text.splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                reply = json.loads(line)
+                if isinstance(reply, dict):
+                    found.append(reply)
+        return found
+
+    def _reported(self) -> bool:
+        return any("port" in reply or "error" in reply for reply in self._lines())
 
     def start(self, timeout: float = 60.0) -> int:
-        """Start the child and return the port it bound."""
+        """Start the child and return the port it bound (``OSError`` if it cannot serve)."""
+        self._folder = tempfile.TemporaryDirectory(prefix="metabonk-bonklink-sim-")
         root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "metabonk_gym.bonklink.sim", json.dumps(self.sim_kwargs)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        assert self._proc.stdout is not None
-        ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
-        line = self._proc.stdout.readline() if ready else ""
         try:
-            reply = json.loads(line)
-        except json.JSONDecodeError:
-            reply = None
-        if not isinstance(reply, dict) or not isinstance(reply.get("port"), int):
+            self._child = ChildProcess.start(
+                [sys.executable, "-m", "metabonk_gym.bonklink.sim", json.dumps(self.sim_kwargs)],
+                name="bonklink-sim",
+                env=env,
+                log_path=Path(self._folder.name) / "sim.log",
+            )
+            self._child.wait_ready(self._reported, timeout_s=timeout)
+        except ChildProcessFailed as exc:
             self.stop()
-            raise OSError(f"bonklink-sim process failed to start: {line.strip() or 'no reply'}")
+            raise OSError(f"bonklink-sim process failed to start: {exc}") from exc
+        reply = next(r for r in self._lines() if "port" in r or "error" in r)
+        if not isinstance(reply.get("port"), int):
+            self.stop()
+            raise OSError(f"bonklink-sim process failed to start: {reply.get('error')}")
         self.port = reply["port"]
         return reply["port"]
 
     def stop(self, timeout: float = 10.0) -> dict[str, Any]:
-        """Stop the child; return its stats (empty if it could not report)."""
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return {}
-        stats: dict[str, Any] = {}
-        try:
-            out, _ = proc.communicate(input="", timeout=timeout)
-            lines = [line for line in out.splitlines() if line.strip()]
-            if lines:
-                stats = json.loads(lines[-1])
-        except (subprocess.TimeoutExpired, json.JSONDecodeError, OSError, ValueError):
-            proc.kill()
-            proc.wait(timeout)
-        return stats
+        """Stop the child (SIGTERM: it prints its stats and exits); return its stats (empty if
+        it could not report). Idempotent."""
+        child, self._child = self._child, None
+        if child is not None:
+            child.stop(timeout_s=timeout)
+            stats = [reply for reply in self._lines() if "packets" in reply]
+            self.stats = stats[-1] if stats else {}
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
+        return self.stats
 
     def __enter__(self) -> SimProcess:
         self.start()
@@ -402,7 +451,7 @@ class SimProcess:
 
 
 def _child_main(argv: list[str]) -> int:
-    """Entry of :class:`SimProcess`'s child: serve until stdin closes."""
+    """Entry of :class:`SimProcess`'s child: serve until SIGTERM (or ^C), then print stats."""
     kwargs = json.loads(argv[0]) if argv else {}
     sim = BonkLinkSim(**kwargs)
     try:
@@ -410,12 +459,14 @@ def _child_main(argv: list[str]) -> int:
     except OSError as exc:
         print(json.dumps({"error": str(exc)}), flush=True)
         return 1
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
     print(json.dumps({"port": port}), flush=True)
     with contextlib.suppress(KeyboardInterrupt):
-        sys.stdin.read()
+        while not done.wait(0.5):
+            pass
     sim.stop()
-    stats = sim.stats.as_dict()
-    print(json.dumps(stats), flush=True)
+    print(json.dumps(sim.stats.as_dict()), flush=True)
     return 0
 
 

@@ -5,6 +5,14 @@ read whatever the kernel has in one ``recv_into``; a length prefix is validated 
 protocol caps as soon as its 4 bytes arrive, and the buffer grows only as received data fills it,
 so a lying length never causes an allocation (a client "never tries to allocate what a bad length
 says"). Nothing here pickles or evaluates anything from the wire.
+
+>>> from metabonk_gym.bonklink.codec import Action, encode_action
+>>> game_side, client_side = socket.socketpair()
+>>> client_side.sendall(encode_action(Action(move_x=0.5)))
+>>> reader = ActionReader(game_side)
+>>> reader.fill() > 0, reader.pop().move_x, reader.pop()
+(True, 0.5, None)
+>>> game_side.close(); client_side.close()
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ class RecvBuffer:
     """
 
     def __init__(self, sock: socket.socket, limit: int) -> None:
+        """Buffer what ``sock`` (a connected socket) receives, in at most ``limit`` bytes."""
         self.sock = sock
         self.limit = limit
         self._buf = bytearray(min(_INITIAL_CAPACITY, limit))
@@ -109,6 +118,7 @@ class PacketReader:
     """Reads game -> client packets: ``int32 state_len | state | int32 frame_len | frame``."""
 
     def __init__(self, sock: socket.socket) -> None:
+        """Read from ``sock``, a connected TCP socket (blocking or not)."""
         self._rx = RecvBuffer(sock, 8 + MAX_STATE_LEN + MAX_FRAME_LEN)
         self.sock = sock
 
@@ -142,6 +152,7 @@ class ActionReader:
     """Reads client -> game actions (``int32 payload_len | payload``), as the plugin does."""
 
     def __init__(self, sock: socket.socket) -> None:
+        """Read from ``sock``, a connected TCP socket (blocking or not)."""
         self._rx = RecvBuffer(sock, 4 + MAX_ACTION_LEN)
         self.sock = sock
 

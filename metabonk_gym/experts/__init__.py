@@ -1,15 +1,13 @@
 """metabonk_gym.experts: agents behind one protocol (`Agent`: `reset(obs, info)`,
-`act(obs, info) -> action`): random, the bundled games' scripted experts, trained models, humans.
+`act(obs, info) -> action`): random, scripted experts (`RamExpert`, the base a game's `game.py`
+builds its `Expert` on), trained models, humans, with shortest paths on tile grids
+(`pathfinding`). `metabonk_gym.experts.registry.make_agent(name, env)` builds one by name.
 
-`make_agent("random" | "scripted" | "think" | "human" | PATH.zip, env)` builds one.
+>>> from metabonk_gym.experts import RamExpert
+>>> RamExpert.name
+'scripted'
 """
 
-from metabonk_gym.experts.base import (
-    Agent,
-    AgentError,
-    RandomAgent,
-    agent_env_overrides,
-    make_agent,
-)
+from metabonk_gym.experts.base import Agent, AgentError, RamExpert, RandomAgent
 
-__all__ = ["Agent", "AgentError", "RandomAgent", "agent_env_overrides", "make_agent"]
+__all__ = ["Agent", "AgentError", "RamExpert", "RandomAgent"]

@@ -14,12 +14,13 @@ import gymnasium as gym
 import numpy as np
 
 from metabonk_gym.experts.base import AgentError
+from metabonk_gym.training.envs import FrameStacker
+from metabonk_gym.training.errors import CheckpointError
+from metabonk_gym.training.rundir import read_model_metadata
 
 
 def model_config(path: Path, env_id: str | None = None) -> dict[str, Any]:
     """The training config stored in a metabonk model zip (checked for `env_id`)."""
-    from metabonk_gym.training.rundir import read_model_metadata
-
     meta = read_model_metadata(path)
     theirs = str(meta.get("env_id", "")).split(":")[-1]
     if env_id is not None and theirs and theirs != env_id.split(":")[-1]:
@@ -45,9 +46,6 @@ class ModelAgent:
     def __init__(self, path: Path, env: gym.Env, deterministic: bool = False) -> None:
         import torch
         from stable_baselines3 import PPO
-
-        from metabonk_gym.training.envs import FrameStacker
-        from metabonk_gym.training.errors import CheckpointError
 
         self.name = str(path)
         self.config = model_config(path)

@@ -1,33 +1,92 @@
-"""Which scripted expert plays which bundled game.
+"""Agents by name: `make_agent("random" | "scripted" | "think" | "human" | PATH.zip, env)`.
 
->>> sorted(EXPERTS)
-['BonkArena', 'BonkQuest']
+The scripted expert of an env is its game folder's `Expert` (the folder's `game.py`, found
+through `env.unwrapped.game_data`), so a user's game folder can ship one too; no game is named
+here.
+
+>>> AGENT_NAMES
+('random', 'scripted', 'think', 'human')
+>>> check_agent_spec("scripted")
+'scripted'
 """
 
 from __future__ import annotations
 
-import importlib
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
-from metabonk_gym.experts.base import AgentError
+from metabonk_gym.experts.base import Agent, AgentError, RandomAgent
+from metabonk_gym.experts.human import HumanAgent
+from metabonk_gym.experts.model import ModelAgent, model_env_overrides
+from metabonk_gym.think.agent import make_think_agent
+from metabonk_gym.think.games import game_module
 
-#: game name -> "module:Class" of its scripted expert
-EXPERTS: dict[str, str] = {
-    "BonkQuest": "metabonk_gym.experts.bonkquest:BonkQuestExpert",
-    "BonkArena": "metabonk_gym.experts.bonkarena:BonkArenaExpert",
-}
+AGENT_NAMES: tuple[str, ...] = ("random", "scripted", "think", "human")
 
 
-def scripted_expert(env: gym.Env, seed: int | None = None) -> Any:
-    """The scripted expert of the env's game (it reads RAM through `env.unwrapped`)."""
-    integration = getattr(env.unwrapped, "integration", None)
-    game = getattr(integration, "name", None)
-    if game not in EXPERTS:
+def _is_model_path(spec: str) -> bool:
+    """True for a model file; a `.zip` that does not exist is an error naming the path."""
+    path = Path(spec).expanduser()
+    if spec.endswith(".zip") and not path.is_file():
+        raise AgentError(f"model file not found: {path}")
+    return path.is_file()
+
+
+def check_agent_spec(spec: str) -> str:
+    """`spec` itself when it names an agent or an existing model file, else a clear error."""
+    if spec in AGENT_NAMES or _is_model_path(spec):
+        return spec
+    raise unknown_agent(spec)
+
+
+def agent_env_overrides(spec: str) -> dict[str, Any]:
+    """Env kwargs an agent needs (a model sees frames as it was trained: obs_type, downscale,
+    frameskip); `{}` for agents that read RAM or take any frame."""
+    if spec in AGENT_NAMES:
+        return {}
+    if _is_model_path(spec):
+        return model_env_overrides(Path(spec).expanduser())
+    raise unknown_agent(spec)
+
+
+def unknown_agent(spec: str) -> AgentError:
+    """The error for an agent spec that names nothing (a missing model file says so)."""
+    path = Path(spec).expanduser()
+    if spec.endswith(".zip") and not path.exists():
+        return AgentError(f"model file not found: {path}")
+    return AgentError(
+        f"unknown agent {spec!r}; use one of {', '.join(AGENT_NAMES)} or a model PATH.zip"
+    )
+
+
+def scripted_expert(env: gym.Env, seed: int | None = None) -> Agent:
+    """The scripted expert of the env's game: its game folder's `game.py` `Expert(env, seed)`."""
+    expert = getattr(game_module(env), "Expert", None)
+    if expert is None:
+        game = getattr(env.unwrapped, "game_data", None)
+        where = f"the game folder {game.folder}" if game is not None else "this env"
         raise AgentError(
-            f"no scripted expert for {game or type(env.unwrapped).__name__}; experts exist for "
-            f"{', '.join(EXPERTS)}"
+            f"no scripted expert for {where}: its game.py defines no Expert class "
+            "(see docs/new-game.md, 'game.py')"
         )
-    module, cls = EXPERTS[game].split(":")
-    return getattr(importlib.import_module(module), cls)(env, seed=seed)
+    agent: Agent = expert(env, seed=seed)
+    return agent
+
+
+def make_agent(spec: str, env: gym.Env, seed: int | None = None, **kwargs: Any) -> Agent:
+    """The agent named by `spec` ("random", "scripted", "think", "human" or a model PATH.zip)
+    for `env` (an env made with `agent_env_overrides(spec)` applied)."""
+    if spec == "random":
+        return RandomAgent(env.action_space, seed=seed)
+    if spec == "scripted":
+        return scripted_expert(env, seed=seed)
+    if spec == "human":
+        return HumanAgent(env, **kwargs)
+    if spec == "think":
+        agent: Agent = make_think_agent(env, **kwargs)
+        return agent
+    if _is_model_path(spec):
+        return ModelAgent(Path(spec).expanduser(), env, **kwargs)
+    raise unknown_agent(spec)

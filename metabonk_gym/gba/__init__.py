@@ -1,6 +1,6 @@
 """GBA games: integrations, emulator backends and the env."""
 
 from metabonk_gym.gba.buttons import BUTTONS
-from metabonk_gym.gba.integration import BUNDLED_GAMES, Integration
+from metabonk_gym.gba.integration import Integration
 
-__all__ = ["BUNDLED_GAMES", "BUTTONS", "Integration"]
+__all__ = ["BUTTONS", "Integration"]

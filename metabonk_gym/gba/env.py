@@ -5,6 +5,11 @@ the float vector the integration declares (`metabonk_gym.gba.state_vector`); act
 combinations or the 10 buttons as MultiBinary; `info` holds the game's RAM variables, read one
 by one (never a copy of all memory) so a step costs little more than emulating its frames.
 
+Every env of the suite speaks one contract: the core options `frameskip`, `obs_type`,
+`downscale`, `reward`, `max_episode_steps` (gym.make's) and `render_mode`, and the info names
+`hp`, `max_hp`, `won`, `lost` (None / False when the integration has no such variable) and
+`reward_terms`, the game's own variables beside them.
+
 >>> import gymnasium as gym, metabonk_gym
 >>> env = gym.make("MetaBonk/BonkQuest-v0")
 >>> obs, info = env.reset(seed=1)
@@ -22,25 +27,50 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from metabonk_gym.contract import check_downscale, check_frameskip, check_obs_type
 from metabonk_gym.errors import InvalidActionError, MetabonkError, UnknownStateError
-from metabonk_gym.gba.backend import (
+from metabonk_gym.gamedata import GameData
+from metabonk_gym.gba.backends import (
     SCREEN_SHAPE,
     EmulatorBackend,
+    open_backend,
     read_state_file,
     write_state_file,
 )
 from metabonk_gym.gba.buttons import BUTTONS, buttons_to_mask, multibinary_to_mask
 from metabonk_gym.gba.integration import ArraySpec, Integration, Start
+from metabonk_gym.gba.memory import Memory
+from metabonk_gym.gba.window import close_window, show_frame
+from metabonk_gym.preprocess import screen
 from metabonk_gym.rewards import DoneCondition, build_reward
 
 BONK_MAGIC = 0x4B4E4F42
 COMMANDS = {"new_game": 1, "warp": 2}
 BOOT_FRAME_LIMIT = 600
 COMMAND_FRAME_LIMIT = 120
+#: Info names backed by RAM variables (`won`/`lost` False, `hp`/`max_hp` None when there are none).
+RAM_INFO = ("hp", "max_hp", "won", "lost")
 
 
 class GBAEnv(gym.Env[np.ndarray, Any]):
-    """A GBA game; see the module docstring and README for every option."""
+    """A GBA game; see the module docstring and README for every option.
+
+    Args:
+        game: a bundled game (`BonkQuest`, `BonkArena`); or `integration` for your own.
+        rom: the ROM file (default: the integration's `rom.gba`).
+        integration: a stable-retro-format integration folder (docs/integrations.md).
+        state: the start: a named start, a savestate name or a `.state` file.
+        frameskip: emulator frames per step, the action held for all of them.
+        action_space: `"discrete"` (the integration's button combinations) or `"multibinary"`.
+        obs_type: `"rgb"`, `"grayscale"` or `"state"` (the integration's state vector).
+        downscale: 1, 2, 4 or 8: the screen's block mean over that many pixels a side.
+        sticky_action_prob: each frame keeps the previous buttons with this probability.
+        reward: `"default"` (scenario.json), a preset of the game, reward terms, or a file.
+        render_mode: `"rgb_array"` or `"human"` (a window).
+        backend: `"embedded"` (the mGBA core) or `"skyemu"` (`skyemu_url=` / `skyemu_binary=`).
+        check_hash: refuse a ROM whose SHA-1 differs from the integration's `rom.sha`.
+        backend_kwargs: the backend's own options.
+    """
 
     metadata = {"render_modes": ["rgb_array", "human"], "render_fps": 60}
 
@@ -61,23 +91,21 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         check_hash: bool = True,
         **backend_kwargs: Any,
     ) -> None:
-        if frameskip < 1:
-            raise ValueError(f"frameskip must be >= 1, not {frameskip}")
+        frameskip = check_frameskip(frameskip)
         if not 0.0 <= sticky_action_prob < 1.0:
             raise ValueError(f"sticky_action_prob must be in [0, 1), not {sticky_action_prob}")
-        if obs_type not in ("rgb", "grayscale", "state"):
-            raise ValueError(f"obs_type must be 'rgb', 'grayscale' or 'state', not {obs_type!r}")
+        check_obs_type(obs_type)
         if action_space not in ("discrete", "multibinary"):
             raise ValueError(
                 f"action_space must be 'discrete' or 'multibinary', not {action_space!r}"
             )
-        if downscale not in (1, 2, 4, 8):
-            raise ValueError(f"downscale must be 1, 2, 4 or 8, not {downscale}")
+        downscale = check_downscale(downscale)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode must be one of {self.metadata['render_modes']}, not {render_mode!r}"
             )
 
+        self._game_data: GameData | None = None
         if game is not None:
             self.integration = Integration.bundled(game, rom=rom, check_hash=check_hash)
         elif integration is not None:
@@ -131,7 +159,11 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         # RAM variables: info, reward, done
         variables = self.integration.variables
         self.reward_fn = build_reward(
-            reward, self.integration.name, self.integration.scenario, set(variables)
+            reward,
+            self.integration.name,
+            self.integration.scenario,
+            set(variables),
+            presets=self.game_data.presets() or None,
         )
         self.done_condition = DoneCondition(self.integration.scenario)
         needed = (
@@ -139,9 +171,10 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
             | self.reward_fn.variables
             | self.done_condition.variables
         )
-        for name in (self.integration.won_variable, self.integration.lost_variable):
-            if name:
-                needed.add(name)
+        self._contract_vars = {
+            key: name for key, name in zip(RAM_INFO, self._contract_variables()) if name is not None
+        }
+        needed |= set(self._contract_vars.values())
         if self.state_vector is not None:
             needed |= self.state_vector.variable_names()
         self._var_names = [n for n in variables if n in needed]
@@ -149,29 +182,33 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         self._info_names = list(self.integration.info_names)
 
         self._backend_name = backend
-        self.backend: EmulatorBackend = self._open_backend(backend, backend_kwargs)
+        self.backend: EmulatorBackend = open_backend(
+            backend, self.integration.rom_path, **backend_kwargs
+        )
+        self.memory = Memory(self.backend)
         self._boot_state: bytes | None = None
         self._buttons = 0
         self._frame: np.ndarray | None = None
         self._vars: dict[str, int] = {}
         self._window: Any = None
 
-    # ------------------------------------------------------------------ backend
-    def _open_backend(self, backend: str, kwargs: dict[str, Any]) -> EmulatorBackend:
-        if backend == "embedded":
-            if kwargs:
-                raise TypeError(
-                    f"unexpected arguments for the embedded backend: {', '.join(kwargs)}"
-                )
-            from metabonk_gym.gba.backend import RetroCore
-            from metabonk_gym.gba.integration import runnable_rom
+    # ------------------------------------------------------------------ accessors
+    @property
+    def game_data(self) -> GameData:
+        """The game's folder data (presets, defaults, milestones, tile classes, game card)."""
+        if self._game_data is None:
+            self._game_data = GameData(self.integration.folder)
+        return self._game_data
 
-            return RetroCore(runnable_rom(self.integration.rom_path))
-        if backend == "skyemu":
-            from metabonk_gym.skyemu.backend import SkyEmuBackend
+    @property
+    def info_names(self) -> list[str]:
+        """The game variables `info` reports each step (metabonk.json "info")."""
+        return list(self._info_names)
 
-            return SkyEmuBackend.open(self.integration.rom_path, **kwargs)
-        raise ValueError(f"backend must be 'embedded' or 'skyemu', not {backend!r}")
+    @property
+    def variable_names(self) -> list[str]:
+        """Every game variable `read_variable` reads (data.json)."""
+        return list(self.integration.variables)
 
     @property
     def rom_path(self) -> Path:
@@ -198,6 +235,7 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         if self.render_mode == "human":
             self.render()
         info = self._info()
+        info["reward_terms"] = {}
         info["game_seed"] = game_seed
         return self._observation(), info
 
@@ -227,8 +265,6 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         if self._frame is None:
             return None
         if self.render_mode == "human":
-            from metabonk_gym.gba.window import show_frame
-
             self._window = show_frame(
                 self._window, self._frame, self.metadata["render_fps"] / self.frameskip
             )
@@ -237,8 +273,6 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
 
     def close(self) -> None:
         if self._window is not None:
-            from metabonk_gym.gba.window import close_window
-
             close_window(self._window)
             self._window = None
         backend = getattr(self, "backend", None)
@@ -327,7 +361,7 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
                 raise MetabonkError(
                     f"{self.rom_path} did not boot within {BOOT_FRAME_LIMIT} frames"
                 )
-            if getattr(self.backend, "aligns_frame_counter", False):
+            if self.backend.aligns_frame_counter:
                 # Emulators stop frames at different scanlines, so another emulator may see the
                 # booted game one game frame later than the embedded core, which shows frame 0
                 # here: set the game's own clock to that origin so trajectories line up on it.
@@ -355,8 +389,26 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
     def _read_vars(self) -> dict[str, int]:
         return dict(zip(self._var_names, self.backend.read_many(self._var_specs)))
 
+    def _contract_variables(self) -> tuple[str | None, ...]:
+        """The variables behind `hp`, `max_hp`, `won`, `lost` (metabonk.json may name others)."""
+        extension, variables = self.integration.extension, self.integration.variables
+        names = (
+            extension.get("hp", "hp"),
+            extension.get("max_hp", "max_hp"),
+            self.integration.won_variable or "won",
+            self.integration.lost_variable or "lost",
+        )
+        return tuple(name if name in variables else None for name in names)
+
     def _info(self) -> dict[str, Any]:
         info: dict[str, Any] = {name: self._vars[name] for name in self._info_names}
+        for key in RAM_INFO:
+            if key not in info:
+                name = self._contract_vars.get(key)
+                if name is not None:
+                    info[key] = self._vars[name]
+                else:
+                    info[key] = False if key in ("won", "lost") else None
         return info
 
     def _action_to_mask(self, action: Any) -> int:
@@ -385,17 +437,6 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         if self.state_vector is not None:
             arrays = {name: self.read_array(name) for name in self.state_vector.array_names()}
             return self.state_vector.compute(self._vars, arrays)
-        frame = self._frame
-        assert frame is not None
-        if self.downscale > 1:
-            k = self.downscale
-            h, w = frame.shape[0] // k, frame.shape[1] // k
-            # Box average in integers: the sum of k*k uint8 fits uint16, and k*k is a power of
-            # two, so the shift is the floor of the mean (several times faster than float mean).
-            summed = frame.reshape(h, k, w, k, 3).sum(axis=(1, 3), dtype=np.uint16)
-            frame = (summed >> (2 * k.bit_length() - 2)).astype(np.uint8)
-        if self.obs_type == "grayscale":
-            # ITU-R 601 luma, as gymnasium's GrayscaleObservation and ALE use.
-            gray = frame[..., 0] * 0.299 + frame[..., 1] * 0.587 + frame[..., 2] * 0.114
-            return gray.astype(np.uint8)[..., None]
-        return frame  # the backend returns a fresh array each step (render() hands out copies)
+        assert self._frame is not None
+        # the backend returns a fresh array each step (render() hands out copies)
+        return screen(self._frame, self.obs_type, self.downscale)

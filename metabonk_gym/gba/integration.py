@@ -28,16 +28,25 @@ from metabonk_gym.errors import (
     UnknownStateError,
     UnknownVariableError,
 )
+from metabonk_gym.gamedata import BUNDLED_GAMES, bundled_game_folder, games_root
 from metabonk_gym.gba.buttons import BUTTONS, DEFAULT_DISCRETE
 from metabonk_gym.gba.state_vector import StateVectorSpec
 
-BUNDLED_GAMES: tuple[str, ...] = ("BonkQuest", "BonkArena")
 _TYPE_RE = re.compile(r"^([<>=|])([uidn])([1248])$")
 
 
 def games_dir() -> Path:
-    """Folder of the bundled integrations (package data)."""
-    return Path(str(resources.files("metabonk_gym") / "games"))
+    """Folder of the bundled game folders (package data)."""
+    return games_root()
+
+
+def bundled_gba_games() -> list[str]:
+    """The bundled games that are GBA integrations (a data.json in their folder).
+
+    >>> bundled_gba_games()
+    ['BonkQuest', 'BonkArena']
+    """
+    return [game for game in BUNDLED_GAMES if (bundled_game_folder(game) / "data.json").is_file()]
 
 
 def savestates_dir(game: str) -> Path:
@@ -108,13 +117,15 @@ class Integration:
     def bundled(
         cls, game: str, rom: str | Path | None = None, check_hash: bool = True
     ) -> Integration:
-        """The integration of a bundled game (`BonkQuest`, `BonkArena`); `rom` swaps in a rebuild."""
-        if game not in BUNDLED_GAMES:
+        """The integration of a bundled GBA game (`metabonk_gym.gamedata.BUNDLED_GAMES` with a
+        data.json); `rom` swaps in a rebuild."""
+        gba_games = bundled_gba_games()
+        if game not in gba_games:
             raise IntegrationError(
-                f"unknown bundled game {game!r}; bundled games: {', '.join(BUNDLED_GAMES)}. "
+                f"unknown bundled game {game!r}; bundled GBA games: {', '.join(gba_games)}. "
                 "For your own ROM use MetaBonk/GBA-v0 with rom= and integration=."
             )
-        folder = games_dir() / f"{game}-GbAdvance"
+        folder = bundled_game_folder(game)
         return cls.from_folder(
             folder, rom=rom, check_hash=check_hash, extra_savestate_dirs=[savestates_dir(game)]
         )

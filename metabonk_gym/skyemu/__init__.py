@@ -1,11 +1,13 @@
-"""GBA envs on SkyEmu, through its HTTP control server (`backend="skyemu"`), and the test peer.
+"""SkyEmu's HTTP control server: the client, the process launcher and the test peer.
 
->>> from metabonk_gym.skyemu import SkyEmuBackend, SkyEmuError
->>> SkyEmuBackend.name
-'skyemu'
+The env's backend built on them is `metabonk_gym.gba.backends.skyemu.SkyEmuBackend`
+(`GBAEnv(backend="skyemu")`).
+
+>>> from metabonk_gym.skyemu import SkyEmuError
+>>> issubclass(SkyEmuError, Exception)
+True
 """
 
-from metabonk_gym.skyemu.backend import SkyEmuBackend
 from metabonk_gym.skyemu.client import SkyEmuClient
 from metabonk_gym.skyemu.errors import (
     SkyEmuCommandFailedError,
@@ -18,7 +20,6 @@ from metabonk_gym.skyemu.errors import (
 )
 
 __all__ = [
-    "SkyEmuBackend",
     "SkyEmuClient",
     "SkyEmuCommandFailedError",
     "SkyEmuError",

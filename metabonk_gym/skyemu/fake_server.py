@@ -37,6 +37,7 @@ import argparse
 import contextlib
 import hashlib
 import io
+import re
 import socket
 import socketserver
 import struct
@@ -48,6 +49,8 @@ from typing import Any
 
 import numpy as np
 
+from metabonk_gym.gba.backends.embedded import RetroCore
+from metabonk_gym.process import ChildProcess, ChildProcessFailed
 from metabonk_gym.skyemu.bmp import encode_bmp
 from metabonk_gym.utils import atomic_write_bytes
 
@@ -206,6 +209,7 @@ class PeerEmulator:
     """What `se_hcs_callback` does, on the embedded mGBA core (see the module docstring)."""
 
     def __init__(self, rom_path: str | Path) -> None:
+        """Load `rom_path` (a .gba file) into the embedded core, paused as headless SkyEmu is."""
         self.lock = threading.Lock()  # SkyEmu serialises requests with emulation
         self.core: Any = None
         self.rom = b""
@@ -229,8 +233,6 @@ class PeerEmulator:
         if self.core is not None and data == self.rom:
             self.core.power_on()
         else:
-            from metabonk_gym.gba.backend import RetroCore
-
             if self.core is not None:
                 self.core.close()
                 self.core = None
@@ -518,6 +520,7 @@ class PeerServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
     allow_reuse_address = True
 
     def __init__(self, emulator: PeerEmulator, port: int = 0) -> None:
+        """Bind 127.0.0.1:`port` (0: a free one) for `emulator`; `serve_forever()` serves it."""
         self.emulator = emulator
         super().__init__(("127.0.0.1", port), _Handler)
 
@@ -539,20 +542,6 @@ def serve(rom: str | Path, port: int = 0, announce: Any = None) -> None:
         server.server_close()
 
 
-def _exit_when_stdin_closes() -> None:
-    """End this process when stdin reaches end-of-file: the parent (a test run, a benchmark) may
-    be killed without running its cleanup, and an orphaned peer would hold a port forever."""
-    import os
-    import threading
-
-    def watch() -> None:
-        while sys.stdin.buffer.read(4096):
-            pass
-        os._exit(0)
-
-    threading.Thread(target=watch, name="stdin-watch", daemon=True).start()
-
-
 def main(argv: list[str] | None = None) -> int:
     """`fake_server http_server PORT ROM` (SkyEmu's command line) or `--port P --rom ROM`."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -567,77 +556,54 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: a free one)")
     parser.add_argument("--rom", required=True, help="the .gba ROM to serve")
-    parser.add_argument(
-        "--exit-with-stdin",
-        action="store_true",
-        help="exit when stdin closes (a parent that holds the pipe died or stopped us)",
-    )
     opts = parser.parse_args(args)
-    if opts.exit_with_stdin:
-        _exit_when_stdin_closes()
     serve(opts.rom, opts.port)
     return 0
 
 
-class PeerProcess:
-    """The peer in a subprocess (one emulator per process): `url`, then `stop()` or `with`.
+_START_LINE = re.compile(r"Starting HCS: http://localhost:(\d+)")
 
-    >>> # with PeerProcess(rom) as peer: SkyEmuClient(peer.url).ping()
+
+class PeerProcess:
+    """The peer in a child process (one emulator per process) that dies with this one: `url`,
+    then `stop()` or `with`.
+
+    >>> from metabonk_gym.gba.integration import Integration
+    >>> from metabonk_gym.skyemu.client import SkyEmuClient
+    >>> with PeerProcess(Integration.bundled("BonkQuest").rom_path) as peer:
+    ...     SkyEmuClient(peer.url).text("/ping")
+    'pong'
     """
 
     def __init__(self, rom: str | Path, timeout: float = 60.0) -> None:
-        import subprocess
+        """Start the peer on a free port and wait until it listens.
 
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "metabonk_gym.skyemu.fake_server",
-                "--port",
-                "0",
-                "--rom",
-                str(rom),
-                "--exit-with-stdin",
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+        Args:
+            rom: the .gba ROM to serve.
+            timeout: seconds to wait for its start line.
+        """
+        self.proc = ChildProcess.start(
+            [sys.executable, "-m", "metabonk_gym.skyemu.fake_server", "--port", "0"]
+            + ["--rom", str(rom)],
+            name="skyemu-peer",
         )
-        import re
-        import selectors
-
-        assert self.proc.stdout is not None
-        selector = selectors.DefaultSelector()
-        selector.register(self.proc.stdout, selectors.EVENT_READ)
-        ready = selector.select(timeout)
-        selector.close()
-        line = self.proc.stdout.readline().decode("utf-8", "replace") if ready else ""
-        match = re.search(r"http://localhost:(\d+)", line)
-        if match is None:
+        self.port = 0
+        try:
+            self.proc.wait_ready(self._started, timeout_s=timeout)
+        except ChildProcessFailed as exc:
             self.stop()
-            err = (
-                self.proc.stderr.read().decode("utf-8", "replace")[-2000:]
-                if self.proc.stderr
-                else ""
-            )
-            raise RuntimeError(f"the SkyEmu peer did not start (said {line!r}): {err}")
-        self.port = int(match.group(1))
+            raise RuntimeError(f"the SkyEmu peer did not start: {exc}") from exc
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def stop(self) -> None:
-        """End the peer process."""
-        import subprocess
+    def _started(self) -> bool:
+        match = _START_LINE.search(self.proc.log_tail())
+        if match is not None:
+            self.port = int(match.group(1))
+        return match is not None
 
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
+    def stop(self) -> None:
+        """End the peer process (idempotent)."""
+        self.proc.stop(timeout_s=10.0)
 
     def __enter__(self) -> PeerProcess:
         return self

@@ -2,7 +2,7 @@
 
 What: `make_think_agent(env, model_path=...)` builds an agent that thinks when the `Director`
 says so and presses buttons with the follower every step; no RL involved. `metabonk play ENV
---agent think --model M.gguf` reaches it through the training package's `make_agent`.
+--agent think --model M.gguf` reaches it through `metabonk_gym.experts.registry.make_agent`.
 `model_path` picks the strategist: a `.gguf` file (in-process llama-cpp-python, with
 `mmproj_path` for vision), a distilled `.pt` policy (`metabonk distill`), or `"oracle"`; a
 `base_url` selects an OpenAI-compatible server instead.
@@ -31,17 +31,16 @@ import numpy as np
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.director import Director
+from metabonk_gym.think.factory import make_strategist
 from metabonk_gym.think.follower import DirectiveFollower, make_follower
-from metabonk_gym.think.games import GameAdapter, adapter_for
+from metabonk_gym.think.games import GameAdapter, adapter_for, game_folder
 from metabonk_gym.think.log import DecisionLog
 from metabonk_gym.think.prompts import PromptBuilder, system_prompt
-from metabonk_gym.think.strategist import Strategist, make_strategist
+from metabonk_gym.think.strategist import Strategist
 from metabonk_gym.think.view import GameView
 
 
-def strategist_kind(
-    model_path: str | Path | None, base_url: str | None, backend: str | None
-) -> str:
+def strategist_kind(model_path: str | Path | None, base_url: str | None, engine: str | None) -> str:
     """Which strategist the arguments ask for: `llama_cpp`, `openai`, `distilled` or `oracle`.
 
     >>> strategist_kind("m.gguf", None, None), strategist_kind(None, "http://127.0.0.1:8000", None)
@@ -49,8 +48,8 @@ def strategist_kind(
     >>> strategist_kind("policy.pt", None, None), strategist_kind("oracle", None, None)
     ('distilled', 'oracle')
     """
-    if backend:
-        return backend
+    if engine:
+        return engine
     if base_url:
         return "openai"
     if model_path is None:
@@ -69,6 +68,8 @@ def strategist_kind(
 
 class ThinkAgent:
     """Strategist + follower over one env; see the module docstring."""
+
+    name = "think"
 
     def __init__(
         self,
@@ -144,7 +145,7 @@ def make_think_agent(
     mmproj_path: str | Path | None = None,
     base_url: str | None = None,
     model: str = "default",
-    backend: str | None = None,
+    engine: str | None = None,
     chat_handler: str = "auto",
     timeout_s: float = 10.0,
     mode: str = "pause",
@@ -157,31 +158,35 @@ def make_think_agent(
     """The think agent for `env` (see the module docstring for how the strategist is chosen).
 
     Extra keyword arguments go to the `Director` (`cooldown_steps`, `min_confidence`) or to the
-    backend (`n_ctx`, `n_gpu_layers`, `api_key`, `response_format`, ...).
+    engine (`n_ctx`, `n_gpu_layers`, `api_key`, `response_format`, ...).
     """
     adapter = adapter_for(env)
     director_keys = {"cooldown_steps", "min_confidence", "history_len"}
     director_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in director_keys}
-    kind = strategist_kind(model_path, base_url, backend)
+    kind = strategist_kind(model_path, base_url, engine)
     game_card = game_card if game_card is not None else _game_card(env, adapter)
-    backend_kwargs: dict[str, Any] = dict(kwargs)
+    engine_kwargs: dict[str, Any] = dict(kwargs)
     if kind == "llama_cpp":
-        backend_kwargs.update(
+        engine_kwargs.update(
             model_path=model_path, mmproj_path=mmproj_path, chat_handler=chat_handler
         )
     elif kind == "openai":
-        backend_kwargs.update(base_url=base_url, model=model, vision=bool(vision))
+        engine_kwargs.update(base_url=base_url, model=model, vision=bool(vision))
     elif kind == "distilled":
-        backend_kwargs.update(model_path=model_path)
+        engine_kwargs.update(model_path=model_path)
     builder = PromptBuilder.for_env(env, adapter, game_card, strip=mode == "async")
     strategist = make_strategist(
-        adapter, kind, timeout_s=timeout_s, builder=builder, **backend_kwargs
+        adapter, kind, timeout_s=timeout_s, builder=builder, **engine_kwargs
     )
     log = (
         DecisionLog(
             log_dir,
             game=adapter.spec.game,
-            meta={"system_prompt": system_prompt(adapter, game_card), **strategist.describe()},
+            meta={
+                "system_prompt": system_prompt(adapter, game_card),
+                "game_folder": game_folder(env),
+                **strategist.describe(),
+            },
         )
         if log_dir is not None
         else None

@@ -4,7 +4,7 @@ What: `distill(logdir, out)` reads a decision log (`metabonk_gym.think.log`), an
 CNN + MLP (torch) on its calls: inputs are the logged frame (downscaled) and the numeric `info`
 values, targets the directive's action, target tile (x, y) or menu option. The checkpoint holds
 the weights, the game, the action list and the input normalisation. `DistilledStrategist` loads it
-and answers like any strategist (in about a millisecond), so `PauseToThink(backend="distilled",
+and answers like any strategist (in about a millisecond), so `PauseToThink(engine="distilled",
 model_path=...)`, `metabonk play --agent think --model policy.pt` and `metabonk eval` run it.
 Why: a VLM that thinks for seconds is a teacher; the student answers every step for free. Fallback
 directives are not learnt (they say nothing about the game).
@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from metabonk_gym.errors import MetabonkError
-from metabonk_gym.think.directive import Directive, DirectiveError
-from metabonk_gym.think.games import GameAdapter, adapter_for_name
+from metabonk_gym.gamedata import GameData
+from metabonk_gym.think.directive import Directive, DirectiveError, DirectiveSpec
+from metabonk_gym.think.games import GameAdapter, adapter_for_game, adapter_for_name
 from metabonk_gym.think.log import read_decisions
 from metabonk_gym.think.prompts import HistoryItem
 from metabonk_gym.think.strategist import Strategist, ThinkResult, done_future
@@ -57,6 +58,7 @@ class Dataset:
     ys: np.ndarray
     options: np.ndarray  # n_options means "no option"
     vector_keys: list[str]
+    spec: DirectiveSpec  # the game's directive vocabulary (its adapter's)
 
 
 def frame_input(frame: np.ndarray) -> np.ndarray:
@@ -81,8 +83,7 @@ def load_dataset(logdir: str | Path, adapter: GameAdapter | None = None) -> Data
 
     logdir = Path(logdir)
     records = read_decisions(logdir)
-    meta_game = _log_game(logdir)
-    adapter = adapter or adapter_for_name(meta_game)
+    adapter = adapter or _log_adapter(logdir)
     spec = adapter.spec
     usable = [r for r in records if r.get("frame") and r["directive"]["source"] != "fallback"]
     if not usable:
@@ -121,18 +122,26 @@ def load_dataset(logdir: str | Path, adapter: GameAdapter | None = None) -> Data
         np.asarray(ys, np.int64),
         np.asarray(options, np.int64),
         keys,
+        spec,
     )
 
 
-def _log_game(logdir: Path) -> str:
+def _log_adapter(logdir: Path) -> GameAdapter:
+    """The adapter of the game a decision log was recorded on: its game folder's (the log's
+    meta `game_folder`, so a user's game folder works too), else the bundled game's by name."""
     for line in (logdir / "decisions.jsonl").read_text(encoding="utf-8").splitlines():
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if record.get("type") == "meta" and record.get("game"):
-            return str(record["game"])
-    return ""
+        if record.get("type") != "meta":
+            continue
+        folder = record.get("game_folder")
+        if folder and Path(folder).is_dir():
+            return adapter_for_game(GameData(folder))
+        if record.get("game"):
+            return adapter_for_name(str(record["game"]))
+    return adapter_for_name("")
 
 
 def _build_net(n_vec: int, n_actions: int, grid_w: int, grid_h: int, n_options: int) -> Any:
@@ -196,7 +205,7 @@ def _distill(
 
     torch.manual_seed(seed)
     data = load_dataset(logdir)
-    spec = adapter_for_name(data.game).spec
+    spec = data.spec
     n = len(data.actions)
     order = np.random.default_rng(seed).permutation(n)
     n_val = int(n * val_fraction) if n >= 10 else 0

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.think.engines import png_bytes
 from metabonk_gym.think.strategist import ThinkResult
 from metabonk_gym.think.view import GameView
 from metabonk_gym.utils import atomic_write_bytes
@@ -77,8 +78,6 @@ class DecisionLog:
         """One call: what went in, what came out, how long it took."""
         frame_path = None
         if self.frames:
-            from metabonk_gym.think.backends import png_bytes
-
             frame_path = f"frames/{self._run}-{call_id:06d}.png"
             atomic_write_bytes(self.folder / frame_path, png_bytes(view.frame))
         request = result.request

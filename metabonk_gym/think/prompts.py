@@ -24,10 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from metabonk_gym.think.backends import ThinkRequest, png_bytes
 from metabonk_gym.think.directive import Directive
+from metabonk_gym.think.engines import ThinkRequest, png_bytes
 from metabonk_gym.think.games import GameAdapter
 from metabonk_gym.think.view import GameView
+from metabonk_gym.wrappers.grid_overlay import draw_overlay
+from metabonk_gym.wrappers.screen import ScreenReader
+from metabonk_gym.wrappers.temporal_strip import strip_image
+from metabonk_gym.wrappers.text_map import ascii_map, describe
 
 SYSTEM_TEMPLATE = """You are the strategist ("System 2") of an agent playing {game}, {platform}.
 {system1}
@@ -91,8 +95,6 @@ class HistoryItem:
 
 def overlay_image(view: GameView, player: tuple[int, int] | None) -> np.ndarray:
     """The frame, doubled, with the cell grid and coordinates (`wrappers.GridOverlay`'s drawing)."""
-    from metabonk_gym.wrappers.grid_overlay import draw_overlay
-
     return draw_overlay(view.frame, player=player)
 
 
@@ -100,8 +102,6 @@ def strip_picture(view: GameView) -> np.ndarray | None:
     """The temporal strip (past, present, predicted frames) tiled into one picture, if any."""
     if view.strip is None:
         return None
-    from metabonk_gym.wrappers.temporal_strip import strip_image
-
     frames, past = view.strip
     return strip_image(frames, past=past, columns=min(len(frames), 3))
 
@@ -110,11 +110,8 @@ def screen_text_map(env: Any) -> Callable[[GameView], str | None] | None:
     """The wrappers' VRAM-based map and description (`ascii_map`, `describe`) for games the
     adapters do not know; None when the env has no `tiles.json` semantic classes."""
     try:
-        from metabonk_gym.wrappers.screen import ScreenReader
-        from metabonk_gym.wrappers.text_map import ascii_map, describe
-
         reader = ScreenReader(env)
-    except (TypeError, ImportError, AttributeError):
+    except (TypeError, AttributeError):
         return None
     semantic = reader.semantic
     if semantic is None:
@@ -214,7 +211,7 @@ class PromptBuilder:
         vision: bool,
         note: str | None = None,
     ) -> ThinkRequest:
-        """One request; the PNG is only made when the backend has vision."""
+        """One request; the PNG is only made when the engine has vision."""
         image = self._image(view) if vision else None
         return ThinkRequest(
             system=self.system,

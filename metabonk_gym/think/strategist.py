@@ -1,9 +1,9 @@
-"""Strategists: whatever produces directives (a VLM through a backend, the oracle, a distilled net).
+"""Strategists: whatever produces directives (a VLM through an engine, the oracle, a distilled net).
 
 What: `Strategist.request(view, history, trigger)` returns a `Future[ThinkResult]` that always
 resolves to a directive, never to an exception: failures become the game's fallback directive with
-the reason (`timeout`, `backend: ...`, `invalid: ...`). `ModelStrategist` builds the prompt, runs
-the backend in one worker thread and parses the answer; `deadline_result` bounds how long a caller
+the reason (`timeout`, `engine: ...`, `invalid: ...`). `ModelStrategist` builds the prompt, runs
+the engine in one worker thread and parses the answer; `deadline_result` bounds how long a caller
 waits.
 Why futures: the same strategist serves `mode="pause"` (wait up to `timeout_s`) and `mode="async"`
 (poll every step while the game runs on), and a stuck model can never stall the env loop.
@@ -24,20 +24,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from metabonk_gym.think.backends import (
-    Backend,
-    BackendError,
+from metabonk_gym.think.directive import Directive, DirectiveError, DirectiveSpec, parse_directive
+from metabonk_gym.think.engines import (
     Completion,
+    Engine,
+    EngineError,
     ThinkRequest,
     ThinkTimeout,
 )
-from metabonk_gym.think.directive import Directive, DirectiveError, DirectiveSpec, parse_directive
-from metabonk_gym.think.games import GameAdapter
 from metabonk_gym.think.prompts import HistoryItem, PromptBuilder
 from metabonk_gym.think.view import GameView
 
 #: Fallback categories counted in `info["think"]["fallback_reasons"]`.
-FALLBACK_CATEGORIES = ("timeout", "backend", "invalid")
+FALLBACK_CATEGORIES = ("timeout", "engine", "invalid")
 
 
 @dataclass
@@ -96,18 +95,18 @@ def done_future(result: ThinkResult) -> cf.Future[ThinkResult]:
 
 
 class ModelStrategist(Strategist):
-    """A language model behind a `Backend`, with the prompt from a `PromptBuilder`."""
+    """A language model behind an `Engine`, with the prompt from a `PromptBuilder`."""
 
     name = "model"
 
-    def __init__(self, backend: Backend, builder: PromptBuilder, timeout_s: float = 10.0) -> None:
+    def __init__(self, engine: Engine, builder: PromptBuilder, timeout_s: float = 10.0) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, not {timeout_s}")
-        self.backend = backend
+        self.engine = engine
         self.builder = builder
         self.spec = builder.adapter.spec
         self.timeout_s = float(timeout_s)
-        self.vision = backend.vision
+        self.vision = engine.vision
         self._pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="metabonk-think")
 
     def request(
@@ -130,7 +129,7 @@ class ModelStrategist(Strategist):
     ) -> ThinkResult:
         completion: Completion | None = None
         try:
-            completion = self.backend.complete(req, deadline)
+            completion = self.engine.complete(req, deadline)
             directive = parse_directive(completion.text, self.spec)
             if view is not None:  # what the state rules out (an option the menu lacks)
                 self.builder.adapter.check(directive, view)
@@ -138,9 +137,9 @@ class ModelStrategist(Strategist):
             return ThinkResult.fallback(
                 self.spec, "timeout", str(exc), time.monotonic() - start, request=req
             )
-        except BackendError as exc:
+        except EngineError as exc:
             return ThinkResult.fallback(
-                self.spec, "backend", str(exc), time.monotonic() - start, request=req
+                self.spec, "engine", str(exc), time.monotonic() - start, request=req
             )
         except DirectiveError as exc:
             assert completion is not None
@@ -154,10 +153,10 @@ class ModelStrategist(Strategist):
                 completion_tokens=completion.completion_tokens,
                 request=req,
             )
-        except Exception as exc:  # anything else is a backend bug: still never raise
+        except Exception as exc:  # anything else is an engine bug: still never raise
             return ThinkResult.fallback(
                 self.spec,
-                "backend",
+                "engine",
                 f"{type(exc).__name__}: {exc}",
                 time.monotonic() - start,
                 request=req,
@@ -182,11 +181,12 @@ class ModelStrategist(Strategist):
         )
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        self.backend.close()
+        # Never waits for a request in flight: the engine cancels it.
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.engine.close()
 
     def describe(self) -> dict[str, Any]:
-        return {"strategist": self.name, "timeout_s": self.timeout_s, **self.backend.describe()}
+        return {"strategist": self.name, "timeout_s": self.timeout_s, **self.engine.describe()}
 
 
 def deadline_result(
@@ -202,35 +202,5 @@ def deadline_result(
         )
     except Exception as exc:  # a strategist broke its contract; still no exception in the env loop
         return ThinkResult.fallback(
-            spec, "backend", f"{type(exc).__name__}: {exc}", time.monotonic() - started
+            spec, "engine", f"{type(exc).__name__}: {exc}", time.monotonic() - started
         )
-
-
-def make_strategist(
-    adapter: GameAdapter,
-    backend: str | Backend | Strategist,
-    game_card: str | None = None,
-    timeout_s: float = 10.0,
-    max_tokens: int = 256,
-    env: Any = None,
-    builder: PromptBuilder | None = None,
-    **backend_kwargs: Any,
-) -> Strategist:
-    """A strategist from a name (`llama_cpp`, `openai`, `oracle`, `distilled`), a `Backend` or a
-    ready `Strategist`. `backend_kwargs` go to the backend (model_path=, base_url=, ...)."""
-    if isinstance(backend, Strategist):
-        return backend
-    if backend == "oracle":
-        from metabonk_gym.think.oracle import OracleStrategist
-
-        return OracleStrategist(adapter)
-    if backend == "distilled":
-        from metabonk_gym.think.distill import DistilledStrategist
-
-        return DistilledStrategist(backend_kwargs["model_path"], adapter)
-    if isinstance(backend, str):
-        from metabonk_gym.think.backends import make_backend
-
-        backend = make_backend(backend, **backend_kwargs)
-    builder = builder or PromptBuilder(adapter, game_card, max_tokens=max_tokens)
-    return ModelStrategist(backend, builder, timeout_s)

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from metabonk_gym.utils import atomic_write_bytes
+
 #: Handles string content and OpenAI-style lists of parts; MTMDChatHandler renders image parts as
 #: `{"type": "text", "text": "<__media__>"}`, so list content must be supported.
 TINY_CHAT_TEMPLATE = (
@@ -95,8 +97,6 @@ def byte_token_id(byte: int) -> int:
 def write_tiny_llama(path: str | Path, config: TinyModelConfig | None = None) -> Path:
     """Write the tiny random llama GGUF to `path` (atomically) and return the path."""
     import gguf
-
-    from metabonk_gym.utils import atomic_write_bytes
 
     cfg = config or TinyModelConfig()
     rng = np.random.default_rng(cfg.seed)
@@ -178,8 +178,6 @@ def write_tiny_mmproj(
     crashes the process inside libmtmd rather than raising.
     """
     import gguf
-
-    from metabonk_gym.utils import atomic_write_bytes
 
     cfg = config or TinyVisionConfig()
     if cfg.n_ff == cfg.n_embd:

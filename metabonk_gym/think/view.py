@@ -21,6 +21,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from metabonk_gym.utils import find_wrapper
+from metabonk_gym.wrappers.temporal_strip import TemporalStrip
+
 
 @dataclass
 class GameView:
@@ -83,43 +86,30 @@ class GameView:
 
 
 def _frameskip(env: gym.Env) -> int:
-    """Game frames per env step: the emulator's `frameskip`, else an action-repeat wrapper's
-    `repeat` (Megabonk's training stack), else 1."""
-    skip = getattr(env.unwrapped, "frameskip", None)
-    if isinstance(skip, int):
-        return skip
-    layer: Any = env
-    while layer is not None and layer is not env.unwrapped:
-        repeat = getattr(layer, "repeat", None)
-        if isinstance(repeat, int) and repeat >= 1:
-            return repeat
-        layer = getattr(layer, "env", None)
-    return 1
+    """Game frames (or ticks) per env step: the env's `frameskip` (every env has one), else 1."""
+    skip = getattr(env.unwrapped, "frameskip", 1)
+    return skip if isinstance(skip, int) and skip >= 1 else 1
 
 
 def _strip(env: gym.Env, obs: Any) -> tuple[np.ndarray, int] | None:
     """The temporal strip in `obs` and its number of past frames, if a TemporalStrip is stacked."""
-    if not isinstance(obs, dict):
+    strip = find_wrapper(env, TemporalStrip)
+    if strip is None or not isinstance(obs, dict) or strip.key not in obs:
         return None
-    layer: Any = env
-    while layer is not None:
-        key, past = getattr(layer, "key", None), getattr(layer, "past", None)
-        if type(layer).__name__ == "TemporalStrip" and key in obs and isinstance(past, int):
-            return np.asarray(obs[key]), past
-        layer = getattr(layer, "env", None)
-    return None
+    return np.asarray(obs[strip.key]), strip.past
 
 
 def current_frame(env: gym.Env, obs: Any = None) -> np.ndarray:
-    """The full-resolution screen as RGB uint8: the emulator's, else the observation when it is
-    an RGB image (`image`, `pixels` or Megabonk's `frame`; wrappers may have downscaled or stacked
-    it), else `render()`."""
+    """The full-resolution screen as RGB uint8: the env's `render()` (every env of the suite
+    returns its last frame there, unless it draws a window), else the observation's `pixels`
+    when they are RGB (wrappers may have downscaled or stacked them)."""
     base = env.unwrapped
-    backend = getattr(base, "backend", None)
-    if backend is not None and hasattr(backend, "screen"):
-        return np.asarray(backend.screen())
-    if isinstance(obs, dict):  # "frame": Megabonk's observation
-        obs = obs.get("image", obs.get("pixels", obs.get("frame")))
+    if base.render_mode != "human":
+        frame = base.render()
+        if isinstance(frame, np.ndarray):
+            return frame
+    if isinstance(obs, dict):
+        obs = obs.get("pixels")
     if (
         isinstance(obs, np.ndarray)
         and obs.ndim == 3
@@ -127,7 +117,4 @@ def current_frame(env: gym.Env, obs: Any = None) -> np.ndarray:
         and obs.dtype == np.uint8
     ):
         return obs
-    frame = base.render() if getattr(base, "render_mode", None) != "human" else None
-    if isinstance(frame, np.ndarray):
-        return frame
     return np.zeros((160, 240, 3), np.uint8)

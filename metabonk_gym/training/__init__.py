@@ -22,6 +22,7 @@ from typing import Any
 _EXPORTS: dict[str, str] = {
     "train_ppo": "metabonk_gym.training.ppo",
     "TrainResult": "metabonk_gym.training.ppo",
+    "LearnLoop": "metabonk_gym.training.ppo",
     "train_bc": "metabonk_gym.training.bc",
     "run_curriculum": "metabonk_gym.training.curriculum",
     "load_plan": "metabonk_gym.training.curriculum",

@@ -25,13 +25,20 @@ import gymnasium as gym
 import numpy as np
 
 from metabonk_gym.training.config import TrainConfig, config_to_yaml, resolve_config
+from metabonk_gym.training.datasets import check_dataset_env, check_dataset_fits, load_dataset
+from metabonk_gym.training.envs import convert_frames, probe_env, stack_episode, stacked_space
 from metabonk_gym.training.errors import DatasetError
 from metabonk_gym.training.ppo import TrainResult
 from metabonk_gym.training.rundir import RunDir, model_metadata, save_model
 
 
 class SpacesEnv(gym.Env):
-    """An env that only has spaces: lets SB3 build a policy without starting an emulator."""
+    """An env that only has spaces: lets SB3 build a policy without starting an emulator.
+
+    Args:
+        observation_space: the observations the policy will see (after frame stacking).
+        action_space: the env's actions.
+    """
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         self.observation_space = observation_space
@@ -60,7 +67,6 @@ def dataset_arrays(
     dataset: Any, cfg: TrainConfig, source: tuple[str, int]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(policy observations (N, H, W, C*stack), actions (N,), discounted returns (N,))."""
-    from metabonk_gym.training.envs import convert_frames, stack_episode
 
     target = (cfg.obs_type, cfg.downscale)
     xs, ys, gs = [], [], []
@@ -98,8 +104,6 @@ def train_bc(
     from stable_baselines3.common.logger import configure
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from metabonk_gym.training.datasets import check_dataset_env, check_dataset_fits, load_dataset
-    from metabonk_gym.training.envs import probe_env, stacked_space
     from metabonk_gym.training.policies import make_ppo
 
     cfg = resolve_config(env_id, config_file, overrides)

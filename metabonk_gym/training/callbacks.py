@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
+from metabonk_gym.think.metrics import log_think_scalars, merge_think_infos
 from metabonk_gym.training.rundir import RunDir, save_model
 from metabonk_gym.training.video import add_gif_summary, tensorboard_writer, write_mp4
 
@@ -68,7 +69,7 @@ def _is_number(value: Any) -> bool:
 
 class GameStatsCallback(BaseCallback):
     """Episode return, length and win rate (`info["success"]`: the config's goal, else the game's
-    `won`), the game's variables at episode end (`game/<name>`) and the return of each reward
+    `won`; none for a game that cannot be won), the game's variables at episode end (`game/<name>`) and the return of each reward
     term (`reward_terms/<name>`)."""
 
     def __init__(
@@ -93,8 +94,8 @@ class GameStatsCallback(BaseCallback):
             if not dones[i]:
                 continue
             episode = info.get("episode") or {}
-            key = "success" if "success" in info else "won"
-            won = bool(info[key]) if key in info else None
+            # `success` (training's GoalWrapper): the goal, else `won` of a game that can be won
+            won = bool(info["success"]) if "success" in info else None
             self.stats.add(episode.get("r", 0.0), episode.get("l", 0), won)
             for name in self.variables:
                 if name in info and _is_number(info[name]):
@@ -149,8 +150,6 @@ class ThinkScalarsCallback(BaseCallback):
             if isinstance(think, dict):
                 self.latest[i] = think  # cumulative per env: the newest counts
         if self.latest and self.n_calls % self.every == 0:
-            from metabonk_gym.think.metrics import log_think_scalars, merge_think_infos
-
             merged = merge_think_infos(list(self.latest.values()))
             self.scalars = log_think_scalars(_RecordWriter(self.logger), merged, self.num_timesteps)
         return True

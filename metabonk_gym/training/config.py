@@ -1,4 +1,4 @@
-"""Training configs: per-env defaults, YAML/TOML files (rl-zoo3 style) and flag overrides.
+"""Training configs: per-game defaults, YAML/TOML files (rl-zoo3 style) and flag overrides.
 
 One flat set of keys covers the env (state, reward, preprocessing), PPO's hyperparameters,
 logging and behavioural cloning. A file holds either these keys directly or one section per env
@@ -6,7 +6,9 @@ id (as rl-zoo3's hyperparameter files do) plus an optional `default` section. Un
 rejected with the nearest valid key, because a typo that silently trains with a default wastes an
 afternoon of CPU.
 
-Precedence: built-in defaults for the env (and start state) < the file < flags.
+Precedence: `TrainConfig`'s generic defaults < the game's `defaults.yaml` (and its section for
+the start state) < the file < flags. The game is the env's bundled game folder, or the folder
+given as `env_kwargs: {integration: FOLDER}` (a user's game: `docs/new-game.md`).
 
 >>> cfg = resolve_config("MetaBonk/BonkQuest-v0", overrides={"n_envs": 2})
 >>> cfg.n_envs, cfg.state, cfg.obs_type
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import types
 import typing
 from collections.abc import Mapping
@@ -29,6 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.configfile import ConfigFileError, find_file
+from metabonk_gym.configfile import load_config_file as read_config_file
+from metabonk_gym.errors import MetabonkError
+from metabonk_gym.gamedata import DEFAULTS_SECTIONS, GameData
+from metabonk_gym.games import game_for
+from metabonk_gym.registration import EnvTraits, env_traits, short_id
+from metabonk_gym.rewards.terms import OPS
 from metabonk_gym.training.errors import ConfigError
 
 CHOICES: dict[str, tuple[Any, ...]] = {
@@ -126,24 +134,22 @@ class TrainConfig:
 
     def env_kwargs_for_make(self, env_id: str | None = None, index: int = 0) -> dict[str, Any]:
         """Keyword arguments for `gym.make` of `env_id` (the frame stack is applied outside the
-        env). The GBA options (frameskip, obs_type, ...) go to GBA envs only; for Megabonk,
-        env `index` gets port `base_port + index` (see `metabonk_gym.training.megabonk`)."""
-        if env_id is not None:
-            from metabonk_gym.training.megabonk import env_kwargs, is_megabonk
-
-            if is_megabonk(env_id):
-                return env_kwargs(self, index)
+        env): the core options every env takes, the start state and sticky actions when set, and
+        for envs with a port per copy (`EnvTraits.port_per_env`), port `base_port + index`."""
         kwargs: dict[str, Any] = {
             "frameskip": self.frameskip,
             "obs_type": self.obs_type,
             "downscale": self.downscale,
-            "sticky_action_prob": self.sticky_action_prob,
             "reward": self.reward,
         }
+        if self.sticky_action_prob:
+            kwargs["sticky_action_prob"] = self.sticky_action_prob
         if self.state is not None:
             kwargs["state"] = self.state
         if self.max_episode_steps is not None:
             kwargs["max_episode_steps"] = self.max_episode_steps
+        if env_id is not None and traits_of(env_id).port_per_env:
+            kwargs["port"] = self.base_port + index
         kwargs.update(self.env_kwargs)
         return kwargs
 
@@ -151,75 +157,11 @@ class TrainConfig:
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(TrainConfig)}
 _HINTS = typing.get_type_hints(TrainConfig)
 
-#: Built-in defaults per env id (and per start state), tuned so that CPU runs finish.
-ENV_DEFAULTS: dict[str, dict[str, Any]] = {
-    # BonkQuest is a tile game (8x8 tiles, sprites on the grid): downscale 8 gives one pixel per
-    # tile and loses nothing the policy needs, at ~7x the training speed of downscale 4.
-    "MetaBonk/BonkQuest-v0": {
-        "state": "room1",
-        "reward": "explore",
-        "downscale": 8,
-        "learning_rate": 5e-4,
-        "n_epochs": 10,
-        "batch_size": 128,
-        "clip_range": 0.2,
-        "total_steps": 500_000,
-    },
-    # BonkArena is about where the enemies are: an MLP on the RAM state vector (player, HP, menu,
-    # the nearest 8 enemies and 2 gems relative to the player) survived 1.6x as long as random
-    # after 1M steps on a CPU; a CNN on 40x60 frames, where an enemy is a 2x2-pixel blob, stayed
-    # near 1.3x (docs/training.md). `--set obs_type=grayscale --set policy=CnnPolicy
-    # --set frame_stack=4` trains from pixels.
-    "MetaBonk/BonkArena-v0": {
-        "reward": "survival",
-        "obs_type": "state",
-        "policy": "MlpPolicy",
-        "frame_stack": 1,
-        "net_arch": [64, 64],
-        "n_envs": 2,
-        "n_steps": 512,
-        "batch_size": 256,
-        "n_epochs": 10,
-        "learning_rate": 3e-4,
-        "lr_schedule": "constant",
-        "clip_range": 0.2,
-        "total_steps": 1_000_000,
-        "gamma": 0.995,
-    },
-    # Megabonk (BonkLink; `metabonk_gym.training.megabonk`): an MLP on the scaled state vector
-    # learns far faster on a CPU than a CNN on frames; 4 ticks per action (15 decisions per game
-    # second); Gaussian actions, so no entropy bonus (it would only widen them).
-    "MetaBonk/Megabonk-v0": {
-        "reward": "survival",
-        "obs_type": "state",
-        "policy": "MlpPolicy",
-        "frame_stack": 1,
-        "downscale": 2,
-        "frameskip": 4,
-        "net_arch": [64, 64],
-        "n_envs": 4,
-        "n_steps": 256,
-        "batch_size": 256,
-        "n_epochs": 10,
-        "learning_rate": 3e-4,
-        "clip_range": 0.2,
-        "ent_coef": 0.0,
-        "gamma": 0.99,
-        "max_episode_steps": 4500,
-        "total_steps": 300_000,
-    },
-}
-
-#: Defaults for one start state: BonkQuest room1 is the "take the key and leave" benchmark.
-STATE_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
-    ("MetaBonk/BonkQuest-v0", "room1"): {
-        "reward": "room1",
-        "goal": {"variable": "rooms_visited", "op": "greater-or-equal", "reference": 2},
-        # potential-based, towards the key and then the exit: PPO learns room 1 in ~100k steps
-        # with it, and plateaus near random (win rate ~0.2) in 50k without
-        "shaping": {"weight": 0.05},
-        "max_episode_steps": 200,
-    },
+#: The policies each obs_type takes unless the game's defaults.yaml says otherwise (`policies:`).
+POLICIES: dict[str, list[str]] = {
+    "state": ["MlpPolicy"],
+    "rgb": ["CnnPolicy", "MlpPolicy"],
+    "grayscale": ["CnnPolicy", "MlpPolicy"],
 }
 
 
@@ -308,7 +250,6 @@ def validate(data: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
 
 def check_goal(goal: Mapping[str, Any], source: str = "config") -> None:
     """A goal is {variable, op (stable-retro scenario op), reference}."""
-    from metabonk_gym.rewards.terms import OPS
 
     extra = set(goal) - {"variable", "op", "reference"}
     if extra or "variable" not in goal:
@@ -330,26 +271,10 @@ def load_config_file(path: str | Path, env_id: str) -> dict[str, Any]:
     path = Path(path).expanduser()
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
-    text = path.read_text()
     try:
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        elif path.suffix == ".toml":
-            import tomllib
-
-            data = tomllib.loads(text)
-        elif path.suffix == ".json":
-            data = json.loads(text)
-        else:
-            raise ConfigError(f"config file {path} must end in .yaml, .yml, .toml or .json")
-    except ConfigError:
-        raise
-    except Exception as exc:
-        raise ConfigError(f"cannot parse config file {path}: {exc}") from exc
-    if data is None:
-        return {}
+        data = read_config_file(path)
+    except ConfigFileError as exc:
+        raise ConfigError(f"config file: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(
             f"config file {path} must hold a mapping of keys, not {type(data).__name__}"
@@ -363,7 +288,7 @@ def load_config_file(path: str | Path, env_id: str) -> dict[str, Any]:
             f"config file {path} mixes env sections ({', '.join(sections)}) with top-level keys "
             f"({', '.join(flat)}); put shared keys under 'default:'"
         )
-    short = env_id.split(":")[-1]
+    short = short_id(env_id)
     if short not in data and "default" not in data:
         raise ConfigError(
             f"config file {path} has no section for {short}; sections: {', '.join(sections)}. "
@@ -378,13 +303,46 @@ def load_config_file(path: str | Path, env_id: str) -> dict[str, Any]:
     return merged
 
 
-def env_defaults(env_id: str, state: str | None = None) -> dict[str, Any]:
-    """Built-in defaults for `env_id` (and for `state` when it differs from the env's default)."""
-    short = env_id.split(":")[-1]
-    out = dict(ENV_DEFAULTS.get(short, {}))
+def game_of(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> GameData | None:
+    """The game folder behind `env_id` made with `env_kwargs` (None: a user env without one).
+
+    >>> game_of("MetaBonk/BonkArena-v0").name
+    'BonkArena'
+    """
+    traits_of(env_id)  # an unknown id fails here with the list of ids
+    try:
+        return game_for(env_id, **dict(env_kwargs or {}))
+    except MetabonkError as exc:  # a missing integration folder, an unreadable data file
+        raise ConfigError(str(exc)) from exc
+
+
+def traits_of(env_id: str) -> EnvTraits:
+    """`env_traits(env_id)`, with an unknown id as a `ConfigError` listing the known ones."""
+    try:
+        return env_traits(env_id)
+    except MetabonkError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def env_defaults(
+    env_id: str, state: str | None = None, env_kwargs: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The game's defaults.yaml for `env_id`: its config keys, then its `states:` section for
+    `state` (or for the state the defaults name); checked, with errors naming the file.
+
+    >>> env_defaults("MetaBonk/BonkQuest-v0", "room1")["reward"]
+    'room1'
+    """
+    game = game_of(env_id, env_kwargs)
+    if game is None:
+        return {}
+    data = game.defaults()
+    source = str(find_file(game.folder, "defaults") or game.folder / "defaults.yaml")
+    out = validate({k: v for k, v in data.items() if k not in DEFAULTS_SECTIONS}, source)
     state = state if state is not None else out.get("state")
-    if state is not None:
-        out.update(STATE_DEFAULTS.get((short, state), {}))
+    per_state = (data.get("states") or {}).get(state) if state is not None else None
+    if per_state:
+        out.update(validate(per_state, f"{source} states.{state}"))
     return out
 
 
@@ -394,15 +352,17 @@ def resolve_config(
     overrides: Mapping[str, Any] | None = None,
     base: Mapping[str, Any] | None = None,
 ) -> TrainConfig:
-    """Defaults for `env_id` < `base` < `config_file` < `overrides` (given as they are: a None
-    value sets an optional key such as `goal` to None)."""
+    """The game's defaults for `env_id` < `base` < `config_file` < `overrides` (given as they
+    are: a None value sets an optional key such as `goal` to None)."""
     file_part = (
         validate(load_config_file(config_file, env_id), str(config_file)) if config_file else {}
     )
     flag_part = validate(dict(overrides or {}), "flags")
     base_part = validate(dict(base or {}), "base")
-    state = flag_part.get("state", file_part.get("state", base_part.get("state")))
-    merged: dict[str, Any] = env_defaults(env_id, state)
+    parts = (flag_part, file_part, base_part)
+    state = next((p["state"] for p in parts if "state" in p), None)
+    env_kwargs = next((p["env_kwargs"] for p in parts if "env_kwargs" in p), None)
+    merged: dict[str, Any] = env_defaults(env_id, state, env_kwargs)
     merged.update(base_part)
     merged.update(file_part)
     merged.update(flag_part)
@@ -417,22 +377,56 @@ def resolve_config(
 
 
 def check_for_env(env_id: str, cfg: TrainConfig) -> None:
-    """Settings that only some envs take: Megabonk's checks, and no Megabonk-only ones for GBA."""
-    from metabonk_gym.training.megabonk import check_config, is_megabonk
+    """Settings the env cannot take, from its traits (`env_traits`) and its game's data: start
+    states, sticky actions, shaping, ports, and the policy each obs_type needs."""
+    traits = traits_of(env_id)
+    needs = {
+        "state": (traits.start_states, "it cannot choose its start state"),
+        "game_seeds": (traits.start_states, "it cannot seed its game at reset"),
+        "shaping": (traits.ram_variables, "shaping reads game variables from RAM"),
+        "sticky_action_prob": (traits.sticky_actions, "it takes no sticky_action_prob"),
+    }
+    for key, (supported, why) in needs.items():
+        if getattr(cfg, key) and not supported:
+            raise ConfigError(f"{key} is not supported for {env_id}: {why}; drop it")
+    if traits.port_per_env:
+        if "port" in cfg.env_kwargs:
+            raise ConfigError(
+                "env_kwargs.port is set per env from base_port (env i uses base_port + i); "
+                "set base_port instead"
+            )
+        if not 1 <= cfg.base_port <= 65536 - cfg.n_envs:
+            raise ConfigError(
+                f"base_port {cfg.base_port} with {cfg.n_envs} envs leaves the TCP port range"
+            )
+    game = game_of(env_id, cfg.env_kwargs)
+    policies = {**POLICIES, **((game.defaults().get("policies") or {}) if game else {})}
+    allowed = policies.get(cfg.obs_type) or POLICIES[cfg.obs_type]
+    if isinstance(allowed, str):
+        allowed = [allowed]
+    if cfg.policy not in allowed:
+        raise ConfigError(
+            f"obs_type {cfg.obs_type} needs policy {' or '.join(allowed)} on {env_id}, not "
+            f"{cfg.policy}; set policy: {allowed[0]} (--set policy={allowed[0]})"
+        )
 
-    if is_megabonk(env_id):
-        check_config(cfg)
+
+def check_env_fit(cfg: TrainConfig, env_id: str, info_names: list[str]) -> None:
+    """Checks that need the env's info names (`probe_env`): the goal's variable must be one of
+    them, or a RAM variable of an env that reads those (`EnvTraits.ram_variables`).
+
+    >>> check_env_fit(TrainConfig(goal={"variable": "lap"}), "MetaBonk/Megabonk-v0", ["hp"])
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.training.errors.ConfigError: goal variable 'lap' is not an info variable of MetaBonk/Megabonk-v0; valid: hp
+    """
+    goal = cfg.goal
+    if goal is None or goal["variable"] in info_names or traits_of(env_id).ram_variables:
         return
-    if cfg.policy == "MultiInputPolicy":
-        raise ConfigError(
-            f"policy MultiInputPolicy is for MetaBonk/Megabonk-v0's Dict observations; {env_id} "
-            "takes CnnPolicy (obs_type rgb/grayscale) or MlpPolicy (obs_type state, or frames)"
-        )
-    if cfg.obs_type == "state" and cfg.policy != "MlpPolicy":
-        raise ConfigError(
-            f"obs_type state (the integration's RAM state vector) needs policy MlpPolicy, not "
-            f"{cfg.policy}; add --set policy=MlpPolicy, or use obs_type rgb/grayscale"
-        )
+    raise ConfigError(
+        f"goal variable {goal['variable']!r} is not an info variable of {env_id}; valid: "
+        f"{', '.join(info_names)}"
+    )
 
 
 def config_to_yaml(cfg: TrainConfig | Mapping[str, Any]) -> str:
@@ -443,11 +437,12 @@ def config_to_yaml(cfg: TrainConfig | Mapping[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def parse_set_options(items: list[str] | None) -> dict[str, Any]:
-    """`--set key=value` flags (values parsed as YAML: numbers, lists, dicts, null).
+def parse_key_values(items: list[str] | None, flag: str) -> dict[str, Any]:
+    """`KEY=VALUE` flags (`--set`, `--env-kwarg`, `--agent-opt`), values parsed as YAML
+    (numbers, booleans, lists, dicts, null).
 
-    >>> parse_set_options(["gamma=0.98", "net_arch=[64, 64]", "state=room2"])
-    {'gamma': 0.98, 'net_arch': [64, 64], 'state': 'room2'}
+    >>> parse_key_values(["gamma=0.98", "net_arch=[64, 64]", "check_hash=false"], "--set")
+    {'gamma': 0.98, 'net_arch': [64, 64], 'check_hash': False}
     """
     import yaml
 
@@ -455,12 +450,48 @@ def parse_set_options(items: list[str] | None) -> dict[str, Any]:
     for item in items or []:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--set takes KEY=VALUE, not {item!r}")
+            raise ConfigError(f"{flag} takes KEY=VALUE, not {item!r}")
         key = key.strip()
-        if key not in FIELDS:
-            raise unknown_key_error(key, list(FIELDS), "--set")
         try:
             out[key] = yaml.safe_load(raw)
         except yaml.YAMLError as exc:
-            raise ConfigError(f"--set {key}: cannot parse {raw!r}: {exc}") from exc
+            raise ConfigError(f"{flag} {key}: cannot parse {raw!r}: {exc}") from exc
     return out
+
+
+def parse_env_kwargs(
+    items: list[str] | None = None,
+    integration: str | Path | None = None,
+    rom: str | Path | None = None,
+) -> dict[str, Any]:
+    """The config's `env_kwargs` from `--env-kwarg KEY=VALUE` flags, an integration folder and a
+    ROM (stored as absolute paths, so the run and its model work from any folder).
+
+    >>> parse_env_kwargs(["backend=skyemu"])
+    {'backend': 'skyemu'}
+    """
+    out = parse_key_values(items, "--env-kwarg")
+    for key, path in (("integration", integration), ("rom", rom)):
+        if path is None:
+            continue
+        resolved = Path(path).expanduser().resolve()
+        if key == "integration" and not resolved.is_dir():
+            raise ConfigError(
+                f"--integration {path} is not a folder; an integration is a folder with "
+                "data.json, scenario.json and metadata.json (docs/new-game.md)"
+            )
+        out[key] = str(resolved)
+    return out
+
+
+def parse_set_options(items: list[str] | None) -> dict[str, Any]:
+    """`--set key=value` flags for config keys (see `parse_key_values`).
+
+    >>> parse_set_options(["gamma=0.98", "net_arch=[64, 64]", "state=room2"])
+    {'gamma': 0.98, 'net_arch': [64, 64], 'state': 'room2'}
+    """
+    for item in items or []:
+        key = item.partition("=")[0].strip()
+        if "=" in item and key and key not in FIELDS:
+            raise unknown_key_error(key, list(FIELDS), "--set")
+    return parse_key_values(items, "--set")

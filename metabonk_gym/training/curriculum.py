@@ -35,22 +35,25 @@ from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
 
+from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.training.callbacks import EpisodeStats
 from metabonk_gym.training.config import (
     MODEL_KEYS,
     TrainConfig,
+    check_env_fit,
     config_to_yaml,
+    game_of,
     resolve_config,
     validate,
 )
+from metabonk_gym.training.envs import close_venv, make_train_venv, probe_env
 from metabonk_gym.training.errors import ConfigError, RunDirError
-from metabonk_gym.training.ppo import TrainResult
+from metabonk_gym.training.ppo import LearnLoop, TrainResult, load_or_make
 from metabonk_gym.training.rundir import RunDir, model_metadata, save_model
 
 STAGE_KEYS = {"name", "state", "game_seeds", "promote", "max_steps", "required"}
 STAGE_ENV_KEYS = {"reward", "goal", "max_episode_steps", "sticky_action_prob", "env_kwargs"}
 SWARM_KEYS = {"milestone", "total_steps", "goal"}
-DEFAULT_MILESTONES = {"BonkQuest": "rooms_visited", "BonkArena": "level"}
 
 
 @dataclass
@@ -98,21 +101,10 @@ class Plan:
 def _read_plan_file(path: Path) -> Any:
     if not path.is_file():
         raise ConfigError(f"plan file not found: {path}")
-    text = path.read_text()
     try:
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            return yaml.safe_load(text)
-        if path.suffix == ".toml":
-            import tomllib
-
-            return tomllib.loads(text)
-        if path.suffix == ".json":
-            return json.loads(text)
-    except Exception as exc:
-        raise ConfigError(f"cannot parse plan file {path}: {exc}") from exc
-    raise ConfigError(f"plan file {path} must end in .yaml, .yml, .toml or .json")
+        return load_config_file(path)
+    except ConfigFileError as exc:
+        raise ConfigError(f"plan file: {exc}") from exc
 
 
 def load_plan(source: str | Path | Mapping[str, Any]) -> Plan:
@@ -205,7 +197,6 @@ def run_curriculum(
     callbacks: Sequence[Any] = (),
 ) -> CurriculumResult:
     """Run a curriculum plan (or swarm mode) in `run_dir`; see the module docstring."""
-    from metabonk_gym.training.envs import probe_env
 
     loaded = load_plan(plan) if not (swarm and plan is None) else Plan(swarm={})
     if swarm and loaded.swarm is None:
@@ -239,9 +230,14 @@ def run_curriculum(
             cfg = dataclasses.replace(cfg, total_steps=int(swarm_cfg["total_steps"]))
         cfg = dataclasses.replace(cfg, goal=swarm_cfg.get("goal"))
         _, _, info_names = probe_env(env_id, cfg)
-        game = env_id.split("/")[-1].split("-")[0]
-        name = milestone or swarm_cfg.get("milestone") or DEFAULT_MILESTONES.get(game)
-        if name is None or name not in info_names:
+        check_env_fit(cfg, env_id, info_names)
+        name = milestone or swarm_cfg.get("milestone") or default_milestone(env_id, cfg)
+        if name is None:
+            raise ConfigError(
+                f"{env_id}'s game declares no milestones (milestones.yaml); pass --milestone "
+                f"VARIABLE, one of {', '.join(info_names)}"
+            )
+        if name not in info_names:
             raise ConfigError(
                 f"swarm milestone {name!r} is not an info variable of {env_id}; choose one of {', '.join(info_names)}"
             )
@@ -256,6 +252,8 @@ def run_curriculum(
                         f"stage {stage.name} cannot change {key}: every stage trains the same model"
                     )
         _, _, info_names = probe_env(env_id, stage_config(cfg, stages[0]))
+        for stage in stages:
+            check_env_fit(stage_config(cfg, stage), env_id, info_names)
         for stage in stages[1:]:
             probe_env(env_id, stage_config(cfg, stage))  # unknown states fail now, not hours later
         name = None
@@ -286,6 +284,18 @@ def run_curriculum(
     )
 
 
+def default_milestone(env_id: str, cfg: TrainConfig) -> str | None:
+    """Swarm mode's milestone variable when none is given: the first of the game's
+    milestones.yaml (None when the game declares none).
+
+    >>> default_milestone("MetaBonk/BonkQuest-v0", TrainConfig())
+    'rooms_visited'
+    """
+    game = game_of(env_id, cfg.env_kwargs)
+    milestones = game.milestones() if game is not None else []
+    return str(milestones[0]["variable"]) if milestones else None
+
+
 def _plan_dict(plan: Plan) -> dict[str, Any]:
     return json.loads(json.dumps(dataclasses.asdict(plan), default=str))
 
@@ -303,18 +313,7 @@ def _run(
     extra: Sequence[Any],
 ) -> CurriculumResult:
     import torch
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import CallbackList
     from stable_baselines3.common.logger import configure
-
-    from metabonk_gym.training.callbacks import (
-        CheckpointCallback,
-        GameStatsCallback,
-        RichProgressCallback,
-        VideoCallback,
-    )
-    from metabonk_gym.training.envs import close_venv, make_train_venv
-    from metabonk_gym.training.policies import make_ppo
 
     torch.set_num_threads(cfg.torch_threads)
     state = run.read_state()
@@ -329,48 +328,23 @@ def _run(
     def metadata() -> dict[str, Any]:
         return model_metadata(env_id, "ppo", cfg.to_dict(), curriculum=True)
 
-    def learn(budget: int, callbacks: list[Any], label: str, first: bool) -> None:
-        checkpoint = CheckpointCallback(
-            cfg.checkpoint_every, run, metadata, keep=cfg.keep_checkpoints
-        )
-        cbs = [GameStatsCallback(info_names, stats), checkpoint, *callbacks]
-        if cfg.video_every > 0:
-            cbs.append(
-                VideoCallback(cfg.video_every, cfg.video_length, run, fps=60.0 / cfg.frameskip)
-            )
-        bar = RichProgressCallback(model.num_timesteps + budget, stats, label) if progress else None
-        if bar is not None:
-            cbs.append(bar)
-        cbs.extend(extra)
-        try:
-            model.learn(
-                total_timesteps=budget, reset_num_timesteps=first, callback=CallbackList(cbs)
-            )
-        except KeyboardInterrupt:
-            checkpoint.save_now(model)
-            raise
-        finally:
-            if bar is not None:
-                bar._on_training_end()
+    loop = LearnLoop(run, cfg, info_names, metadata, stats, progress, extra)
 
     try:
         if milestone is not None:
             venv = make_train_venv(env_id, cfg)
-            model = (
-                PPO.load(resume_from, env=venv, device=cfg.device)
-                if resume_from
-                else make_ppo(cfg, venv)
-            )
+            model = load_or_make(cfg, venv, resume_from)
             model.set_logger(logger)
             best = max([m["value"] for m in milestones], default=None)
             if milestones:
                 venv.env_method("set_start", milestones[-1]["state"])
             swarm_cb = SwarmCallback(milestone, run, milestones, best)
-            learn(
+            interrupted = loop.learn(
+                model,
                 cfg.total_steps - model.num_timesteps,
-                [swarm_cb],
-                f"swarm {milestone}",
-                resume_from is None,
+                reset=resume_from is None,
+                callbacks=[swarm_cb],
+                label=f"swarm {milestone}",
             )
         else:
             index = int(state.get("stage_index", 0))
@@ -381,11 +355,7 @@ def _run(
                     close_venv(venv)
                 venv = make_train_venv(env_id, scfg)
                 if model is None:
-                    model = (
-                        PPO.load(resume_from, env=venv, device=cfg.device)
-                        if resume_from
-                        else make_ppo(scfg, venv)
-                    )
+                    model = load_or_make(scfg, venv, resume_from)
                     model.set_logger(logger)
                 else:
                     model.set_env(venv, force_reset=True)
@@ -398,8 +368,15 @@ def _run(
                 stats.clear()
                 promo = PromotionCallback(stage, stats, i)
                 budget = stage.max_steps - (model.num_timesteps - stage_start)
-                if budget > 0:
-                    learn(budget, [promo], f"stage {stage.name}", resume_from is None and i == 0)
+                if budget > 0 and loop.learn(
+                    model,
+                    budget,
+                    reset=resume_from is None and i == 0,
+                    callbacks=[promo],
+                    label=f"stage {stage.name}",
+                ):
+                    interrupted = True
+                    break
                 entry = {
                     "name": stage.name,
                     "promoted": promo.promoted,
@@ -454,7 +431,13 @@ def _run(
 
 
 class PromotionCallback(BaseCallback):
-    """Stops `learn` once the stage's promotion rule is met; logs the stage's scalars."""
+    """Stops `learn` once the stage's promotion rule is met; logs the stage's scalars.
+
+    Args:
+        stage: the stage (its name and promotion rule).
+        stats: the episode statistics of this stage (cleared when it starts).
+        index: the stage's position in the plan (`curriculum/stage`).
+    """
 
     def __init__(self, stage: Stage, stats: EpisodeStats, index: int) -> None:
         super().__init__()
@@ -480,7 +463,14 @@ class PromotionCallback(BaseCallback):
 
 class SwarmCallback(BaseCallback):
     """Saves the state when an env beats the best milestone value so far, and makes that state
-    every env's start (applied at each env's next reset)."""
+    every env's start (applied at each env's next reset).
+
+    Args:
+        milestone: the info variable to beat.
+        run: the run directory (states go to `DIR/swarm/`, the list to `run.json`).
+        milestones: the milestones so far (appended to; those of a resumed run).
+        best: the best value so far (None: the first value seen).
+    """
 
     def __init__(
         self, milestone: str, run: RunDir, milestones: list[dict[str, Any]], best: Any

@@ -1,14 +1,14 @@
 """Training envs: SB3 vector envs of MetaBonk games, and the preprocessing a trained policy needs.
 
-The games allow one emulator per process, so training always steps envs in subprocesses
-(SB3's `SubprocVecEnv`, whose worker protocol PPO's `env_method` and auto-reset expect), with
-`VecMonitor` for episode statistics and `VecFrameStack` for Atari-style frame stacking. Grayscale
-and downscaling happen inside the env (`obs_type=`, `downscale=`), which is cheaper than a wrapper
-and is the exact transform `convert_frames` reproduces for recorded datasets.
-
-`MetaBonk/Megabonk-v0` is a TCP client of a game (BonkLink), not an emulator: its training envs
-(`metabonk_gym.training.megabonk`) all live in the trainer's process (`DummyVecEnv`), env `i`
-talking to the game on port `base_port + i`.
+Every env takes the same core options (`frameskip`, `obs_type`, `downscale`, `reward`,
+`max_episode_steps`), so one `make_env` serves all; what differs is data on the registration
+(`metabonk_gym.registration.env_traits`). Emulators allow one instance per process
+(`one_per_process`), so their envs step in subprocesses (SB3's `SubprocVecEnv`, whose worker
+protocol PPO's `env_method` and auto-reset expect); TCP clients of a game (Megabonk's BonkLink,
+`port_per_env`: env `i` talks to port `base_port + i`) all live in the trainer's process
+(`DummyVecEnv`). `VecMonitor` adds episode statistics and `VecFrameStack` Atari-style frame
+stacking. Grayscale and downscaling happen inside the env, with `metabonk_gym.preprocess`, which
+`convert_frames` also uses for recorded datasets.
 
 >>> import numpy as np
 >>> frames = np.zeros((2, 160, 240, 3), np.uint8)
@@ -30,9 +30,15 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from metabonk_gym.preprocess import screen
+from metabonk_gym.registration import ENV_IDS, env_traits, short_id
+from metabonk_gym.rewards.terms import check_op
 from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.errors import ConfigError, DatasetError
-from metabonk_gym.training.megabonk import INFO_VARIABLES, is_megabonk, make_megabonk_env
+from metabonk_gym.training.megabonk import check_reachable
+
+#: The smallest image side NatureCNN (SB3's `MultiInputPolicy` image extractor) accepts.
+MIN_FRAME_SIDE = 36
 
 
 class StartWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -83,8 +89,6 @@ class GoalWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         gym.Wrapper.__init__(self, env)
         self.goal = dict(goal) if goal else None
         if self.goal is not None:
-            from metabonk_gym.rewards.terms import check_op
-
             self._test = check_op(self.goal.get("op", "equal"))
             self._reference = int(self.goal.get("reference", 0))
             self._variable = str(self.goal["variable"])
@@ -172,37 +176,39 @@ class ApproachShaping(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return obs, float(reward) + bonus, terminated, truncated, info
 
 
-def make_env(
-    env_id: str, cfg: TrainConfig, index: int = 0, n_envs: int = 1, **extra: Any
-) -> gym.Env:
-    """One env per the config (in this process): `gym.make` + goal + start wrappers.
+def make_env(env_id: str, cfg: TrainConfig, index: int = 0, **extra: Any) -> gym.Env:
+    """One env per the config (in this process): `gym.make` + shaping + goal + start wrappers.
 
-    `index` of `n_envs` matters for Megabonk only: env `index` talks to port `base_port + index`.
+    `index` matters for envs with a port per copy: env `index` talks to `base_port + index`.
     """
-    import metabonk_gym  # noqa: F401  (registers the ids)
-
     _check_env_id(env_id)
-    if is_megabonk(env_id):
-        return make_megabonk_env(env_id, cfg, index=index, n_envs=n_envs, **extra)
-    env = gym.make(env_id, **{**cfg.env_kwargs_for_make(env_id), **extra})
+    traits = env_traits(env_id)
+    try:
+        env = gym.make(env_id, **{**cfg.env_kwargs_for_make(env_id, index), **extra})
+    except TypeError as exc:  # an unknown env_kwargs key
+        raise ConfigError(f"{env_id} does not take these env_kwargs: {exc}") from exc
+    base: Any = env.unwrapped
     if cfg.goal is not None:
-        integration = getattr(env.unwrapped, "integration", None)
-        if integration is not None and cfg.goal["variable"] not in integration.variables:
+        known = set(base.variable_names if traits.ram_variables else base.info_names)
+        if cfg.goal["variable"] not in known:
             env.close()
             raise ConfigError(
-                f"goal variable {cfg.goal['variable']!r} is not a variable of {integration.name}; "
-                f"valid: {', '.join(sorted(integration.variables))}"
+                f"goal variable {cfg.goal['variable']!r} is not a variable of {env_id}; "
+                f"valid: {', '.join(sorted(known))}"
             )
     if cfg.shaping is not None:
         shaped = ApproachShaping(env, **cfg.shaping)
-        info_names = list(getattr(getattr(env.unwrapped, "integration", None), "info_names", []))
         names = [*shaped.position, *(n for t in shaped.targets for n in t)]
-        missing = [n for n in names if info_names and n not in info_names]
+        missing = [n for n in names if n not in base.info_names]
         if missing:
             env.close()
             raise ConfigError(f"shaping reads {missing}, which are not info variables of {env_id}")
         env = shaped
-    return StartWrapper(GoalWrapper(env, cfg.goal), game_seeds=cfg.game_seeds)
+    if cfg.goal is not None or traits.can_win:  # `success`: the goal, else `won`
+        env = GoalWrapper(env, cfg.goal)
+    if traits.start_states:
+        env = StartWrapper(env, game_seeds=cfg.game_seeds)
+    return env
 
 
 def _die_with_parent(parent: int) -> None:
@@ -249,15 +255,18 @@ def start_method() -> str:
 
 
 def make_train_venv(env_id: str, cfg: TrainConfig, n_envs: int | None = None) -> Any:
-    """`SubprocVecEnv` (one process per env; Megabonk: `DummyVecEnv`) + `VecMonitor` +
-    `VecFrameStack` per `cfg`."""
-    from stable_baselines3.common.vec_env import SubprocVecEnv, VecFrameStack, VecMonitor
+    """`SubprocVecEnv` (one process per env; envs that may share a process, e.g. TCP clients:
+    `DummyVecEnv`) + `VecMonitor` + `VecFrameStack` per `cfg`."""
+    from stable_baselines3.common.vec_env import (
+        DummyVecEnv,
+        SubprocVecEnv,
+        VecFrameStack,
+        VecMonitor,
+    )
 
     count = n_envs if n_envs is not None else cfg.n_envs
-    if is_megabonk(env_id):  # TCP clients: no emulator to isolate, so no subprocesses
-        from stable_baselines3.common.vec_env import DummyVecEnv
-
-        venv: Any = DummyVecEnv([partial(make_env, env_id, cfg, i, count) for i in range(count)])
+    if not env_traits(env_id).one_per_process:  # no emulator to isolate: no subprocesses
+        venv: Any = DummyVecEnv([partial(make_env, env_id, cfg, i) for i in range(count)])
     else:
         venv = SubprocVecEnv(
             [env_factory(env_id, cfg) for _ in range(count)], start_method=start_method()
@@ -305,30 +314,36 @@ def probe_env(env_id: str, cfg: TrainConfig) -> tuple[spaces.Space, spaces.Space
     """Build one env in this process and close it: checks the ROM, state, reward and kwargs
     before a run directory is touched, and returns (observation space, action space, info names).
 
-    For Megabonk it also checks that a game answers on each of the `n_envs` ports.
+    For envs with a port per copy it also checks that a game answers on each of the `n_envs`
+    ports; for `MultiInputPolicy` that the frames are large enough for its CNN.
     """
     env = make_env(env_id, cfg)
     try:
-        if is_megabonk(env_id):
-            from metabonk_gym.training.megabonk import check_reachable
-
+        check_policy_fit(cfg, env.observation_space)
+        if env_traits(env_id).port_per_env:
             check_reachable(cfg)
-        integration = getattr(env.unwrapped, "integration", None)
-        names = list(integration.info_names) if integration is not None else []
-        if is_megabonk(env_id):
-            names = list(INFO_VARIABLES)
-        return env.observation_space, env.action_space, names
+        return env.observation_space, env.action_space, list(env.unwrapped.info_names)  # type: ignore[attr-defined]
     finally:
         env.close()
 
 
-def _check_env_id(env_id: str) -> None:
-    import metabonk_gym
-
-    short = env_id.split(":")[-1]
-    if short not in gym.registry:
+def check_policy_fit(cfg: TrainConfig, space: spaces.Space) -> None:
+    """`MultiInputPolicy` runs NatureCNN on the Dict's `pixels`: at least 36 pixels a side."""
+    if cfg.policy != "MultiInputPolicy" or not isinstance(space, spaces.Dict):
+        return
+    pixels = space.spaces.get("pixels")
+    if pixels is not None and min(pixels.shape[:2]) < MIN_FRAME_SIDE:  # type: ignore[index]
         raise ConfigError(
-            f"unknown env id {env_id!r}; registered MetaBonk envs: {', '.join(metabonk_gym.ENV_IDS)} "
+            f"frames of {tuple(pixels.shape[:2])} (after downscale {cfg.downscale}) are too small "  # type: ignore[index]
+            f"for the MultiInputPolicy's CNN (at least {MIN_FRAME_SIDE} pixels a side); lower "
+            "downscale or raise env_kwargs.frame_size"
+        )
+
+
+def _check_env_id(env_id: str) -> None:
+    if short_id(env_id) not in gym.registry:
+        raise ConfigError(
+            f"unknown env id {env_id!r}; registered MetaBonk envs: {', '.join(ENV_IDS)} "
             "(see `metabonk list`)"
         )
 
@@ -362,17 +377,7 @@ def convert_frames(
             "again with the config's obs_type/downscale, or set them in the config to match the dataset"
         )
     obs_type, k = target
-    out = frames
-    if k > 1:
-        # integer block sums; k*k is a power of two, so sum // k**2 equals the env's float32 mean
-        n, h, w = frames.shape[0], frames.shape[1] // k, frames.shape[2] // k
-        rows = frames.reshape(n, h, k, w * k * 3).sum(axis=2, dtype=np.uint16)
-        sums = rows.reshape(n, h, w, k, 3).sum(axis=3, dtype=np.uint16)
-        out = (sums // (k * k)).astype(np.uint8)
-    if obs_type == "grayscale":
-        gray = out[..., 0] * 0.299 + out[..., 1] * 0.587 + out[..., 2] * 0.114
-        out = gray.astype(np.uint8)[..., None]
-    return out
+    return screen(frames, obs_type, k)
 
 
 def stack_episode(frames: np.ndarray, frame_stack: int) -> np.ndarray:

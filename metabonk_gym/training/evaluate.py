@@ -2,8 +2,8 @@
 
 Episode i is reset with seed `seed + i`, so two models evaluated with the same seed meet the same
 game seeds (Megabonk: BonkLink v1 has no seed command; seed the game instead, e.g.
-`bonklink-sim --seed S`; its report adds each episode's survival time). Videos are streamed to disk while each episode runs (an episode is never held in
-memory); only the best and the worst are kept. The ladder is a JSON file of every evaluation so
+`bonklink-sim --seed S`; a report of an env whose info has `survival_time` adds each episode's).
+Videos are streamed to disk while each episode runs (an episode is never held in memory); only the best and the worst are kept. The ladder is a JSON file of every evaluation so
 far, ranked by win rate then mean return.
 
 >>> summarize([{"return": 1.0, "won": True, "length": 5}, {"return": 3.0, "won": False, "length": 7}])
@@ -20,9 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from metabonk_gym.experts.base import close_agent
+from metabonk_gym.registration import env_traits
+from metabonk_gym.training.envs import make_env
 from metabonk_gym.training.errors import ConfigError
-from metabonk_gym.training.megabonk import is_megabonk
+from metabonk_gym.training.megabonk import check_reachable
 from metabonk_gym.training.rollout import EpisodeResult, episode_config, run_episode
+from metabonk_gym.training.video import Mp4Stream
 from metabonk_gym.utils import atomic_write_text
 
 
@@ -59,8 +63,7 @@ def evaluate(
     `out` writes the report as JSON; `video_dir` keeps `best.mp4` and `worst.mp4`; `ladder`
     adds this evaluation to a ranking file.
     """
-    from metabonk_gym.experts.base import close_agent, make_agent
-    from metabonk_gym.training.envs import make_env
+    from metabonk_gym.experts.registry import make_agent  # the agents layer: see the report
 
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, not {episodes}")
@@ -68,9 +71,7 @@ def evaluate(
         raise ConfigError(f"--ladder {ladder} must be a .json file")
     cfg = episode_config(env_id, agent, config_file, overrides)
     env = make_env(env_id, cfg)
-    if is_megabonk(env_id):
-        from metabonk_gym.training.megabonk import check_reachable
-
+    if env_traits(env_id).port_per_env:  # a quick clear error when no game answers
         try:
             check_reachable(cfg, n_envs=1)
         except Exception:
@@ -90,8 +91,6 @@ def evaluate(
         for i in range(episodes):
             stream = None
             if video_dir is not None:
-                from metabonk_gym.training.video import Mp4Stream
-
                 stream = Mp4Stream(Path(video_dir) / f".episode_{i:04d}.mp4", fps)
             if is_model:
                 _seed_torch(seed + i)  # sampled actions repeat for the same seed

@@ -25,7 +25,12 @@ from metabonk_gym.training.config import TrainConfig
 
 
 class SmallCNN(BaseFeaturesExtractor):
-    """Conv(16, 4x4, /2) - Conv(32, 3x3, /2) - Conv(32, 3x3) - Linear(features_dim), ReLUs."""
+    """Conv(16, 4x4, /2) - Conv(32, 3x3, /2) - Conv(32, 3x3) - Linear(features_dim), ReLUs.
+
+    Args:
+        observation_space: channel-first image observations (at least 16 pixels a side).
+        features_dim: size of the features the policy and value heads read.
+    """
 
     def __init__(self, observation_space: gym.spaces.Box, features_dim: int = 256) -> None:
         super().__init__(observation_space, features_dim)
@@ -71,7 +76,14 @@ def learning_rate(cfg: TrainConfig) -> Any:
 
 
 class LinearSchedule:
-    """Picklable linear schedule (SB3 saves schedules with cloudpickle)."""
+    """Picklable linear schedule (SB3 saves schedules with cloudpickle).
+
+    Args:
+        start: the rate at the start of training (progress remaining 1), falling to 0 at the end.
+
+    >>> LinearSchedule(1e-3)(0.5)
+    0.0005
+    """
 
     def __init__(self, start: float) -> None:
         self.start = start

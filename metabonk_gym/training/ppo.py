@@ -2,7 +2,8 @@
 resumable, and safe to stop with Ctrl-C.
 
 Everything that can be wrong with the input (env id, config keys, state, reward, `--init-from`
-model, run directory) is checked before the run directory is created or changed.
+model, run directory) is checked before the run directory is created or changed. `LearnLoop` is
+the one learn loop (callbacks, checkpoints, Ctrl-C save); curricula run it per stage.
 
 >>> from metabonk_gym.training.config import TrainConfig
 >>> resume_changes(TrainConfig(n_envs=4), {"total_steps": 10, "n_envs": 2})
@@ -12,19 +13,25 @@ model, run directory) is checked before the run directory is created or changed.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metabonk_gym.training.config import (
     MODEL_KEYS,
     TrainConfig,
+    check_env_fit,
     config_to_yaml,
     resolve_config,
 )
+from metabonk_gym.training.envs import close_venv, make_train_venv, probe_env
 from metabonk_gym.training.errors import CheckpointError, ConfigError, RunDirError
 from metabonk_gym.training.rundir import RunDir, model_metadata, read_model_metadata, save_model
+from metabonk_gym.training.video import tensorboard_writer
+
+if TYPE_CHECKING:
+    from metabonk_gym.training.callbacks import EpisodeStats
 
 #: Keys a `--resume` may change; the rest define the run.
 RESUME_MUTABLE: frozenset[str] = frozenset(
@@ -114,7 +121,6 @@ def _tensorboard_logger(run: RunDir) -> Any:
 
 
 def _write_text(logger: Any, tag: str, text: str, step: int) -> None:
-    from metabonk_gym.training.video import tensorboard_writer
 
     writer = tensorboard_writer(logger)
     if writer is not None:
@@ -138,7 +144,6 @@ def train_ppo(
     `overrides` are config keys (flags); `callbacks` are extra SB3 callbacks. Ctrl-C
     (KeyboardInterrupt) saves a checkpoint and model.zip and returns `interrupted=True`.
     """
-    from metabonk_gym.training.envs import probe_env
 
     run = RunDir(Path(run_dir))
     overrides = dict(overrides or {})
@@ -176,6 +181,7 @@ def train_ppo(
         run.check_new()
 
     _, action_space, info_names = probe_env(env_id, cfg)
+    check_env_fit(cfg, env_id, info_names)
     init_params = None
     if init_from is not None:
         init_path = Path(init_from).expanduser()
@@ -210,6 +216,107 @@ def train_ppo(
         raise
 
 
+def load_or_make(
+    cfg: TrainConfig,
+    venv: Any,
+    resume_from: Path | None = None,
+    init_params: dict[str, Any] | None = None,
+) -> Any:
+    """The PPO model of a run: loaded from `resume_from`, else new per `cfg` (with the policy
+    weights `init_params` when given)."""
+    from stable_baselines3 import PPO
+
+    from metabonk_gym.training.policies import make_ppo
+
+    if resume_from is not None:
+        try:
+            return PPO.load(resume_from, env=venv, device=cfg.device)
+        except Exception as exc:  # torch and SB3 raise many kinds for a damaged file
+            raise CheckpointError(f"cannot resume from {resume_from}: {exc}") from exc
+    model = make_ppo(cfg, venv)
+    if init_params is not None:
+        model.policy.load_state_dict(init_params["policy"])
+    return model
+
+
+@dataclass
+class LearnLoop:
+    """SB3's `learn` with the run's callbacks: game statistics, checkpoints, think scalars,
+    videos and a progress bar; Ctrl-C (KeyboardInterrupt) saves a checkpoint. `train_ppo` runs
+    it once; a curriculum runs it per stage with its own callbacks (promotion, swarm).
+
+    Args:
+        run: the run directory (checkpoints, videos).
+        cfg: the run's config (checkpoint, video and window settings).
+        info_names: the env's info variables, logged as `game/<name>` at episode end.
+        metadata: the metabonk metadata saved with each checkpoint.
+        stats: episode statistics shared with the caller (cleared by it between stages).
+        progress: show a rich progress bar.
+        extra: callbacks added to every `learn` call (e.g. the caller's own).
+    """
+
+    run: RunDir
+    cfg: TrainConfig
+    info_names: list[str]
+    metadata: Callable[[], dict[str, Any]]
+    stats: EpisodeStats
+    progress: bool = False
+    extra: Sequence[Any] = ()
+
+    def learn(
+        self,
+        model: Any,
+        steps: int,
+        *,
+        reset: bool,
+        callbacks: Sequence[Any] = (),
+        label: str = "PPO",
+    ) -> bool:
+        """Train `model` for `steps` more env steps (`reset`: count from 0); returns True when
+        Ctrl-C stopped it (a checkpoint of the model is saved first)."""
+        from stable_baselines3.common.callbacks import CallbackList
+
+        from metabonk_gym.training.callbacks import (
+            CheckpointCallback,
+            GameStatsCallback,
+            RichProgressCallback,
+            ThinkScalarsCallback,
+            VideoCallback,
+        )
+
+        cfg = self.cfg
+        checkpoint = CheckpointCallback(
+            cfg.checkpoint_every, self.run, self.metadata, keep=cfg.keep_checkpoints
+        )
+        # ThinkScalarsCallback logs nothing unless the envs carry info["think"] (PauseToThink).
+        cbs: list[Any] = [
+            GameStatsCallback(self.info_names, self.stats),
+            checkpoint,
+            ThinkScalarsCallback(),
+            *callbacks,
+        ]
+        if cfg.video_every > 0:
+            cbs.append(
+                VideoCallback(cfg.video_every, cfg.video_length, self.run, fps=60.0 / cfg.frameskip)
+            )
+        bar = None
+        if self.progress:
+            bar = RichProgressCallback(int(model.num_timesteps) + steps, self.stats, label)
+            cbs.append(bar)
+        cbs.extend(self.extra)
+        try:
+            model.learn(
+                total_timesteps=steps, reset_num_timesteps=reset, callback=CallbackList(cbs)
+            )
+        except KeyboardInterrupt:
+            checkpoint.save_now(model)
+            return True
+        finally:
+            if bar is not None:
+                bar._on_training_end()
+        return False
+
+
 def _learn(
     env_id: str,
     run: RunDir,
@@ -222,34 +329,14 @@ def _learn(
     init_from: str | None = None,
 ) -> TrainResult:
     import torch
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import CallbackList
 
-    from metabonk_gym.training.callbacks import (
-        CheckpointCallback,
-        EpisodeStats,
-        GameStatsCallback,
-        RichProgressCallback,
-        ThinkScalarsCallback,
-        VideoCallback,
-    )
-    from metabonk_gym.training.envs import close_venv, make_train_venv
-    from metabonk_gym.training.policies import make_ppo
+    from metabonk_gym.training.callbacks import EpisodeStats
 
     torch.set_num_threads(cfg.torch_threads)
     venv = make_train_venv(env_id, cfg)
     logger = None
-    progress_cb = None
     try:
-        if resume_from is not None:
-            try:
-                model = PPO.load(resume_from, env=venv, device=cfg.device)
-            except Exception as exc:
-                raise CheckpointError(f"cannot resume from {resume_from}: {exc}") from exc
-        else:
-            model = make_ppo(cfg, venv)
-            if init_params is not None:
-                model.policy.load_state_dict(init_params["policy"])
+        model = load_or_make(cfg, venv, resume_from, init_params)
         logger = _tensorboard_logger(run)
         model.set_logger(logger)
         if resume_from is None:
@@ -259,35 +346,13 @@ def _learn(
             return model_metadata(env_id, "ppo", cfg.to_dict(), init_from=init_from)
 
         stats = EpisodeStats(window=cfg.win_window)
-        checkpoint_cb = CheckpointCallback(
-            cfg.checkpoint_every, run, metadata, keep=cfg.keep_checkpoints
+        loop = LearnLoop(run, cfg, info_names, metadata, stats, progress, extra_callbacks)
+        interrupted = loop.learn(
+            model,
+            cfg.total_steps - model.num_timesteps,
+            reset=resume_from is None,
+            label=f"PPO {env_id.split('/')[-1]}",
         )
-        # ThinkScalarsCallback logs nothing unless the envs carry info["think"] (PauseToThink).
-        cbs: list[Any] = [
-            GameStatsCallback(info_names, stats),
-            checkpoint_cb,
-            ThinkScalarsCallback(),
-        ]
-        if cfg.video_every > 0:
-            cbs.append(
-                VideoCallback(cfg.video_every, cfg.video_length, run, fps=60.0 / cfg.frameskip)
-            )
-        if progress:
-            progress_cb = RichProgressCallback(
-                cfg.total_steps, stats, f"PPO {env_id.split('/')[-1]}"
-            )
-            cbs.append(progress_cb)
-        cbs.extend(extra_callbacks)
-        interrupted = False
-        try:
-            model.learn(
-                total_timesteps=cfg.total_steps - model.num_timesteps,
-                reset_num_timesteps=resume_from is None,
-                callback=CallbackList(cbs),
-            )
-        except KeyboardInterrupt:
-            interrupted = True
-            checkpoint_cb.save_now(model)
         save_model(model, run.model, metadata())
         run.write_state(
             status="interrupted" if interrupted else "finished",
@@ -307,8 +372,6 @@ def _learn(
             checkpoints=[p.name for _, p in run.list_checkpoints()],
         )
     finally:
-        if progress_cb is not None:
-            progress_cb._on_training_end()
         if logger is not None:
             logger.close()
         close_venv(venv)

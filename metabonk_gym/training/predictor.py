@@ -10,6 +10,8 @@ t+1 on a held-out episode of each game next to the `copy` predictor's.
 >>> actions = sticky_actions(np.random.default_rng(0), 6, 10)
 >>> len(actions), int(actions.max()) < 6
 (10, True)
+>>> DEFAULT_ENVS
+('MetaBonk/BonkQuest-v0', 'MetaBonk/BonkArena-v0')
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ from typing import Any
 
 import numpy as np
 
-DEFAULT_ENVS: tuple[str, ...] = ("MetaBonk/BonkQuest-v0", "MetaBonk/BonkArena-v0")
+from metabonk_gym.registration import ENV_IDS, env_traits
+
+#: The bundled games on an emulator (deterministic frames): the default envs to train on.
+DEFAULT_ENVS: tuple[str, ...] = tuple(
+    env_id
+    for env_id in ENV_IDS
+    if env_traits(env_id).game is not None and env_traits(env_id).deterministic
+)
 
 
 def sticky_actions(

@@ -29,6 +29,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.training.evaluate import evaluate
+from metabonk_gym.training.megabonk import SimSwarm
+from metabonk_gym.training.record import record
+from metabonk_gym.training.rundir import RunDir
+
 QUEST = "MetaBonk/BonkQuest-v0"
 ARENA = "MetaBonk/BonkArena-v0"
 MEGABONK = "MetaBonk/Megabonk-v0"
@@ -60,7 +65,6 @@ def _train(
     resume_keys: tuple[str, ...] = ("total_steps",),
 ) -> Any:
     from metabonk_gym.training.ppo import train_ppo
-    from metabonk_gym.training.rundir import RunDir
 
     if RunDir(run_dir).is_run():
         return train_ppo(
@@ -81,7 +85,6 @@ def ppo_room1(
     log: Log = print,
 ) -> dict[str, Any]:
     """PPO from scratch on BonkQuest room1 (the built-in config), then a fixed-seed evaluation."""
-    from metabonk_gym.training.evaluate import evaluate
 
     run_dir = Path(out_dir) / "ppo-room1"
     start = time.monotonic()
@@ -118,8 +121,6 @@ def bc_room1(
 ) -> dict[str, Any]:
     """BC from scripted-expert episodes vs the expert; then BC+PPO vs PPO for the same steps."""
     from metabonk_gym.training.bc import train_bc
-    from metabonk_gym.training.evaluate import evaluate
-    from metabonk_gym.training.record import record
 
     out_dir = Path(out_dir)
     dataset = f"metabonk/bench-room1-expert-{time.strftime('%Y%m%d%H%M%S')}-v0"
@@ -193,8 +194,6 @@ def arena_survival(
     import numpy as np
 
     from metabonk_gym.training.bc import train_bc
-    from metabonk_gym.training.evaluate import evaluate
-    from metabonk_gym.training.record import record
 
     out_dir = Path(out_dir)
 
@@ -256,8 +255,6 @@ def _evaluate_on_fresh_games(
 ) -> list[dict[str, Any]]:
     """Episode i of `agent` on a new lockstep game seeded `seed + i` (a run from its start to
     death or the step limit); returns the episodes of the reports."""
-    from metabonk_gym.training.evaluate import evaluate
-    from metabonk_gym.training.megabonk import SimSwarm
 
     out: list[dict[str, Any]] = []
     for i in range(episodes):
@@ -290,9 +287,6 @@ def megabonk_survival(
     death (or `eval_max_seconds` of game time). Survival is game seconds (`survival_time`); the
     median is reported too, since a run whose weapon snowballs can last to the limit."""
     import numpy as np
-
-    from metabonk_gym.training.megabonk import SimSwarm
-    from metabonk_gym.training.rundir import RunDir
 
     run_dir = Path(out_dir) / "ppo-megabonk"
     settings = {"total_steps": total_steps, "n_envs": n_envs, "video_every": 0}

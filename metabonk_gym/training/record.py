@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.experts.base import close_agent
+from metabonk_gym.training.datasets import DatasetWriter, check_dataset_id
+from metabonk_gym.training.envs import make_env
+from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.rollout import EpisodeResult, Trajectory, episode_config, run_episode
 
 
@@ -88,10 +92,7 @@ def play(
     fraction of actions by random ones (DART); datasets keep the agent's choices in
     `infos["expert_action"]`, which `train bc` learns.
     """
-    from metabonk_gym.experts.base import close_agent, make_agent
-    from metabonk_gym.training.datasets import DatasetWriter, check_dataset_id
-    from metabonk_gym.training.envs import make_env
-    from metabonk_gym.training.errors import ConfigError
+    from metabonk_gym.experts.registry import make_agent  # the agents layer: see the report
 
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, not {episodes}")

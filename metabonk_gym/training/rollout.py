@@ -84,7 +84,7 @@ def episode_config(
 ) -> TrainConfig:
     """The config of an env for `agent`: a model's own config as the base (it must see frames as
     it was trained), else the env's training defaults; then the file and flags."""
-    from metabonk_gym.experts.base import AGENT_NAMES, check_agent_spec
+    from metabonk_gym.experts.registry import AGENT_NAMES, check_agent_spec
 
     check_agent_spec(agent)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}

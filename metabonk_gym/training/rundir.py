@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.training.errors import CheckpointError, RunDirError
 from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
 
@@ -162,14 +163,10 @@ class RunDir:
 
     # ------------------------------------------------------------------ state
     def read_config(self) -> dict[str, Any]:
-        import yaml
-
         try:
-            data = yaml.safe_load(self.config_file.read_text())
-        except Exception as exc:
-            raise RunDirError(
-                f"{self.config_file} cannot be parsed ({exc}); restore it from a backup"
-            ) from exc
+            data = load_config_file(self.config_file)
+        except ConfigFileError as exc:
+            raise RunDirError(f"{exc}; restore {self.config_file} from a backup") from exc
         if not isinstance(data, dict):
             raise RunDirError(f"{self.config_file} must hold a mapping")
         return data

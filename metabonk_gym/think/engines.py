@@ -1,27 +1,34 @@
-"""Backends that turn a prompt (+ an image) into the text of a directive.
+"""Engines: the language model that turns a prompt (+ an image) into the text of a directive.
 
-What: `LlamaCppBackend` runs a GGUF in-process with llama-cpp-python (vision through an mmproj and
+What: `LlamaCppEngine` runs a GGUF in-process with llama-cpp-python (vision through an mmproj and
 the family's multimodal chat handler; every layer on the GPU when the build offloads);
-`OpenAIBackend` posts to any OpenAI-compatible `/v1/chat/completions` endpoint (llama.cpp's or
-llama-cpp-python's server, vLLM, SGLang, Ollama) with httpx, images as data URIs, and the schema as
-`response_format`. `make_backend(kind, ...)` builds either.
-Why two: one in-process model per env is simplest; 8-16 envs sharing one central server get
-batching and prefix caching. Both honour a deadline: the in-process backend streams and stops decoding
-once it has passed, the HTTP one gives httpx the time left. Errors are raised as
-`BackendError` / `ThinkTimeout` and turned into fallback directives by the caller
-(`metabonk_gym.think.strategist.ModelStrategist`); nothing here is called from the env loop directly.
+`OpenAIEngine` posts to any OpenAI-compatible `/v1/chat/completions` endpoint (llama.cpp's
+`llama-server`, llama-cpp-python's server, vLLM, SGLang, Ollama) with images as data URIs and the
+schema as `response_format`. `make_engine(kind, ...)` builds either.
+Why two: one in-process model per env is simplest; 8-16 envs sharing one server get batching and
+prefix caching. The HTTP engine sends every request from an asyncio loop shared by the process
+(one connection pool per engine, no lock), so N envs' requests reach the server together; the
+deadline bounds the whole request (connecting, slow headers, a trickling body), and `close()`
+cancels what is in flight without waiting. The in-process engine streams and stops decoding at
+the deadline. Errors are raised as `EngineError` / `ThinkTimeout` and turned into fallback
+directives by the caller (`metabonk_gym.think.strategist.ModelStrategist`); nothing here is
+called from the env loop directly.
 
->>> make_backend("llama_cpp", model_path="/nonexistent/model.gguf")
+>>> make_engine("llama_cpp", model_path="/nonexistent/model.gguf")
 Traceback (most recent call last):
 ...
-metabonk_gym.think.backends.ModelFileNotFoundError: model file not found: /nonexistent/model.gguf (pass model_path= the path of a .gguf file; `python -m metabonk_gym.think.testing DIR` writes a tiny test model)
+metabonk_gym.think.engines.ModelFileNotFoundError: model file not found: /nonexistent/model.gguf (pass model_path= the path of a .gguf file; `python -m metabonk_gym.think.testing DIR` writes a tiny test model)
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import concurrent.futures as cf
+import contextlib
 import io
 import json
+import os
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -37,11 +44,11 @@ from metabonk_gym.errors import MetabonkError
 MAX_RESPONSE_BYTES = 1 << 20
 
 
-class BackendError(MetabonkError, RuntimeError):
-    """A backend failed to answer (connection closed, HTTP error, model error)."""
+class EngineError(MetabonkError, RuntimeError):
+    """An engine failed to answer (connection closed, HTTP error, model error)."""
 
 
-class ThinkTimeout(BackendError, TimeoutError):
+class ThinkTimeout(EngineError, TimeoutError):
     """The answer did not come before the deadline."""
 
 
@@ -62,11 +69,13 @@ class ThinkRequest:
 
 @dataclass(frozen=True)
 class Completion:
-    """A backend's raw answer with token counts (None when the backend does not report them)."""
+    """An engine's raw answer with token counts (None when the engine does not report them);
+    `cached_tokens`: prompt tokens the server reused from its cache."""
 
     text: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None
 
 
 def png_bytes(image: np.ndarray) -> bytes:
@@ -98,10 +107,10 @@ def chat_messages(request: ThinkRequest, image: bool) -> list[dict[str, Any]]:
     return [{"role": "system", "content": request.system}, {"role": "user", "content": content}]
 
 
-class Backend(ABC):
+class Engine(ABC):
     """Answers `ThinkRequest`s; `vision` says whether images reach the model."""
 
-    name: str = "backend"
+    name: str = "engine"
     vision: bool = False
 
     @abstractmethod
@@ -113,11 +122,11 @@ class Backend(ABC):
         return None  # nothing to release by default
 
     def describe(self) -> dict[str, Any]:
-        """What to log about this backend."""
-        return {"backend": self.name, "vision": self.vision}
+        """What to log about this engine."""
+        return {"engine": self.name, "vision": self.vision}
 
 
-class LlamaCppBackend(Backend):
+class LlamaCppEngine(Engine):
     """A GGUF model in this process (llama-cpp-python). See the module docstring.
 
     `chat_handler` names the vision family (`"auto"` detects it, see `families.py`); extra
@@ -146,7 +155,7 @@ class LlamaCppBackend(Backend):
             from llama_cpp import llama_chat_format
         except ImportError as exc:  # pragma: no cover - the think extra installs it
             raise MetabonkError(
-                "backend='llama_cpp' needs llama-cpp-python: pip install 'metabonk-gym[think]'"
+                "engine='llama_cpp' needs llama-cpp-python: pip install 'metabonk-gym[think]'"
             ) from exc
         self.family: str | None = None
         handler = None
@@ -176,7 +185,7 @@ class LlamaCppBackend(Backend):
                 **llama_kwargs,
             )
         except ValueError as exc:
-            raise BackendError(f"llama-cpp-python could not load {self.model_path}: {exc}") from exc
+            raise EngineError(f"llama-cpp-python could not load {self.model_path}: {exc}") from exc
 
     def complete(self, request: ThinkRequest, deadline: float) -> Completion:
         # Streamed so decoding can stop at the deadline between two tokens (an exception raised
@@ -209,7 +218,7 @@ class LlamaCppBackend(Backend):
             except ThinkTimeout:
                 raise
             except Exception as exc:
-                raise BackendError(f"llama-cpp-python failed: {type(exc).__name__}: {exc}") from exc
+                raise EngineError(f"llama-cpp-python failed: {type(exc).__name__}: {exc}") from exc
         return Completion("".join(pieces), prompt_tokens, len(pieces))
 
     def close(self) -> None:
@@ -221,7 +230,7 @@ class LlamaCppBackend(Backend):
 
     def describe(self) -> dict[str, Any]:
         return {
-            "backend": self.name,
+            "engine": self.name,
             "model": str(self.model_path),
             "mmproj": str(self.mmproj_path) if self.mmproj_path else None,
             "family": self.family,
@@ -230,13 +239,50 @@ class LlamaCppBackend(Backend):
         }
 
 
-class OpenAIBackend(Backend):
+class _EventLoop:
+    """The process's asyncio loop, on one daemon thread, where every `OpenAIEngine` request
+    runs: many envs in one process share it, and a forked worker starts its own."""
+
+    _lock = threading.Lock()
+    _loop: asyncio.AbstractEventLoop | None = None
+    _pid = -1
+
+    @classmethod
+    def get(cls) -> asyncio.AbstractEventLoop:
+        with cls._lock:
+            if cls._loop is None or cls._pid != os.getpid() or cls._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    loop.run_forever()
+
+                threading.Thread(target=run, name="metabonk-http", daemon=True).start()
+                ready.wait(10.0)
+                cls._loop, cls._pid = loop, os.getpid()
+            return cls._loop
+
+
+class OpenAIEngine(Engine):
     """An OpenAI-compatible chat endpoint over HTTP. See the module docstring.
 
-    `response_format="json_object"` sends `{"type": "json_object", "schema": ...}` (llama.cpp's
-    and llama-cpp-python's servers); `"json_schema"` sends OpenAI's
-    `{"type": "json_schema", "json_schema": {...}}` (vLLM, SGLang, Ollama, OpenAI);
-    `"none"` sends no constraint (the answer is still parsed and validated).
+    Args:
+        base_url: the server's URL (`/v1` is appended when missing).
+        model: the model name sent with each request (llama.cpp's servers ignore it).
+        api_key: sent as a bearer token when given.
+        vision: send the frame as an image (the server needs a vision projector).
+        temperature: sampling temperature (0: greedy).
+        response_format: `"json_object"` sends `{"type": "json_object", "schema": ...}` (llama.cpp's
+            and llama-cpp-python's servers); `"json_schema"` sends OpenAI's `{"type":
+            "json_schema", "json_schema": {...}}` (vLLM, SGLang, Ollama, OpenAI); `"none"` sends no
+            constraint (the answer is still parsed and validated).
+        cache_prompt: ask the server to keep the prompt's KV cache in its slot (llama.cpp's
+            `cache_prompt`, so the constant system prompt is evaluated once per slot); default:
+            on with `"json_object"` (llama.cpp's dialect), off otherwise (strict OpenAI APIs
+            refuse unknown fields).
+        max_connections: size of this engine's connection pool.
     """
 
     name = "openai"
@@ -249,9 +295,9 @@ class OpenAIBackend(Backend):
         vision: bool = False,
         temperature: float = 0.0,
         response_format: str = "json_object",
+        cache_prompt: bool | None = None,
+        max_connections: int = 16,
     ) -> None:
-        import httpx
-
         if response_format not in ("json_object", "json_schema", "none"):
             raise ValueError(
                 f"response_format must be 'json_object', 'json_schema' or 'none', not {response_format!r}"
@@ -263,8 +309,16 @@ class OpenAIBackend(Backend):
         self.vision = bool(vision)
         self.temperature = float(temperature)
         self.response_format = response_format
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(headers=headers)
+        self.cache_prompt = (
+            response_format == "json_object" if cache_prompt is None else cache_prompt
+        )
+        self.max_connections = int(max_connections)
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client: Any = None  # an httpx.AsyncClient, made on the loop at the first request
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._in_flight: set[cf.Future[Completion]] = set()
+        self._lock = threading.Lock()  # guards `_in_flight` only, never held while waiting
+        self._closed = False
 
     def _payload(self, request: ThinkRequest) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -280,54 +334,117 @@ class OpenAIBackend(Backend):
                 "type": "json_schema",
                 "json_schema": {"name": "directive", "schema": request.schema, "strict": True},
             }
+        if self.cache_prompt:
+            payload["cache_prompt"] = True
         return payload
 
     def complete(self, request: ThinkRequest, deadline: float) -> Completion:
-        import httpx
-
         left = deadline - time.monotonic()
         if left <= 0:
             raise ThinkTimeout("the deadline passed before the request was sent")
-        url = f"{self.base_url}/chat/completions"
+        if self._closed:
+            raise EngineError("the engine is closed")
+        future = asyncio.run_coroutine_threadsafe(
+            self._post(self._payload(request), left), _EventLoop.get()
+        )
+        with self._lock:
+            self._in_flight.add(future)
         try:
-            with self._client.stream(
-                "POST", url, json=self._payload(request), timeout=httpx.Timeout(left)
-            ) as response:
-                body = bytearray()
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) > MAX_RESPONSE_BYTES:
-                        raise BackendError(f"{url} sent more than {MAX_RESPONSE_BYTES} bytes")
-                    if time.monotonic() > deadline:
-                        raise ThinkTimeout(f"{url} was still sending at the deadline")
-                status = response.status_code
-        except httpx.TimeoutException as exc:
-            raise ThinkTimeout(f"no answer from {url} within the deadline") from exc
+            # The coroutine ends itself at the deadline; the extra second only covers a loop
+            # too busy to notice.
+            return future.result(timeout=left + 1.0)
+        except EngineError:
+            raise
+        except cf.CancelledError:
+            raise EngineError("the engine was closed while the request was in flight") from None
+        except TimeoutError:
+            future.cancel()
+            raise ThinkTimeout(f"no answer from {self.base_url} within the deadline") from None
+        finally:
+            with self._lock:
+                self._in_flight.discard(future)
+
+    def _async_client(self) -> Any:
+        """This engine's connection pool, on the running loop (made again after a fork)."""
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            limits = httpx.Limits(
+                max_connections=self.max_connections,
+                max_keepalive_connections=self.max_connections,
+            )
+            self._client = httpx.AsyncClient(headers=self._headers, limits=limits)
+            self._client_loop = loop
+        return self._client
+
+    async def _post(self, payload: dict[str, Any], left: float) -> Completion:
+        import httpx
+
+        url = f"{self.base_url}/chat/completions"
+        body = bytearray()
+        try:
+            async with asyncio.timeout(left):
+                client = self._async_client()
+                async with client.stream(
+                    "POST", url, json=payload, timeout=httpx.Timeout(left)
+                ) as response:
+                    async for chunk in response.aiter_bytes():
+                        body += chunk
+                        if len(body) > MAX_RESPONSE_BYTES:
+                            raise EngineError(f"{url} sent more than {MAX_RESPONSE_BYTES} bytes")
+                    status = response.status_code
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            raise ThinkTimeout(f"no full answer from {url} within {left:.2f} s") from exc
         except httpx.RemoteProtocolError as exc:
-            raise BackendError(f"{url} closed the connection without a full answer: {exc}") from exc
+            raise EngineError(f"{url} closed the connection without a full answer: {exc}") from exc
         except httpx.HTTPError as exc:
-            raise BackendError(f"request to {url} failed: {type(exc).__name__}: {exc}") from exc
+            raise EngineError(f"request to {url} failed: {type(exc).__name__}: {exc}") from exc
         if status != 200:
             snippet = bytes(body[:200]).decode("utf-8", "replace")
-            raise BackendError(f"{url} answered HTTP {status}: {snippet}")
-        try:
-            result = json.loads(body)
-            text = result["choices"][0]["message"].get("content") or ""
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise BackendError(f"{url} sent a body that is not a chat completion: {exc}") from exc
-        usage = result.get("usage") or {}
-        return Completion(str(text), usage.get("prompt_tokens"), usage.get("completion_tokens"))
+            raise EngineError(f"{url} answered HTTP {status}: {snippet}")
+        return _completion(bytes(body), url)
 
     def close(self) -> None:
-        self._client.close()
+        """Cancel the requests in flight and close the pool; never waits."""
+        self._closed = True
+        with self._lock:
+            in_flight = list(self._in_flight)
+        for future in in_flight:
+            future.cancel()
+        client, loop = self._client, self._client_loop
+        self._client = None
+        if client is not None and loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop is gone (interpreter exit)
+                asyncio.run_coroutine_threadsafe(client.aclose(), loop)
 
     def describe(self) -> dict[str, Any]:
         return {
-            "backend": self.name,
+            "engine": self.name,
             "base_url": self.base_url,
             "model": self.model,
             "vision": self.vision,
         }
+
+
+def _completion(body: bytes, url: str) -> Completion:
+    """A chat completion's text and token counts (llama.cpp's `timings.cache_n`: prompt tokens
+    taken from the slot's cache)."""
+    try:
+        result = json.loads(body)
+        text = result["choices"][0]["message"].get("content") or ""
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise EngineError(f"{url} sent a body that is not a chat completion: {exc}") from exc
+    usage = result.get("usage") or {}
+    timings = result.get("timings") or {}
+    details = usage.get("prompt_tokens_details") or {}
+    cached = timings.get("cache_n", details.get("cached_tokens"))
+    return Completion(
+        str(text),
+        usage.get("prompt_tokens"),
+        usage.get("completion_tokens"),
+        int(cached) if isinstance(cached, int | float) else None,
+    )
 
 
 def _route_mtmd_logs() -> None:
@@ -345,16 +462,16 @@ def _route_mtmd_logs() -> None:
         pass
 
 
-def make_backend(kind: str, **kwargs: Any) -> Backend:
+def make_engine(kind: str, **kwargs: Any) -> Engine:
     """`"llama_cpp"` (model_path=, mmproj_path=, chat_handler=, ...) or `"openai"` (base_url=,
     model=, api_key=, vision=, ...)."""
     if kind == "llama_cpp":
         if kwargs.get("model_path") is None:
-            raise MetabonkError("backend='llama_cpp' needs model_path= the path of a .gguf file")
-        return LlamaCppBackend(**kwargs)
+            raise MetabonkError("engine='llama_cpp' needs model_path= the path of a .gguf file")
+        return LlamaCppEngine(**kwargs)
     if kind == "openai":
-        return OpenAIBackend(**kwargs)
-    raise ValueError(f"backend must be 'llama_cpp' or 'openai', not {kind!r}")
+        return OpenAIEngine(**kwargs)
+    raise ValueError(f"engine must be 'llama_cpp' or 'openai', not {kind!r}")
 
 
 def _existing(path: str | Path, what: str) -> Path:

@@ -23,7 +23,7 @@ Savestate files are handled on this machine: SkyEmu reads and writes them by pat
 server must share this machine's filesystem (a SkyEmu on another host can step and read, but
 not reset).
 
->>> from metabonk_gym.skyemu.backend import BUTTON_NAMES
+>>> from metabonk_gym.gba.backends.skyemu import BUTTON_NAMES
 >>> BUTTON_NAMES[:4]
 ('A', 'B', 'Select', 'Start')
 """
@@ -37,11 +37,11 @@ import uuid
 import weakref
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from metabonk_gym.gba.backend import SCREEN_SHAPE, check_region, decode_value
+from metabonk_gym.gba.backends.base import SCREEN_SHAPE, check_region, decode_value
 from metabonk_gym.skyemu.bmp import decode_bmp
 from metabonk_gym.skyemu.client import SkyEmuClient
 from metabonk_gym.skyemu.errors import (
@@ -82,9 +82,9 @@ _Op = tuple[str, int, Any]  # ("step", frames, buttons) or ("write", address, da
 class SkyEmuBackend:
     """A GBA on SkyEmu's HTTP control server (see the module docstring)."""
 
-    name = "skyemu"
+    name: ClassVar[str] = "skyemu"
     #: Ask GBAEnv to set the game's frame counter to the embedded core's boot value (0) after boot.
-    aligns_frame_counter = True
+    aligns_frame_counter: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -253,6 +253,10 @@ class SkyEmuBackend:
     def read_bytes(self, address: int, n: int) -> bytes:
         check_region(address, n)
         return self.client.read(range(address, address + n)) if n else b""
+
+    def read_regions(self, spans: list[tuple[int, int]]) -> list[np.ndarray]:
+        """One `/read_byte` per span."""
+        return [np.frombuffer(self.read_bytes(address, n), np.uint8) for address, n in spans]
 
     def write(self, address: int, type_: str, value: int) -> None:
         data = encode_value(int(value), type_)

@@ -1,0 +1,339 @@
+"""`metabonk bench serve`: one model server shared by many envs; what batches and what does not.
+
+One run, every figure measured in the same process against its own baseline:
+
+* **model**: a random llama GGUF of 20.9M parameters (the tiny test model's 260-token byte
+  vocabulary, 384 wide, 10 layers), written with `gguf` at the start (or `model_path=`).
+* **clients**: 1, 4, 8 and 16 concurrent clients, each like one env (its own `OpenAIEngine`),
+  send BonkQuest prompts back to back for `duration_s`: a system prompt with a one-line game card,
+  the actions and the directive's JSON schema (2.1k byte tokens, cached per slot; `full=True`
+  uses the whole game card, 4.5k), the per-call text of live states without the 30x20 text map
+  (about 0.5k bytes; `full=True` keeps it, 1.2k), answers of at most 96 tokens under the schema's
+  grammar (the random model fills them: a throughput measure); aggregate directives/s and tokens/s,
+  p50/p95 latency, and the ratios to 1 client, for `llama-server` (`parallel` slots) and the
+  `python` engine (llama-cpp-python's server, one request at a time).
+* **envs**: env steps/s of `n_envs` BonkQuest envs (`make_vec`, one process each) with
+  `PauseToThink(engine="openai", mode="async")` against llama-server vs the same envs without it.
+* **images**: llama-server with a random vision projector (a LLaVA-1.5-style CLIP tower written
+  with `gguf`, 32x32 pixels in 16 patches, its output as wide as the model) at 1 and 8 clients.
+* **load**: the CPU count and the load average before and after (other work on the machine
+  shares the cores with the server and the envs).
+
+>>> summary([0.5, 0.25, 1.0], tokens=[10, 10, 20], wall_s=2.0)["p50_s"]
+0.5
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metabonk_gym.think.engines import EngineError, OpenAIEngine, ThinkRequest
+from metabonk_gym.think.serve import ServerProcess
+from metabonk_gym.think.testing import TinyModelConfig, write_tiny_llama, write_tiny_mmproj
+
+ENV_ID = "MetaBonk/BonkQuest-v0"
+#: The benchmark model: the tiny model's vocabulary, 20.9M parameters.
+BENCH_MODEL = TinyModelConfig(n_embd=384, n_head=6, n_layer=10, n_ff=1280, n_ctx=16384, seed=0)
+MAX_TOKENS = 96
+LEVELS = (1, 4, 8, 16)
+
+
+def n_parameters(cfg: TinyModelConfig, n_vocab: int = 260) -> int:
+    """Parameters of a `write_tiny_llama` model with `cfg`.
+
+    >>> round(n_parameters(BENCH_MODEL) / 1e6, 1)
+    20.9
+    """
+    e, f = cfg.n_embd, cfg.n_ff
+    per_layer = 4 * e * e + 3 * e * f + 2 * e
+    return cfg.n_layer * per_layer + 2 * n_vocab * e + e
+
+
+def summary(latencies: Sequence[float], tokens: Sequence[int], wall_s: float) -> dict[str, float]:
+    """Aggregate figures of one load level."""
+    ordered = sorted(latencies)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))] if ordered else 0.0
+    return {
+        "directives": float(len(ordered)),
+        "directives_per_s": len(ordered) / wall_s if wall_s > 0 else 0.0,
+        "tokens_per_s": sum(tokens) / wall_s if wall_s > 0 else 0.0,
+        "p50_s": statistics.median(ordered) if ordered else 0.0,
+        "p95_s": p95,
+    }
+
+
+#: The bench's one-line game card (`full=False`).
+SHORT_CARD = "Find the key of each room (k), open the door (D) with it, avoid the enemies (E)."
+
+
+def bonkquest_requests(
+    count: int = 16, seed: int = 0, vision: bool = False, full: bool = False
+) -> list[ThinkRequest]:
+    """Think requests for `count` live BonkQuest states of a random walk (with `full`, the whole
+    game card and the text map)."""
+    import gymnasium as gym
+
+    from metabonk_gym.think.games import adapter_for
+    from metabonk_gym.think.prompts import PromptBuilder
+    from metabonk_gym.think.view import GameView
+
+    env = gym.make(ENV_ID)
+    try:
+        adapter = adapter_for(env)
+        game_data = getattr(env.unwrapped, "game_data", None)
+        card = game_data.game_card() if game_data is not None else None
+        builder = PromptBuilder.for_env(env, adapter, card, max_tokens=MAX_TOKENS)
+        if not full:
+            builder = PromptBuilder(
+                adapter, SHORT_CARD, text_map=lambda view: None, max_tokens=MAX_TOKENS
+            )
+        rng = np.random.default_rng(seed)
+        obs, info = env.reset(seed=seed)
+        requests = []
+        for step in range(count * 25):
+            if step % 25 == 0:
+                view = GameView.capture(env, info, step, obs)
+                requests.append(builder.build(view, [], "benchmark", vision))
+            obs, _, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))  # type: ignore[attr-defined]
+            if terminated or truncated:
+                obs, info = env.reset()
+        return requests
+    finally:
+        env.close()
+
+
+def client_load(
+    base_url: str,
+    requests: Sequence[ThinkRequest],
+    clients: int,
+    duration_s: float,
+    vision: bool = False,
+    timeout_s: float = 300.0,
+) -> dict[str, float]:
+    """`clients` threads, each with its own engine, send `requests` back to back until
+    `duration_s` has passed (the last ones finish); aggregate throughput and latency."""
+    latencies: list[float] = []
+    tokens: list[int] = []
+    failures, valid = [0], [0]
+    lock = threading.Lock()
+    start = time.monotonic()
+    end = start + duration_s
+
+    def client(index: int) -> None:
+        engine = OpenAIEngine(base_url, vision=vision)
+        try:
+            i, first = index, True
+            while first or time.monotonic() < end:  # every client asks at least once
+                first = False
+                t0 = time.monotonic()
+                try:
+                    answer = engine.complete(requests[i % len(requests)], t0 + timeout_s)
+                except EngineError:
+                    with lock:
+                        failures[0] += 1
+                    continue
+                finally:
+                    i += clients
+                ok = _schema_valid(answer.text)
+                with lock:
+                    latencies.append(time.monotonic() - t0)
+                    tokens.append(answer.completion_tokens or 0)
+                    valid[0] += int(ok)
+        finally:
+            engine.close()
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    figures = summary(latencies, tokens, time.monotonic() - start)
+    figures["failures"] = float(failures[0])
+    figures["schema_valid"] = valid[0] / len(latencies) if latencies else 0.0
+    figures["tokens_per_directive"] = float(np.mean(tokens)) if tokens else 0.0
+    return figures
+
+
+def sweep(
+    base_url: str,
+    requests: Sequence[ThinkRequest],
+    levels: Sequence[int],
+    duration_s: float,
+    prefix: str,
+    progress: Callable[[str], None],
+    vision: bool = False,
+    warm_clients: int = 1,
+) -> dict[str, float]:
+    """`client_load` at every level, with the throughput and p95 ratios against 1 client."""
+    # put the constant system prompt in every slot's cache first (not timed)
+    client_load(base_url, requests, warm_clients, 0.0, vision)
+    out: dict[str, float] = {}
+    base: dict[str, float] | None = None
+    for level in levels:
+        figures = client_load(base_url, requests, level, duration_s, vision)
+        base = base or figures
+        progress(
+            f"{prefix} {level} clients: {figures['directives_per_s']:.2f} directives/s, "
+            f"p50 {figures['p50_s']:.2f} s, p95 {figures['p95_s']:.2f} s"
+        )
+        for key, value in figures.items():
+            out[f"{prefix}_{level}_{key}"] = value
+        if level != levels[0] and base["directives_per_s"] > 0 and base["p95_s"] > 0:
+            ratio = figures["directives_per_s"] / base["directives_per_s"]
+            out[f"{prefix}_{level}_throughput_x"] = ratio
+            out[f"{prefix}_{level}_p95_x"] = figures["p95_s"] / base["p95_s"]
+    return out
+
+
+def env_steps_per_s(
+    n_envs: int, steps: int, base_url: str | None, timeout_s: float = 30.0
+) -> dict[str, float]:
+    """Vector steps/s (times `n_envs` env steps) of BonkQuest envs with random actions, with
+    `PauseToThink(engine="openai", mode="async")` when `base_url` is given."""
+    from metabonk_gym.vector import make_vec
+    from metabonk_gym.wrappers.pause_to_think import PauseToThink
+
+    wrappers: list[Any] = []
+    if base_url is not None:
+        wrappers.append(
+            functools.partial(
+                PauseToThink,
+                engine="openai",
+                base_url=base_url,
+                mode="async",
+                timeout_s=timeout_s,
+                think_every=30,
+                max_tokens=MAX_TOKENS,
+            )
+        )
+    envs = make_vec(ENV_ID, n_envs, wrappers=wrappers)
+    try:
+        envs.reset(seed=0)
+        rng = np.random.default_rng(0)
+        n_actions = int(envs.single_action_space.n)  # type: ignore[attr-defined]
+        for _ in range(10):  # warm-up (process start, first think calls)
+            envs.step(rng.integers(n_actions, size=n_envs))
+        start = time.perf_counter()
+        calls = 0.0
+        for _ in range(steps):
+            _, _, _, _, infos = envs.step(rng.integers(n_actions, size=n_envs))
+        elapsed = time.perf_counter() - start
+        think = infos.get("think")
+        if isinstance(think, dict) and "calls" in think:
+            calls = float(np.sum(think["calls"]))
+    finally:
+        envs.close()
+    return {"env_steps_per_s": n_envs * steps / elapsed, "think_calls": calls}
+
+
+def _schema_valid(text: str) -> bool:
+    from metabonk_gym.think.directive import DirectiveError, parse_directive
+    from metabonk_gym.think.games import adapter_for_name
+
+    try:
+        parse_directive(text, adapter_for_name("BonkQuest").spec)
+    except DirectiveError:
+        return False
+    return True
+
+
+def _load() -> float:
+    return float(os.getloadavg()[0])
+
+
+def run(
+    levels: Sequence[int] = LEVELS,
+    duration_s: float = 15.0,
+    engines: Sequence[str] = ("llama-server", "python"),
+    n_envs: int = 16,
+    env_steps: int = 150,
+    images: bool = True,
+    full: bool = False,
+    model_path: str | Path | None = None,
+    mmproj_path: str | Path | None = None,
+    n_gpu_layers: int | None = None,
+    n_threads: int | None = None,
+    progress: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """All parts (see the module docstring); `env_steps=0` or `images=False` skip those parts.
+    `model_path` (and `mmproj_path` for the image part) time a model of your own instead.
+    `n_threads` defaults to 1 on machines of up to 4 CPUs: the engines' default of one thread per
+    core spin-waits at every layer, and on a busy machine each token then waits for descheduled
+    threads (measured here: 95 s instead of 6.9 s for one directive)."""
+    cpus = os.cpu_count() or 1
+    if n_threads is None and cpus <= 4:
+        n_threads = 1
+    figures: dict[str, Any] = {"cpus": cpus, "load_before": _load(), "server_threads": n_threads}
+    with tempfile.TemporaryDirectory(prefix="metabonk-bench-serve-") as tmp:
+        if model_path is None:
+            progress(f"writing a random {n_parameters(BENCH_MODEL) / 1e6:.1f}M-parameter llama")
+            model_path = write_tiny_llama(Path(tmp) / "bench.gguf", BENCH_MODEL)
+            figures["model_parameters"] = n_parameters(BENCH_MODEL)
+            if images and mmproj_path is None:
+                mmproj_path = write_tiny_mmproj(
+                    Path(tmp) / "mmproj.gguf", text_n_embd=BENCH_MODEL.n_embd
+                )
+        figures["model"] = str(model_path)
+        requests = bonkquest_requests(full=full)
+        figures["prompt_system_bytes"] = len(requests[0].system.encode())
+        figures["prompt_user_bytes"] = int(np.mean([len(r.user.encode()) for r in requests]))
+        parallel = max(levels)
+        for engine in engines:
+            progress(f"{engine}: starting")
+            with ServerProcess(
+                model_path,
+                engine=engine,
+                parallel=parallel,
+                n_ctx=8192,
+                n_gpu_layers=n_gpu_layers,
+                n_threads=n_threads,
+                startup_timeout_s=300,
+            ) as url:
+                prefix = engine.replace("-", "_")
+                warm = parallel if engine == "llama-server" else 1
+                figures.update(
+                    sweep(url, requests, levels, duration_s, prefix, progress, warm_clients=warm)
+                )
+                if engine == "llama-server" and env_steps > 0:
+                    progress(f"{n_envs} envs with PauseToThink (async) against llama-server")
+                    think = env_steps_per_s(n_envs, env_steps, url)
+                    progress(f"{n_envs} envs without PauseToThink")
+                    plain = env_steps_per_s(n_envs, env_steps, None)
+                    figures["envs"] = n_envs
+                    figures["envs_plain_steps_per_s"] = plain["env_steps_per_s"]
+                    figures["envs_think_steps_per_s"] = think["env_steps_per_s"]
+                    figures["envs_think_calls"] = think["think_calls"]
+                    figures["envs_think_vs_plain_x"] = (
+                        think["env_steps_per_s"] / plain["env_steps_per_s"]
+                    )
+        if images and mmproj_path is not None and "llama-server" in engines:
+            progress("llama-server with the vision projector")
+            vision_requests = bonkquest_requests(8, vision=True, full=full)
+            image_levels = [1, 8]
+            with ServerProcess(
+                model_path,
+                mmproj_path,
+                engine="llama-server",
+                parallel=8,
+                n_ctx=8192,
+                n_gpu_layers=n_gpu_layers,
+                n_threads=n_threads,
+                startup_timeout_s=300,
+            ) as url:
+                figures.update(
+                    sweep(
+                        url, vision_requests, image_levels, duration_s, "image", progress, True, 8
+                    )
+                )
+    figures["load_after"] = _load()
+    return figures

@@ -1,0 +1,62 @@
+"""The contract every env of the suite speaks: core options, their checks, and info names.
+
+Every env takes `frameskip`, `obs_type` (`OBS_TYPES`), `downscale`, `reward`, `render_mode`
+(and gym.make's `max_episode_steps`), reports `CONTRACT_INFO` and `reward_terms` in `info`,
+and puts the screen under `PIXELS` wherever its observation is a Dict.
+
+>>> check_frameskip(4), check_obs_type("state"), check_downscale(2)
+(4, 'state', 2)
+>>> check_frameskip(0)
+Traceback (most recent call last):
+...
+ValueError: frameskip must be an int >= 1, not 0
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Info names on every env (`hp`/`max_hp` None and `won`/`lost` False when a game has none).
+CONTRACT_INFO: tuple[str, ...] = ("hp", "max_hp", "won", "lost", "reward_terms")
+#: The key of the screen in Dict observations.
+PIXELS = "pixels"
+#: Downscale factors a GBA screen (160 x 240) divides by.
+DOWNSCALES: tuple[int, ...] = (1, 2, 4, 8)
+#: Observation types every env takes.
+OBS_TYPES: tuple[str, ...] = ("rgb", "grayscale", "state")
+
+
+def check_obs_type(obs_type: object) -> str:
+    """`obs_type` if valid, else a ValueError naming the valid ones.
+
+    >>> check_obs_type("rgb")
+    'rgb'
+    """
+    if obs_type not in OBS_TYPES:
+        raise ValueError(f"obs_type must be 'rgb', 'grayscale' or 'state', not {obs_type!r}")
+    return str(obs_type)
+
+
+def check_downscale(downscale: object, allowed: tuple[int, ...] | None = DOWNSCALES) -> int:
+    """`downscale` as an int if valid (a positive int, one of `allowed` unless None).
+
+    >>> check_downscale(4)
+    4
+    """
+    if isinstance(downscale, bool) or not isinstance(downscale, (int, np.integer)):
+        raise ValueError(f"downscale must be an int, not {downscale!r}")
+    k = int(downscale)
+    if allowed is not None and k not in allowed:
+        raise ValueError(
+            f"downscale must be {', '.join(map(str, allowed[:-1]))} or {allowed[-1]}, not {k}"
+        )
+    if k < 1:
+        raise ValueError(f"downscale must be >= 1, not {k}")
+    return k
+
+
+def check_frameskip(frameskip: object) -> int:
+    """`frameskip` as an int if it is one >= 1, else a ValueError saying so."""
+    if isinstance(frameskip, bool) or not isinstance(frameskip, (int, np.integer)) or frameskip < 1:
+        raise ValueError(f"frameskip must be an int >= 1, not {frameskip!r}")
+    return int(frameskip)

@@ -1,0 +1,1 @@
+"""The BonkQuest game folder: its data files and `game.py` (loaded through `GameData.module()`)."""

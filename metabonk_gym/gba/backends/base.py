@@ -1,0 +1,119 @@
+"""What every GBA emulator backend offers the env (`EmulatorBackend`), and the GBA facts they share.
+
+The env talks to an emulator only through this Protocol; `isinstance(obj, EmulatorBackend)`
+checks that an object has every member (a runtime-checkable Protocol).
+
+>>> check_region(0x06000000, 0x18000)
+>>> decode_value(bytes([0x34, 0x12]), "<u2") == 0x1234
+True
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from metabonk_gym.errors import CorruptSavestateError
+from metabonk_gym.utils import atomic_write_bytes
+
+#: The GBA bus regions the cores expose: start address -> size in bytes.
+GBA_REGIONS: dict[int, int] = {
+    0x02000000: 0x40000,  # EWRAM
+    0x03000000: 0x8000,  # IWRAM
+    0x04000000: 0x400,  # I/O registers
+    0x05000000: 0x400,  # palette
+    0x06000000: 0x18000,  # VRAM
+    0x07000000: 0x400,  # OAM
+}
+
+SCREEN_SHAPE = (160, 240, 3)
+
+
+def check_region(address: int, n: int) -> None:
+    """Raise ValueError unless [address, address+n) lies inside one GBA memory region."""
+    for start, size in GBA_REGIONS.items():
+        if start <= address and address + n <= start + size:
+            return
+    regions = ", ".join(f"0x{s:08X}-0x{s + z - 1:08X}" for s, z in GBA_REGIONS.items())
+    raise ValueError(f"cannot read {n} bytes at 0x{address:08X}: outside the GBA regions {regions}")
+
+
+def decode_value(raw: bytes, type_: str) -> int:
+    """Decode a stable-retro typed value (`<u2`, `|i1`, `>n4` BCD...) from raw bytes."""
+    order = ">" if type_[0] == ">" else "<"
+    kind, size = type_[1], int(type_[2])
+    if kind == "n":  # binary-coded decimal, as stable-retro's 'n' type
+        digits = raw if order == ">" else raw[::-1]
+        value = 0
+        for byte in digits:
+            value = value * 100 + (byte >> 4) * 10 + (byte & 0xF)
+        return value
+    return int.from_bytes(raw[:size], "big" if order == ">" else "little", signed=kind == "i")
+
+
+@runtime_checkable
+class EmulatorBackend(Protocol):
+    """What the GBA env needs from an emulator (every member; nothing is probed with getattr)."""
+
+    #: The backend's name (`GBAEnv(backend=...)`).
+    name: ClassVar[str]
+    #: True when the emulator stops frames at another scanline than the embedded core, so the
+    #: env sets the game's frame counter to the embedded core's boot value after boot.
+    aligns_frame_counter: ClassVar[bool]
+
+    def step(self, frames: int, buttons: int) -> None:
+        """Hold `buttons` (KEYINPUT-order mask) for `frames` frames."""
+
+    def screen(self) -> np.ndarray:
+        """The current frame, uint8 (160, 240, 3), a fresh array the caller may keep."""
+
+    def read(self, address: int, type_: str) -> int:
+        """One typed value (stable-retro type such as `<u2`) at a bus address."""
+
+    def read_many(self, specs: list[tuple[int, str]]) -> list[int]:
+        """Several typed values, `(address, type)` each, in one go."""
+
+    def read_bytes(self, address: int, n: int) -> bytes:
+        """`n` bytes at `address`, inside one GBA memory region."""
+
+    def read_regions(self, spans: list[tuple[int, int]]) -> list[np.ndarray]:
+        """Several `(address, n)` spans as uint8 arrays, read as cheaply as the emulator allows
+        (read-only; they may be views of one copy of memory)."""
+
+    def write(self, address: int, type_: str, value: int) -> None:
+        """Write one typed value."""
+
+    def save_state(self) -> bytes:
+        """An opaque snapshot of the whole machine, restorable by `load_state`."""
+
+    def load_state(self, state: bytes) -> None:
+        """Restore a `save_state` snapshot."""
+
+    def power_on(self) -> None:
+        """Back to the power-on state (as after loading the ROM)."""
+
+    def close(self) -> None:
+        """Free the emulator (idempotent)."""
+
+
+def read_state_file(path: Path) -> bytes:
+    """Read a stable-retro `.state` file (a gzipped core state)."""
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise CorruptSavestateError(f"savestate file not found: {path}") from None
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError) as exc:
+        raise CorruptSavestateError(
+            f"savestate {path} is not a gzipped core state ({exc}); re-create it with "
+            "env.unwrapped.save_state(path)"
+        ) from exc
+
+
+def write_state_file(path: Path, state: bytes) -> None:
+    """Write a stable-retro `.state` file atomically (temp file, then rename)."""
+    atomic_write_bytes(Path(path), gzip.compress(state, mtime=0))

@@ -1,0 +1,303 @@
+"""Child processes that end with their parent: start, wait until ready, stop.
+
+Every server this project starts (SkyEmu, llama-server, the BonkLink sim, test peers) goes through
+`ChildProcess`, so none outlives the process that started it: on Linux the child asks the kernel
+for SIGKILL when its parent dies (`prctl(PR_SET_PDEATHSIG)`), which covers a SIGKILL of the parent
+that no Python cleanup could; `stop()` runs at interpreter exit and when the owner is garbage
+collected, and the child's output goes to a log file that errors quote and `stop()` removes.
+No library does this: `subprocess` has no parent-death option, and psutil only inspects.
+
+>>> import sys
+>>> with ChildProcess.start([sys.executable, "-c", "print('hi')"], name="echo") as child:
+...     (child.wait_exit(timeout_s=30), child.log_tail().strip())
+(0, 'hi')
+>>> child.alive, child.log_path.exists()  # stopped, its temp log removed
+(False, False)
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+
+from metabonk_gym.errors import MetabonkError
+
+PR_SET_PDEATHSIG = 1
+_LIVE: weakref.WeakSet[ChildProcess] = weakref.WeakSet()
+
+
+class ChildProcessFailed(MetabonkError, RuntimeError):
+    """A child process exited early or was not ready before its deadline."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on `host` (loopback by default) that nothing listens on right now.
+
+    >>> 0 < free_port() < 65536
+    True
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A `preexec_fn` that makes the kernel SIGKILL the child when its parent dies (Linux)."""
+
+    # Look prctl up here, in the parent: dlopen() between fork and exec can deadlock when
+    # another thread of the parent held the loader's lock at the fork.
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        prctl = None
+
+    def setup() -> None:
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # The parent may have died between fork and prctl: then nobody would signal us.
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return setup
+
+
+_spawner_lock = threading.Lock()
+_spawner: ThreadPoolExecutor | None = None
+
+
+def _spawn(popen: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """Run `popen` on the main thread or on one long-lived spawner thread.
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, not the process: a child
+    started from a short-lived worker thread would be killed with that thread. The spawner thread
+    lives until the interpreter exits, so children started from any thread live as long as we do.
+    """
+    global _spawner
+    if threading.current_thread() is threading.main_thread():
+        return popen()
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metabonk-spawner")
+    return _spawner.submit(popen).result()
+
+
+def _stop_popen(proc: subprocess.Popen[bytes], timeout_s: float) -> int | None:
+    """SIGTERM, wait up to `timeout_s`, then SIGKILL; the exit code (None if it never ended)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5.0)
+    return proc.poll()
+
+
+def _cleanup(proc: subprocess.Popen[bytes], log: Path | None, keep_log: bool) -> None:
+    _stop_popen(proc, 2.0)
+    if log is not None and not keep_log:
+        log.unlink(missing_ok=True)
+
+
+class ChildProcess:
+    """A running child process tied to this one; build it with `ChildProcess.start`."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        name: str,
+        log_path: Path | None,
+        keep_log: bool,
+    ) -> None:
+        """Wrap a started `Popen`; use `start()` rather than calling this.
+
+        Args:
+            proc: the started process.
+            name: a short name for messages ("llama-server", "skyemu").
+            log_path: the file holding the child's stdout and stderr (None: inherited).
+            keep_log: keep `log_path` after `stop()` (a path the caller chose).
+        """
+        self.proc = proc
+        self.name = name
+        self.log_path = log_path
+        self._finalizer = weakref.finalize(self, _cleanup, proc, log_path, keep_log)
+        _LIVE.add(self)
+
+    @classmethod
+    def start(
+        cls,
+        argv: Sequence[str | os.PathLike[str]],
+        *,
+        name: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        log_path: str | os.PathLike[str] | None = None,
+        inherit_output: bool = False,
+    ) -> ChildProcess:
+        """Start `argv` as a child that dies with this process.
+
+        Args:
+            argv: the program and its arguments.
+            name: a short name for messages (default: the program's file name).
+            env: the child's whole environment (default: this process's).
+            cwd: the child's working directory.
+            log_path: write the child's output there and keep it (default: a temp file removed
+                on `stop()`).
+            inherit_output: let the child write to this process's stdout/stderr instead.
+        """
+        args = [os.fspath(a) for a in argv]
+        if not args:
+            raise ValueError("argv is empty: give the program to start")
+        label = name or Path(args[0]).name
+        log: Path | None = None
+        keep_log = log_path is not None
+        if not inherit_output:
+            if log_path is None:
+                fd, tmp = tempfile.mkstemp(prefix=f"metabonk-{label}-", suffix=".log")
+                os.close(fd)
+                log = Path(tmp)
+            else:
+                log = Path(log_path)
+                log.parent.mkdir(parents=True, exist_ok=True)
+        out = open(log, "ab") if log is not None else None  # noqa: SIM115 (the child owns it)
+        try:
+            proc = _spawn(
+                lambda: subprocess.Popen(
+                    args,
+                    env=dict(env) if env is not None else None,
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT if out is not None else None,
+                    preexec_fn=_die_with_parent(os.getpid()) if sys.platform == "linux" else None,
+                )
+            )
+        except OSError as exc:
+            if log is not None and not keep_log:
+                log.unlink(missing_ok=True)
+            raise ChildProcessFailed(f"cannot start {label} ({args[0]}): {exc}") from exc
+        finally:
+            if out is not None:
+                out.close()
+        return cls(proc, label, log, keep_log)
+
+    # ---- state
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, max_chars: int = 4000) -> str:
+        """The last `max_chars` characters of the child's output ("" when inherited or gone)."""
+        if self.log_path is None:
+            return ""
+        try:
+            with open(self.log_path, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                size = handle.tell()
+                handle.seek(max(0, size - max_chars))
+                return handle.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    # ---- waiting
+    def _failure(self, what: str) -> ChildProcessFailed:
+        tail = self.log_tail().strip()
+        return ChildProcessFailed(
+            f"{self.name} (pid {self.pid}) {what}" + (f"; its output ends:\n{tail}" if tail else "")
+        )
+
+    def wait_ready(
+        self, check: Callable[[], bool], timeout_s: float, interval_s: float = 0.05
+    ) -> None:
+        """Poll `check()` until it returns True; fail if the child exits or `timeout_s` passes."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                raise self._failure(f"exited with code {self.proc.returncode} before it was ready")
+            with contextlib.suppress(Exception):
+                if check():
+                    return
+            if time.monotonic() >= deadline:
+                failure = self._failure(f"was not ready within {timeout_s:g} s and was stopped")
+                self.stop()  # removes a temp log: quote it first
+                raise failure
+            time.sleep(interval_s)
+
+    def wait_for_port(self, host: str, port: int, timeout_s: float) -> None:
+        """Wait until something accepts TCP connections on `host:port`."""
+
+        def listening() -> bool:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+
+        self.wait_ready(listening, timeout_s)
+
+    def wait_exit(self, timeout_s: float) -> int:
+        """Wait for the child to exit on its own; its exit code (stops it past the deadline)."""
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            failure = self._failure(f"did not exit within {timeout_s:g} s and was stopped")
+            self.stop()  # removes a temp log: quote it first
+            raise failure from None
+
+    # ---- stopping
+    def stop(self, timeout_s: float = 5.0) -> int | None:
+        """SIGTERM, then SIGKILL after `timeout_s`; its exit code. Safe to call twice."""
+        code = _stop_popen(self.proc, timeout_s)
+        self._finalizer()
+        return code
+
+    def __enter__(self) -> ChildProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.alive else f"exited {self.returncode}"
+        return f"ChildProcess({self.name!r}, pid={self.pid}, {state})"
+
+
+def live_children() -> list[ChildProcess]:
+    """Children started here that are still running (for tests and diagnostics)."""
+    return [child for child in list(_LIVE) if child.alive]
+
+
+def _stop_all() -> None:
+    for child in list(_LIVE):
+        with contextlib.suppress(Exception):
+            child.stop(timeout_s=2.0)
+
+
+atexit.register(_stop_all)

@@ -1,0 +1,146 @@
+"""Play or evaluate one agent in many games at once, one process each (`--n-envs N`).
+
+What: `play_many(env_id, agent, n_envs, ...)` and `evaluate_many(...)` split the episodes between
+`n_envs` worker processes (spawned: each makes its own env and agent), run `record.play` /
+`evaluate.evaluate` there, and merge the episodes in order; episode i keeps reset seed `seed + i`,
+so the report is the one a single process would give. With `--agent think --server URL` every
+worker's think agent sends its requests to that one server (`metabonk serve-vlm`), which batches
+them.
+Why processes: stable-retro runs one emulator per process, and each think agent waits for its own
+answers while the others play on.
+
+>>> split_episodes(10, 4)
+[(0, 3), (3, 3), (6, 2), (8, 2)]
+>>> split_episodes(2, 16)
+[(0, 1), (1, 1)]
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from metabonk_gym.training.errors import ConfigError
+from metabonk_gym.training.record import RecordResult
+from metabonk_gym.training.rollout import EpisodeResult, episode_config
+from metabonk_gym.utils import atomic_write_text
+
+
+def split_episodes(episodes: int, n_envs: int) -> list[tuple[int, int]]:
+    """(first episode, count) per worker: contiguous, as even as possible, none empty."""
+    if n_envs < 1:
+        raise ConfigError(f"--n-envs must be >= 1, not {n_envs}")
+    workers = min(n_envs, episodes)
+    out, first = [], 0
+    for k in range(workers):
+        count = episodes // workers + (1 if k < episodes % workers else 0)
+        out.append((first, count))
+        first += count
+    return out
+
+
+def _shifted(episodes: list[EpisodeResult], first: int) -> list[EpisodeResult]:
+    for episode in episodes:
+        episode.index += first
+    return episodes
+
+
+def _play_worker(
+    env_id: str, agent: str, first: int, count: int, seed: int, kwargs: dict[str, Any]
+) -> RecordResult:
+    from metabonk_gym.training.record import play
+
+    result = play(env_id, agent, episodes=count, seed=seed + first, window=False, **kwargs)
+    result.episodes = _shifted(result.episodes, first)
+    return result
+
+
+def _evaluate_worker(
+    env_id: str, agent: str, first: int, count: int, seed: int, kwargs: dict[str, Any]
+) -> list[EpisodeResult]:
+    from metabonk_gym.training.evaluate import evaluate
+
+    episodes: list[EpisodeResult] = []
+    evaluate(env_id, agent, episodes=count, seed=seed + first, on_episode=episodes.append, **kwargs)
+    return _shifted(episodes, first)
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def play_many(
+    env_id: str,
+    agent: str,
+    n_envs: int,
+    *,
+    episodes: int = 1,
+    seed: int = 0,
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    agent_kwargs: Mapping[str, Any] | None = None,
+) -> RecordResult:
+    """`record.play` in `n_envs` processes at once (no window, no dataset); the merged result."""
+    parts = split_episodes(episodes, n_envs)
+    kwargs = {
+        "config_file": config_file,
+        "overrides": dict(overrides or {}),
+        "agent_kwargs": dict(agent_kwargs or {}),
+    }
+    merged = RecordResult()
+    with _pool(len(parts)) as pool:
+        futures = [
+            pool.submit(_play_worker, env_id, agent, first, count, seed, kwargs)
+            for first, count in parts
+        ]
+        for future in futures:
+            part = future.result()
+            merged.episodes += part.episodes
+            merged.stopped = merged.stopped or part.stopped
+            merged.messages += part.messages
+    return merged
+
+
+def evaluate_many(
+    env_id: str,
+    agent: str,
+    n_envs: int,
+    *,
+    episodes: int = 10,
+    seed: int = 0,
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    out: str | Path | None = None,
+    agent_kwargs: Mapping[str, Any] | None = None,
+    deterministic: bool = False,
+) -> dict[str, Any]:
+    """`evaluate.evaluate` in `n_envs` processes at once; the report of all episodes (written to
+    `out` as JSON when given). Videos and ladders need one process: use `evaluate`."""
+    import json
+
+    from metabonk_gym.training.evaluate import make_report
+
+    parts = split_episodes(episodes, n_envs)
+    kwargs = {
+        "config_file": config_file,
+        "overrides": dict(overrides or {}),
+        "agent_kwargs": dict(agent_kwargs or {}),
+        "deterministic": deterministic,
+    }
+    results: list[EpisodeResult] = []
+    with _pool(len(parts)) as pool:
+        futures = [
+            pool.submit(_evaluate_worker, env_id, agent, first, count, seed, kwargs)
+            for first, count in parts
+        ]
+        for future in futures:
+            results += future.result()
+    cfg = episode_config(env_id, agent, config_file, overrides)
+    report = make_report(env_id, agent, cfg.to_dict(), seed, results)
+    report["n_envs"] = len(parts)
+    if out is not None:
+        atomic_write_text(Path(out), json.dumps(report, indent=2))
+    return report

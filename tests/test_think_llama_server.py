@@ -1,0 +1,287 @@
+"""llama.cpp's `llama-server` (built by `scripts/setup.sh think`) behind `metabonk serve-vlm` and
+`OpenAIEngine`: requests overlap on its slots, the schema holds, images reach the model, a killed
+server gives a fallback in time, and no server outlives its `metabonk serve-vlm` parent."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import jsonschema
+import numpy as np
+import pytest
+
+from metabonk_gym.process import free_port
+from metabonk_gym.think.directive import parse_directive
+from metabonk_gym.think.engines import OpenAIEngine, ThinkRequest, png_bytes
+from metabonk_gym.think.games import adapter_for_name
+from metabonk_gym.think.llama_server import find_llama_server
+from metabonk_gym.think.serve import ServerProcess
+from metabonk_gym.think.testing import TinyVisionConfig, write_tiny_llama, write_tiny_mmproj
+
+pytestmark = [pytest.mark.llm("llama-server"), pytest.mark.net]
+
+SPEC = adapter_for_name("BonkQuest").spec
+SYSTEM = "You are the strategist of a tile game. " * 40  # ~1.6k byte tokens, a cacheable prefix
+
+
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    found = find_llama_server()
+    if found is None:
+        pytest.skip("no llama-server binary: run `scripts/setup.sh think` to build it")
+    return found
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("gguf")
+    return write_tiny_llama(folder / "tiny.gguf"), write_tiny_mmproj(folder / "mmproj.gguf")
+
+
+@pytest.fixture(scope="module")
+def server(binary: Path, tiny: tuple[Path, Path]) -> Iterator[ServerProcess]:
+    """One text server with 4 slots for the module."""
+    process = ServerProcess(tiny[0], engine="llama-server", parallel=4, n_ctx=4096)
+    process.start()
+    yield process
+    process.stop()
+
+
+def schema_valid(text: str) -> None:
+    directive = parse_directive(text, SPEC)
+    jsonschema.validate(json.loads(text), SPEC.schema())
+    assert directive.action in SPEC.actions
+
+
+def test_directives_follow_the_schema_and_the_system_prompt_is_cached(
+    server: ServerProcess,
+) -> None:
+    engine = OpenAIEngine(server.base_url)
+    try:
+        answers = [
+            engine.complete(
+                ThinkRequest(SYSTEM, f"state {i}", SPEC.schema(), max_tokens=200),
+                time.monotonic() + 60,
+            )
+            for i in range(3)
+        ]
+    finally:
+        engine.close()
+    for answer in answers:
+        schema_valid(answer.text)
+        assert answer.prompt_tokens and answer.completion_tokens
+    # the slot kept the constant prefix: later calls evaluate only the per-call text
+    last = answers[-1]
+    assert last.cached_tokens is not None and last.cached_tokens >= len(SYSTEM) * 0.9
+
+
+def test_two_requests_overlap_in_time_on_the_server(server: ServerProcess) -> None:
+    """Two clients' requests are decoded together: `/slots` shows two slots busy at once."""
+    payload = {
+        "messages": [{"role": "user", "content": "count"}],
+        "max_tokens": 600,
+        "ignore_eos": True,
+        "temperature": 0.0,
+    }
+    answers: list[dict] = []
+
+    def ask() -> None:
+        reply = httpx.post(f"{server.base_url}/chat/completions", json=payload, timeout=120)
+        answers.append(reply.json())
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    most_busy = 0
+    with httpx.Client() as client:
+        while any(t.is_alive() for t in threads):
+            slots = client.get(f"{server.root_url}/slots", timeout=10).json()
+            most_busy = max(most_busy, sum(bool(s.get("is_processing")) for s in slots))
+            time.sleep(0.005)
+    for thread in threads:
+        thread.join()
+    assert len(answers) == 2 and all(a["usage"]["completion_tokens"] == 600 for a in answers)
+    assert most_busy == 2
+
+
+def test_the_image_reaches_the_model_through_the_mmproj(
+    binary: Path, tiny: tuple[Path, Path]
+) -> None:
+    image_tokens = (TinyVisionConfig().image_size // TinyVisionConfig().patch_size) ** 2
+    frames = [np.random.default_rng(s).integers(0, 256, (160, 240, 3), np.uint8) for s in (0, 1)]
+    with ServerProcess(*tiny, engine="llama-server", parallel=2, n_ctx=4096) as url:
+        vision, blind = OpenAIEngine(url, vision=True), OpenAIEngine(url)
+        try:
+            request = ThinkRequest(SYSTEM, "Where now?", SPEC.schema(), png_bytes(frames[0]), 200)
+            seen = vision.complete(request, time.monotonic() + 60)
+            unseen = blind.complete(request, time.monotonic() + 60)
+            schema_valid(seen.text)
+            assert seen.prompt_tokens is not None and unseen.prompt_tokens is not None
+            assert seen.prompt_tokens - unseen.prompt_tokens >= image_tokens
+
+            def first_logprobs(frame: np.ndarray) -> list[float]:
+                req = ThinkRequest(SYSTEM, "Where now?", {}, png_bytes(frame))
+                payload = {**vision._payload(req), "max_tokens": 1, "logprobs": True}
+                payload.update(top_logprobs=5, cache_prompt=False)
+                payload.pop("response_format", None)
+                answer = httpx.post(f"{url}/chat/completions", json=payload, timeout=60).json()
+                top = answer["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+                return [t["logprob"] for t in top]
+
+            first = first_logprobs(frames[0])
+            assert first_logprobs(frames[1]) != first
+            assert first_logprobs(frames[0]) == pytest.approx(first, abs=1e-4)
+        finally:
+            vision.close()
+            blind.close()
+
+
+def test_a_server_killed_mid_request_gives_the_env_a_fallback_in_time(
+    binary: Path, tiny: tuple[Path, Path], make_env
+) -> None:
+    from metabonk_gym.wrappers.pause_to_think import PauseToThink
+
+    timeout_s = 8.0
+    process = ServerProcess(tiny[0], engine="llama-server", parallel=1, n_ctx=32768)
+    url = process.start()
+    assert process.child is not None
+    pid = process.child.pid
+
+    def kill_when_busy() -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                slots = httpx.get(f"{process.root_url}/slots", timeout=1).json()
+            except httpx.HTTPError:
+                continue
+            if any(s.get("is_processing") for s in slots):
+                os.kill(pid, signal.SIGKILL)
+                return
+            time.sleep(0.002)
+
+    # a long game card keeps the server busy with the prompt for a while
+    env = PauseToThink(
+        make_env("MetaBonk/BonkQuest-v0"),
+        engine="openai",
+        base_url=url,
+        timeout_s=timeout_s,
+        game_card="Rules. " * 3000,
+    )
+    killer = threading.Thread(target=kill_when_busy)
+    killer.start()
+    try:
+        started = time.monotonic()
+        _, info = env.reset(seed=0)
+        elapsed = time.monotonic() - started
+    finally:
+        killer.join()
+        process.stop()
+        env.close()
+    assert not process_alive(pid)
+    assert info["think"]["fallbacks"] == 1 and info["directive"]["source"] == "fallback"
+    assert "engine" in info["think"]["fallback_reasons"], info["think"]
+    assert elapsed < timeout_s
+
+
+def process_alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def children_of(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        found += [int(p) for p in task.read_text().split()]
+    return found
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_no_server_outlives_its_serve_vlm_parent(
+    binary: Path, tiny: tuple[Path, Path], how: signal.Signals
+) -> None:
+    port = free_port()
+    cmd = [sys.executable, "-m", "metabonk_gym.cli.main", "serve-vlm", str(tiny[0])]
+    cmd += ["--engine", "llama-server", "--port", str(port), "--parallel", "2", "--n-ctx", "2048"]
+    parent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert parent.poll() is None, "metabonk serve-vlm exited early"
+            assert time.monotonic() < deadline, "the server did not answer within 60 s"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        servers = [p for p in children_of(parent.pid) if process_alive(p)]
+        assert len(servers) == 1
+        parent.send_signal(how)
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while process_alive(servers[0]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not process_alive(servers[0]), f"llama-server outlived {how.name} of its parent"
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+def test_envs_in_make_vec_workers_share_one_batching_server(
+    server: ServerProcess,
+) -> None:
+    """4 BonkQuest envs, one process each, think in async mode against one server: every env
+    gets model directives while it keeps stepping, and the server decoded for several slots at
+    once (its `n_busy_slots_per_decode` metric is above 1)."""
+    import functools
+
+    from metabonk_gym.wrappers import PauseToThink
+
+    from metabonk_gym.vector import make_vec
+
+    think = functools.partial(
+        PauseToThink,
+        engine="openai",
+        base_url=server.base_url,
+        mode="async",
+        timeout_s=30.0,
+        think_every=4,
+        cooldown_steps=2,
+        max_tokens=200,
+    )
+    envs = make_vec("MetaBonk/BonkQuest-v0", 4, wrappers=[think])
+    try:
+        obs, _ = envs.reset(seed=0)
+        assert set(obs) == {"pixels", "directive"}
+        rng = np.random.default_rng(0)
+        deadline = time.monotonic() + 120
+        calls = np.zeros(4)
+        while time.monotonic() < deadline and calls.min() < 4:
+            _, _, _, _, infos = envs.step(rng.integers(0, 8, size=4))
+            calls = np.asarray(infos["think"]["calls"]) - np.asarray(infos["think"]["fallbacks"])
+            time.sleep(0.01)
+    finally:
+        envs.close()
+    assert calls.min() >= 4, calls
+    metrics = httpx.get(f"{server.root_url}/metrics", timeout=10).text
+    busy = [
+        float(line.split()[-1])
+        for line in metrics.splitlines()
+        if line.startswith("llamacpp:n_busy_slots_per_decode")
+    ]
+    assert busy and busy[0] > 1.0, metrics
