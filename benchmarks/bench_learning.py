@@ -1,4 +1,4 @@
-"""The "proof that it learns" runs (`metabonk_gym.training.proof`), each against a baseline
+"""The "proof that it learns" runs (`metabonk_gym.agents.proof`), each against a baseline
 measured in the same process:
 
 * **ppo-room1**: PPO from scratch on BonkQuest room1; target win rate >= 0.8 within 500k steps;
@@ -26,7 +26,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from metabonk_gym.training.proof import PARTS  # noqa: E402
+from metabonk_gym.agents.proof import PARTS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,16 @@
-"""The `metabonk` command: a thin typer layer over library functions research code can call."""
+"""The `metabonk` command: a thin typer layer over library functions research code can call.
+
+`app` gathers the commands of each module named in `COMMAND_MODULES` (each has
+`register(app)`; a name with no module is skipped), so a new command is one module and one name.
+
+>>> import typer
+>>> from typer.testing import CliRunner
+>>> {"list", "play", "eval", "train", "bench"} <= set(typer.main.get_command(app).commands)
+True
+>>> result = CliRunner().invoke(app, ["list"])  # what `metabonk list` prints
+>>> result.exit_code, "MetaBonk/BonkQuest-v0" in result.output
+(0, True)
+"""
 
 from __future__ import annotations
 

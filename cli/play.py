@@ -1,6 +1,6 @@
 """`metabonk play` and `metabonk record`: an agent or a human plays; optionally into a Minari dataset.
 
-Thin typer layer over `metabonk_gym.training.record.play` / `record`.
+Thin typer layer over `metabonk_gym.agents.record.play` / `record`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from metabonk_gym.cli.train import (
 from rich.console import Console
 from rich.table import Table
 
-from metabonk_gym.experts.human import KEY_MAP
-from metabonk_gym.training.many import play_many
-from metabonk_gym.training.record import play, record
+from metabonk_gym.agents.human import KEY_MAP
+from metabonk_gym.agents.many import play_many
+from metabonk_gym.agents.record import play, record
 
 console = Console()
 

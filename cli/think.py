@@ -139,10 +139,10 @@ def bench_serve(
     clients: str = typer.Option("1,4,8,16", help="Concurrent client counts."),
     engines: str = typer.Option("llama-server,python", help="Engines to compare."),
     n_envs: int = typer.Option(16, help="BonkQuest envs for the env-speed part (0: skip)."),
-    env_steps: int = typer.Option(150, help="Vector steps per env-speed run."),
+    env_seconds: float = typer.Option(30.0, help="Seconds per env-speed run."),
     images: bool = typer.Option(True, help="Also time the image path (mmproj)."),
-    full: bool = typer.Option(
-        False, help="The whole game card and the 30x20 text map in each prompt (slower)."
+    prompt: str = typer.Option(
+        "state", help="state (short per-call text), compact, or full (the real game prompt)."
     ),
     threads: int | None = typer.Option(
         None, help="Server CPU threads (default: 1 on machines of up to 4 CPUs)."
@@ -165,9 +165,9 @@ def bench_serve(
         duration_s=duration,
         engines=[e.strip() for e in engines.split(",") if e.strip()],
         n_envs=n_envs,
-        env_steps=env_steps if n_envs > 0 else 0,
+        env_seconds=env_seconds,
         images=images,
-        full=full,
+        prompt=prompt,
         n_threads=threads,
         model_path=model,
         mmproj_path=mmproj,

@@ -21,6 +21,9 @@ from metabonk_gym.cli.bench import bench_app
 from rich.console import Console
 from rich.table import Table
 
+from metabonk_gym.agents.evaluate import evaluate, read_ladder
+from metabonk_gym.agents.many import evaluate_many
+from metabonk_gym.agents.proof import PARTS
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.training.config import (
     config_to_yaml,
@@ -30,9 +33,6 @@ from metabonk_gym.training.config import (
     resolve_config,
 )
 from metabonk_gym.training.errors import ConfigError
-from metabonk_gym.training.evaluate import evaluate, read_ladder
-from metabonk_gym.training.many import evaluate_many
-from metabonk_gym.training.proof import PARTS
 
 console = Console()
 err_console = Console(stderr=True)

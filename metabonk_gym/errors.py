@@ -1,4 +1,15 @@
-"""Errors raised by metabonk-gym. Each message names the problem and how to fix it."""
+"""Errors raised by metabonk-gym on purpose: each names the problem and how to fix it.
+
+Each is a `MetabonkError` and also the builtin it refines (`KeyError`, `ValueError`, ...), so one
+`except MetabonkError` catches all of ours while code that knows only the builtins still works.
+
+>>> from metabonk_gym.gba.integration import Integration
+>>> try:
+...     Integration.bundled("BonkQuest").resolve_state("room9")
+... except MetabonkError as exc:
+...     print(type(exc).__name__, isinstance(exc, KeyError), exc)
+UnknownStateError True unknown state 'room9' for BonkQuest; valid states: room1, ... start. ...
+"""
 
 from __future__ import annotations
 

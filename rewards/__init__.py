@@ -1,4 +1,9 @@
-"""Rewards as sums of named, weighted terms over game variables (installed as metabonk_gym.rewards)."""
+"""Rewards as sums of named, weighted terms over game variables (installed as metabonk_gym.rewards).
+
+>>> fn = build_reward({"gold": {"type": "delta", "variable": "gold", "weight": 0.5}}, "Demo", {})
+>>> fn.reset({"gold": 1}); fn.step({"gold": 5})
+(2.0, {'gold': 2.0})
+"""
 
 from metabonk_gym.rewards.function import (
     DoneCondition,

@@ -10,7 +10,7 @@ import pygame
 from metabonk_gym.cli.main import app
 from typer.testing import CliRunner
 
-from metabonk_gym.training.record import play
+from metabonk_gym.agents.record import play
 
 QUEST = "MetaBonk/BonkQuest-v0"
 

@@ -84,11 +84,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("5 training", ("metabonk_gym.training",)),
     (
         "6 agents",
-        (
-            "metabonk_gym.experts.registry",
-            "metabonk_gym.experts.human",
-            "metabonk_gym.experts.model",
-        ),
+        ("metabonk_gym.agents",),
     ),
     ("7 cli", ("metabonk_gym.cli", "metabonk_gym.bench")),
 )
@@ -469,7 +465,7 @@ def test_the_graph_is_read() -> None:
     assert layer_of("metabonk_gym.errors") == 0 and layer_of("metabonk_gym") == 2
     assert layer_of("metabonk_gym.gba.env") == 2 and layer_of("metabonk_gym.think.agent") == 3
     assert (
-        layer_of("metabonk_gym.experts.base") == 3 and layer_of("metabonk_gym.experts.human") == 6
+        layer_of("metabonk_gym.experts.base") == 3 and layer_of("metabonk_gym.agents.human") == 6
     )
     assert layer_of("metabonk_gym.cli.main") == len(LAYERS) - 1
     unplaced = [name for name in names if layer_of(name) < 0]

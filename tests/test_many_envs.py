@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from metabonk_gym.training.evaluate import evaluate
-from metabonk_gym.training.many import evaluate_many, play_many, split_episodes
+from metabonk_gym.agents.evaluate import evaluate
+from metabonk_gym.agents.many import evaluate_many, play_many, split_episodes
 
 ENV = "MetaBonk/BonkQuest-v0"
 SHORT = {"max_episode_steps": 60}

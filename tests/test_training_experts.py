@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from metabonk_gym.experts.base import AgentError, action_index
-from metabonk_gym.experts.registry import agent_env_overrides, make_agent
+from metabonk_gym.agents.registry import agent_env_overrides, make_agent
 from metabonk_gym.training.rollout import run_episode
 
 

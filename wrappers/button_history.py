@@ -34,7 +34,13 @@ from metabonk_gym.gba.env import GBAEnv
 
 
 class ButtonHistory(gym.Wrapper, gym.utils.RecordConstructorArgs):
-    """Adds `buttons` (n, k): the last `n` actions as button rows (see the module docstring)."""
+    """Adds `buttons` (n, k): the last `n` actions as button rows (see the module docstring).
+
+    Args:
+        env: any env (GBA envs get their buttons, others one-hot rows, bits or values).
+        n: how many past actions.
+        key, pixels_key: the observation keys of the history and of a non-Dict observation.
+    """
 
     def __init__(
         self, env: gym.Env, n: int = 8, key: str = "buttons", pixels_key: str = "pixels"

@@ -121,6 +121,7 @@ class GridOverlay(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         scale: enlargement (2 makes 8-pixel cells 16 pixels, room for the labels).
         every: label and highlight every `every` cells.
         semantic: tint cells by class when the classes are readable.
+        alpha: opacity of the class tint.
         key, pixels_key: observation keys.
     """
 

@@ -34,7 +34,12 @@ CONTEXT = 3
 
 
 class TinyPredictor(nn.Module):
-    """(N, 3 * CONTEXT, H, W) frames in [0, 1] -> (N, 3, H, W) change of the last frame."""
+    """(N, 3 * CONTEXT, H, W) frames in [0, 1] -> (N, 3, H, W) change of the last frame.
+
+    Args:
+        width: channels of the hidden layers.
+        context: frames in the input.
+    """
 
     def __init__(self, width: int = 16, context: int = CONTEXT) -> None:
         super().__init__()

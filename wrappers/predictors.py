@@ -90,6 +90,10 @@ class FlowPredictor(Predictor):
     the background uncovered behind a sprite for the sprite); it needs at least `min_match` of
     the cell's foreground. A prediction `k` steps ahead erases the moving pixels (the background
     shows through) and pastes them `k` displacements further.
+
+    Args:
+        block: cell size in pixels.
+        search, stable, min_match: see above.
     """
 
     name = "flow"
@@ -239,7 +243,14 @@ class FlowPredictor(Predictor):
 class LearnedPredictor(Predictor):
     """A tiny conv net (see `predictor_net.py`) predicting the next frame's change from the last
     three; several steps ahead by feeding its own predictions back. Load a model trained by
-    `metabonk train predictor` (`metabonk_gym.training.predictor.train_predictor`)."""
+    `metabonk train predictor` (`metabonk_gym.training.predictor.train_predictor`).
+
+    Args:
+        path: a saved model (or `model`: a `TinyPredictor` in memory).
+        model: the model itself.
+        device: torch device.
+        threads: torch threads (None: leave as is).
+    """
 
     name = "learned"
 

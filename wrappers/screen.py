@@ -23,23 +23,26 @@ import numpy as np
 from metabonk_gym.wrappers.semantic import SemanticClasses
 from metabonk_gym.wrappers.vram import ScreenTiles, VramTokenizer, read_snapshot
 
+from metabonk_gym.gba.env import GBAEnv
+
 
 def has_vram(env: Any) -> bool:
-    """True when `env.unwrapped` exposes the GBA bus (`read_memory`), i.e. it is a `GBAEnv`."""
-    base = env.unwrapped
-    return (
-        callable(getattr(base, "read_memory", None))
-        and getattr(base, "integration", None) is not None
-    )
+    """True when `env.unwrapped` is a `GBAEnv` (its bus is readable through `memory`)."""
+    return isinstance(env.unwrapped, GBAEnv)
 
 
 class ScreenReader:
-    """Decodes a GBA env's screen from VRAM; `semantic` is None without a `tiles.json`."""
+    """Decodes a GBA env's screen from VRAM; `semantic` is None without a `tiles.json`.
+
+    Args:
+        env: a GBA env (any wrapper stack).
+        sprites: decode OAM sprites too.
+    """
 
     def __init__(self, env: Any, sprites: bool = True) -> None:
         if not has_vram(env):
             raise TypeError(
-                f"{env.unwrapped!r} has no readable GBA memory (read_memory); the VRAM path needs a "
+                f"{env.unwrapped!r} has no readable GBA memory; the VRAM path needs a "
                 "MetaBonk GBA env. Use source='pixels' for other envs."
             )
         self.env = env
@@ -57,7 +60,7 @@ class ScreenReader:
         """Decode the screen now (the frame is fetched only in bitmap modes)."""
         base = self.env.unwrapped
         # render() gives the frame in rgb_array mode and None (after drawing) in human mode
-        frame = base.render if getattr(base, "render_mode", None) != "human" else None
+        frame = base.render if base.render_mode != "human" else None
         self.last = self.tokenizer.decode(read_snapshot(self.env), frame=frame)
         return self.last
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from metabonk_gym.gba.env import GBAEnv
+
 #: Classes with fixed ids in every game (index = id).
 CLASS_NAMES: tuple[str, ...] = (
     "none",
@@ -105,12 +107,8 @@ class SemanticClasses:
     @classmethod
     def for_env(cls, env: Any) -> SemanticClasses | None:
         """The classes of a GBA env's integration, or None when it has no `tiles.json`."""
-        integration = getattr(env.unwrapped, "integration", None)
-        tiles = (
-            integration.tiles()
-            if integration is not None and hasattr(integration, "tiles")
-            else None
-        )
+        base = env.unwrapped
+        tiles = base.integration.tiles() if isinstance(base, GBAEnv) else None
         return cls.from_tiles_json(tiles) if tiles else None
 
     @property

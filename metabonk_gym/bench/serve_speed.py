@@ -5,11 +5,15 @@ One run, every figure measured in the same process against its own baseline:
 * **model**: a random llama GGUF of 20.9M parameters (the tiny test model's 260-token byte
   vocabulary, 384 wide, 10 layers), written with `gguf` at the start (or `model_path=`).
 * **clients**: 1, 4, 8 and 16 concurrent clients, each like one env (its own `OpenAIEngine`),
-  send BonkQuest prompts back to back for `duration_s`: a system prompt with a one-line game card,
-  the actions and the directive's JSON schema (2.1k byte tokens, cached per slot; `full=True`
-  uses the whole game card, 4.5k), the per-call text of live states without the 30x20 text map
-  (about 0.5k bytes; `full=True` keeps it, 1.2k), answers of at most 96 tokens under the schema's
-  grammar (the random model fills them: a throughput measure); aggregate directives/s and tokens/s,
+  send BonkQuest prompts back to back for `duration_s`, answers of at most 96 tokens under the
+  directive's JSON-schema grammar (the random model fills them: a throughput measure). `prompt`:
+  `"state"` (default) a system prompt with a one-line game card, the actions and the schema (2.1k
+  byte tokens, cached per slot) and per call the step, the trigger and the RAM state of a live
+  game (about 0.2k); `"compact"` adds the goals and where things are (about 0.5k a call);
+  `"full"` is the real prompt (the whole game card, 4.5k, and the 30x20 text map, 1.2k a call).
+  The model's vocabulary is bytes, so these are 3-4x the tokens a real tokenizer would make; on a
+  CPU, evaluating the per-call text is compute-bound and does not gain from batching, decoding
+  does. Aggregate directives/s and tokens/s,
   p50/p95 latency, and the ratios to 1 client, for `llama-server` (`parallel` slots) and the
   `python` engine (llama-cpp-python's server, one request at a time).
 * **envs**: env steps/s of `n_envs` BonkQuest envs (`make_vec`, one process each) with
@@ -32,6 +36,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -72,15 +77,20 @@ def summary(latencies: Sequence[float], tokens: Sequence[int], wall_s: float) ->
     }
 
 
-#: The bench's one-line game card (`full=False`).
+#: The bench's one-line game card (prompts other than "full").
 SHORT_CARD = "Find the key of each room (k), open the door (D) with it, avoid the enemies (E)."
 
 
+PROMPTS = ("state", "compact", "full")
+
+
 def bonkquest_requests(
-    count: int = 16, seed: int = 0, vision: bool = False, full: bool = False
+    count: int = 16, seed: int = 0, vision: bool = False, prompt: str = "state"
 ) -> list[ThinkRequest]:
-    """Think requests for `count` live BonkQuest states of a random walk (with `full`, the whole
-    game card and the text map)."""
+    """Think requests for `count` live BonkQuest states of a random walk (`prompt`: see the
+    module docstring)."""
+    if prompt not in PROMPTS:
+        raise ValueError(f"prompt must be one of {', '.join(PROMPTS)}, not {prompt!r}")
     import gymnasium as gym
 
     from metabonk_gym.think.games import adapter_for
@@ -93,7 +103,7 @@ def bonkquest_requests(
         game_data = getattr(env.unwrapped, "game_data", None)
         card = game_data.game_card() if game_data is not None else None
         builder = PromptBuilder.for_env(env, adapter, card, max_tokens=MAX_TOKENS)
-        if not full:
+        if prompt != "full":
             builder = PromptBuilder(
                 adapter, SHORT_CARD, text_map=lambda view: None, max_tokens=MAX_TOKENS
             )
@@ -103,7 +113,10 @@ def bonkquest_requests(
         for step in range(count * 25):
             if step % 25 == 0:
                 view = GameView.capture(env, info, step, obs)
-                requests.append(builder.build(view, [], "benchmark", vision))
+                request = builder.build(view, [], "benchmark", vision)
+                if prompt == "state":  # the step, the trigger and the RAM state line
+                    request = replace(request, user=request.user.split("\n## Goals")[0])
+                requests.append(request)
             obs, _, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))  # type: ignore[attr-defined]
             if terminated or truncated:
                 obs, info = env.reset()
@@ -196,10 +209,11 @@ def sweep(
 
 
 def env_steps_per_s(
-    n_envs: int, steps: int, base_url: str | None, timeout_s: float = 30.0
+    n_envs: int, seconds: float, base_url: str | None, timeout_s: float = 30.0
 ) -> dict[str, float]:
-    """Vector steps/s (times `n_envs` env steps) of BonkQuest envs with random actions, with
-    `PauseToThink(engine="openai", mode="async")` when `base_url` is given."""
+    """Env steps/s of `n_envs` BonkQuest envs (one process each) with random actions for
+    `seconds`, with `PauseToThink(engine="openai", mode="async")` (the bench's short game card)
+    when `base_url` is given; also the directives the envs got from the model meanwhile."""
     from metabonk_gym.vector import make_vec
     from metabonk_gym.wrappers.pause_to_think import PauseToThink
 
@@ -214,6 +228,7 @@ def env_steps_per_s(
                 timeout_s=timeout_s,
                 think_every=30,
                 max_tokens=MAX_TOKENS,
+                game_card=SHORT_CARD,
             )
         )
     envs = make_vec(ENV_ID, n_envs, wrappers=wrappers)
@@ -224,16 +239,17 @@ def env_steps_per_s(
         for _ in range(10):  # warm-up (process start, first think calls)
             envs.step(rng.integers(n_actions, size=n_envs))
         start = time.perf_counter()
-        calls = 0.0
-        for _ in range(steps):
+        steps, calls = 0, 0.0
+        while time.perf_counter() - start < seconds:
             _, _, _, _, infos = envs.step(rng.integers(n_actions, size=n_envs))
+            steps += 1
         elapsed = time.perf_counter() - start
         think = infos.get("think")
         if isinstance(think, dict) and "calls" in think:
-            calls = float(np.sum(think["calls"]))
+            calls = float(np.sum(think["calls"]) - np.sum(think["fallbacks"]))
     finally:
         envs.close()
-    return {"env_steps_per_s": n_envs * steps / elapsed, "think_calls": calls}
+    return {"env_steps_per_s": n_envs * steps / elapsed, "model_directives": calls}
 
 
 def _schema_valid(text: str) -> bool:
@@ -256,20 +272,22 @@ def run(
     duration_s: float = 15.0,
     engines: Sequence[str] = ("llama-server", "python"),
     n_envs: int = 16,
-    env_steps: int = 150,
+    env_seconds: float = 30.0,
     images: bool = True,
-    full: bool = False,
+    prompt: str = "state",
     model_path: str | Path | None = None,
     mmproj_path: str | Path | None = None,
     n_gpu_layers: int | None = None,
     n_threads: int | None = None,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """All parts (see the module docstring); `env_steps=0` or `images=False` skip those parts.
+    """All parts (see the module docstring); `n_envs=0` or `images=False` skip those parts.
     `model_path` (and `mmproj_path` for the image part) time a model of your own instead.
-    `n_threads` defaults to 1 on machines of up to 4 CPUs: the engines' default of one thread per
-    core spin-waits at every layer, and on a busy machine each token then waits for descheduled
-    threads (measured here: 95 s instead of 6.9 s for one directive)."""
+    `n_threads` (decoding and prompts) defaults to 1 on machines of up to 4 CPUs: the engines'
+    default of one thread per core spin-waits at every layer, and on a machine busy with other
+    work each step then waits for descheduled threads (measured here: 95 s instead of 6.9 s for
+    one directive; llama.cpp uses its batch threads for any batch of more than one token, so
+    this holds for batched decoding too)."""
     cpus = os.cpu_count() or 1
     if n_threads is None and cpus <= 4:
         n_threads = 1
@@ -284,7 +302,8 @@ def run(
                     Path(tmp) / "mmproj.gguf", text_n_embd=BENCH_MODEL.n_embd
                 )
         figures["model"] = str(model_path)
-        requests = bonkquest_requests(full=full)
+        requests = bonkquest_requests(prompt=prompt)
+        figures["prompt"] = prompt
         figures["prompt_system_bytes"] = len(requests[0].system.encode())
         figures["prompt_user_bytes"] = int(np.mean([len(r.user.encode()) for r in requests]))
         parallel = max(levels)
@@ -297,6 +316,7 @@ def run(
                 n_ctx=8192,
                 n_gpu_layers=n_gpu_layers,
                 n_threads=n_threads,
+                n_threads_batch=n_threads,
                 startup_timeout_s=300,
             ) as url:
                 prefix = engine.replace("-", "_")
@@ -304,21 +324,21 @@ def run(
                 figures.update(
                     sweep(url, requests, levels, duration_s, prefix, progress, warm_clients=warm)
                 )
-                if engine == "llama-server" and env_steps > 0:
+                if engine == "llama-server" and n_envs > 0:
                     progress(f"{n_envs} envs with PauseToThink (async) against llama-server")
-                    think = env_steps_per_s(n_envs, env_steps, url)
+                    think = env_steps_per_s(n_envs, env_seconds, url)
                     progress(f"{n_envs} envs without PauseToThink")
-                    plain = env_steps_per_s(n_envs, env_steps, None)
+                    plain = env_steps_per_s(n_envs, env_seconds, None)
                     figures["envs"] = n_envs
                     figures["envs_plain_steps_per_s"] = plain["env_steps_per_s"]
                     figures["envs_think_steps_per_s"] = think["env_steps_per_s"]
-                    figures["envs_think_calls"] = think["think_calls"]
+                    figures["envs_think_model_directives"] = think["model_directives"]
                     figures["envs_think_vs_plain_x"] = (
                         think["env_steps_per_s"] / plain["env_steps_per_s"]
                     )
         if images and mmproj_path is not None and "llama-server" in engines:
             progress("llama-server with the vision projector")
-            vision_requests = bonkquest_requests(8, vision=True, full=full)
+            vision_requests = bonkquest_requests(8, vision=True, prompt=prompt)
             image_levels = [1, 8]
             with ServerProcess(
                 model_path,
@@ -328,6 +348,7 @@ def run(
                 n_ctx=8192,
                 n_gpu_layers=n_gpu_layers,
                 n_threads=n_threads,
+                n_threads_batch=n_threads,
                 startup_timeout_s=300,
             ) as url:
                 figures.update(

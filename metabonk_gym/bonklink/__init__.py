@@ -6,6 +6,9 @@ Importing this package is cheap; the env and the server load on use.
 * :mod:`.env` - ``MegabonkEnv`` (registered as ``MetaBonk/Megabonk-v0``; vector envs through
   ``metabonk_gym.make_vec(ENV_ID, n, base_port=...)``);
 * :mod:`.sim` - ``BonkLinkSim``, the ``bonklink-sim`` stand-in game server.
+
+>>> ENV_ID, ENTRY_POINT.split(":")[1]
+('MetaBonk/Megabonk-v0', 'MegabonkEnv')
 """
 
 from __future__ import annotations

@@ -23,6 +23,13 @@ packet holds, see :mod:`.observation`), ``downscale`` (of ``frame_size``), ``rew
 names ``hp``, ``max_hp``, ``won`` (always False: a survivor run is not won), ``lost`` (the run
 ended: death, or back to a menu), ``reward_terms``, and the game's own values beside them
 (``game_time``, ``survival_time``: game seconds since this episode's reset, ``kills``, ...).
+
+Nothing connects before the first ``reset()``:
+
+>>> env = MegabonkEnv(port=5560, obs_type="state", k_enemies=4, frameskip=4)
+>>> env.observation_space.shape, env.connected, sorted(env.reward_fn.terms)
+((31,), False, ['death', 'health', 'kill', 'survival', 'xp'])
+>>> env.close()
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import dataclasses
 import socket
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -200,7 +207,7 @@ class MegabonkEnv(gym.Env[Any, Any]):
                 "frameskip": frameskip,
                 "obs_type": obs_type,
                 "downscale": downscale,
-                "reward": reward if isinstance(reward, str) else dict(reward),
+                "reward": dict(reward) if isinstance(reward, Mapping) else str(reward),
                 "connect_timeout": connect_timeout,
                 "packet_timeout": packet_timeout,
                 "reset_timeout": reset_timeout,

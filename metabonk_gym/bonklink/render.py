@@ -33,7 +33,12 @@ _XP = np.array([90, 140, 255], np.uint8)
 
 
 class FrameRenderer:
-    """Draws :class:`ArenaGame` states; owns its output buffer (copy a frame before keeping it)."""
+    """Draws :class:`ArenaGame` states; owns its output buffer (copy a frame before keeping it).
+
+    Args:
+        width, height: the frame's size in pixels.
+        pixels_per_unit: pixels per world unit (the camera's zoom).
+    """
 
     def __init__(self, width: int = 320, height: int = 180, pixels_per_unit: float = 8.0) -> None:
         self.width, self.height, self.scale = width, height, pixels_per_unit
@@ -48,7 +53,11 @@ class FrameRenderer:
         self._offsets = {size: _square_offsets(size) for size in (3, 5, 7)}
 
     def render(self, game: ArenaGame) -> np.ndarray:
-        """Render the current screen; returns the internal (H, W, 3) buffer."""
+        """Render the current screen; returns the internal (H, W, 3) buffer.
+
+        >>> FrameRenderer(160, 90).render(ArenaGame(seed=0)).shape
+        (90, 160, 3)
+        """
         if game.menu in (MAIN_MENU, GAME_OVER):
             self._frame[:] = self._menu_screen(game)
             return self._frame

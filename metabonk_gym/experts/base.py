@@ -3,7 +3,7 @@
 `play`, `record` and `eval` run any agent the same way: a random agent, a game's scripted expert
 (reads RAM, plans on the tile map; `RamExpert` is its base, a game's `game.py` gives `Expert`),
 a trained model, a System 2 "think" agent, or a human at the keyboard
-(`metabonk_gym.experts.registry.make_agent` builds one from its name).
+(`metabonk_gym.agents.registry.make_agent` builds one from its name).
 
 >>> import gymnasium as gym, numpy as np
 >>> class Env:
@@ -68,7 +68,13 @@ class RamExpert:
 
 class RandomAgent:
     """Uniform random actions from the env's action space (seeded): an int for a `Discrete`
-    space, the space's own sample otherwise (e.g. Megabonk's Box)."""
+    space, the space's own sample otherwise (e.g. Megabonk's Box).
+
+    Args:
+        action_space: the space to sample; it is seeded in place, so pass a copy to keep the
+            env's own sampler untouched.
+        seed: the sampler's seed (the same seed, the same actions); None: unpredictable.
+    """
 
     name = "random"
 

@@ -1,4 +1,10 @@
-"""A pygame window for `render_mode="human"` and for humans playing (`metabonk play`)."""
+"""A pygame window for `render_mode="human"` and for humans playing (`metabonk play`).
+
+Frames are shown `SCALE` times their size (pygame loads on the first window):
+
+>>> SCALE, Window(surface=None, clock=None).closed
+(3, False)
+"""
 
 from __future__ import annotations
 

@@ -44,7 +44,12 @@ IDLE_RECONNECT_S = 4.0
 
 
 class SkyEmuClient:
-    """One SkyEmu HTTP control server: raw commands, NUL-stripped text, decoded errors."""
+    """One SkyEmu HTTP control server: raw commands, NUL-stripped text, decoded errors.
+
+    Args:
+        url: the server, e.g. `http://127.0.0.1:8080` (loopback only).
+        timeout: seconds to wait for one reply.
+    """
 
     def __init__(self, url: str, timeout: float = 60.0) -> None:
         parts = urlsplit(url if "://" in url else f"http://{url}")

@@ -2,7 +2,7 @@
 
 What: `make_think_agent(env, model_path=...)` builds an agent that thinks when the `Director`
 says so and presses buttons with the follower every step; no RL involved. `metabonk play ENV
---agent think --model M.gguf` reaches it through `metabonk_gym.experts.registry.make_agent`.
+--agent think --model M.gguf` reaches it through `metabonk_gym.agents.registry.make_agent`.
 `model_path` picks the strategist: a `.gguf` file (in-process llama-cpp-python, with
 `mmproj_path` for vision), a distilled `.pt` policy (`metabonk distill`), or `"oracle"`; a
 `base_url` selects an OpenAI-compatible server instead.
@@ -67,7 +67,15 @@ def strategist_kind(model_path: str | Path | None, base_url: str | None, engine:
 
 
 class ThinkAgent:
-    """Strategist + follower over one env; see the module docstring."""
+    """Strategist + follower over one env; see the module docstring.
+
+    Args:
+        env: the env it plays (any wrapper stack; the game is read through `env.unwrapped`).
+        strategist: System 2, what answers with directives; `close()` closes it.
+        adapter: the game's `GameAdapter`; default: the env's game folder's (`adapter_for`).
+        follower: System 1, directive to action each step; default: the game's (`make_follower`).
+        **director_kwargs: the `Director`'s options (`mode`, `timeout_s`, `think_every`, ...).
+    """
 
     name = "think"
 

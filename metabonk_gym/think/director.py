@@ -55,7 +55,21 @@ class _Active:
 
 
 class Director:
-    """See the module docstring. `think_every=0` turns periodic thinking off."""
+    """See the module docstring.
+
+    Args:
+        strategist: what answers (its `request` returns a future `ThinkResult`).
+        adapter: the game's `GameAdapter`: events, when a directive is done, the fallback.
+        mode: "pause": each answer is awaited before the step returns; "async": the game runs
+            on the old directive until the answer arrives (its delay counted in frames).
+        timeout_s: seconds an answer may take (> 0); later, the fallback directive is used.
+        think_every: also think every this many steps; 0 (default): only on triggers.
+        cooldown_steps: steps after a call before a non-urgent trigger (done, expired, periodic,
+            low confidence, ...) may call again; "start", new room, menu and dialogue ignore it.
+        min_confidence: a model's directive below this confidence (0..1) is reconsidered.
+        log: the `DecisionLog` that records each call and its outcome; None: no log.
+        history_len: how many past directives, with their outcomes, the strategist is shown.
+    """
 
     def __init__(
         self,

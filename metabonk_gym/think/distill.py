@@ -268,7 +268,13 @@ def _distill(
 
 
 class DistilledStrategist(Strategist):
-    """Answers with a `distill`ed net; invalid predictions become fallbacks like any model's."""
+    """Answers with a `distill`ed net; invalid predictions become fallbacks like any model's.
+
+    Args:
+        path: the `.pt` policy written by `metabonk distill` (`MetabonkError` for other files).
+        adapter: the game's `GameAdapter`; the policy must be distilled for the same game.
+        frames: `duration_frames` of every directive it gives (60 frames = 1 s).
+    """
 
     name = "distilled"
 

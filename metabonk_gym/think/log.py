@@ -39,7 +39,14 @@ LOG_NAME = "decisions.jsonl"
 
 
 class DecisionLog:
-    """Append-only decision log in `folder` (created if needed)."""
+    """Append-only decision log in `folder` (created if needed).
+
+    Args:
+        folder: where `decisions.jsonl` and `frames/` go; several runs may append to one folder.
+        game: the game's name, written in the run's `meta` line.
+        frames: save each call's frame as a PNG in `frames/` (what `metabonk distill` learns from).
+        meta: more fields for the `meta` line (system prompt, the strategist's `describe()`).
+    """
 
     def __init__(
         self,

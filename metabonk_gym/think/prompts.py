@@ -140,6 +140,17 @@ class PromptBuilder:
     cell grid are used. With `strip=True` (async mode) a `TemporalStrip` in the wrapper stack
     supplies the picture: past frames, the present and predicted frames, so the model can
     plan for where things will be when its answer arrives.
+
+    Args:
+        adapter: the game's `GameAdapter` (state, goals, map, directive schema).
+        game_card: the game's rules (its `game_card.md`) for the system prompt; None: a generic
+            line asking the model to infer them.
+        text_map: `GameView` -> the map text (None: no map); default: the adapter's.
+        image: `GameView` -> the picture sent to vision models; default: the strip or the
+            adapter's picture, else the frame with its cell grid.
+        max_tokens: the most tokens an answer may have (the request's limit).
+        history_len: how many past directives, with their outcomes, the prompt lists.
+        strip: take the picture from a `TemporalStrip` when the view has one (async mode).
     """
 
     def __init__(

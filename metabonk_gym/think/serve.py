@@ -80,6 +80,7 @@ def server_command(
     n_gpu_layers: int | None = None,
     chat_format: str = "auto",
     n_threads: int | None = None,
+    n_threads_batch: int | None = None,
     server_binary: str | Path | None = None,
     extra_args: tuple[str, ...] | list[str] = (),
     check: bool = True,
@@ -98,7 +99,8 @@ def server_command(
             between its slots).
         n_gpu_layers: layers on the GPU (default: all when llama-cpp-python offloads, else 0).
         chat_format: the python engine's chat handler family ("auto": from the files).
-        n_threads: CPU threads (llama-server, python; default: the engine's).
+        n_threads: CPU threads for decoding (llama-server, python; default: the engine's).
+        n_threads_batch: CPU threads for prompt evaluation (default: the engine's).
         server_binary: the llama-server to run (default: `find_llama_server()`).
         extra_args: appended as they are.
         check: verify that the GGUF files (and the llama-server binary) exist.
@@ -129,6 +131,8 @@ def server_command(
         cmd += ["--slots", "--metrics", "--no-webui"]
         if n_threads is not None:
             cmd += ["--threads", str(int(n_threads))]
+        if n_threads_batch is not None:
+            cmd += ["--threads-batch", str(int(n_threads_batch))]
         if mmproj is not None:
             cmd += ["--mmproj", str(mmproj)]
         return cmd + list(extra_args)
@@ -137,6 +141,8 @@ def server_command(
     cmd += ["--n_gpu_layers", str(int(n_gpu_layers))]
     if n_threads is not None:
         cmd += ["--n_threads", str(int(n_threads))]
+    if n_threads_batch is not None:
+        cmd += ["--n_threads_batch", str(int(n_threads_batch))]
     if mmproj is not None:
         family = resolve_family(model, mmproj, chat_format)
         cmd += ["--clip_model_path", str(mmproj), "--chat_format", family.server_chat_format]

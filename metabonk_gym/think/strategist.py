@@ -95,7 +95,13 @@ def done_future(result: ThinkResult) -> cf.Future[ThinkResult]:
 
 
 class ModelStrategist(Strategist):
-    """A language model behind an `Engine`, with the prompt from a `PromptBuilder`."""
+    """A language model behind an `Engine`, with the prompt from a `PromptBuilder`.
+
+    Args:
+        engine: the model runner (llama.cpp in process, a server); `close()` closes it.
+        builder: makes each request's prompt; its adapter checks and parses the answers.
+        timeout_s: seconds an answer may take (> 0); a later one becomes a `timeout` fallback.
+    """
 
     name = "model"
 

@@ -21,6 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from metabonk_gym.gba.env import GBAEnv
 from metabonk_gym.utils import find_wrapper
 from metabonk_gym.wrappers.temporal_strip import TemporalStrip
 
@@ -61,18 +62,17 @@ class GameView:
     def capture(
         cls, env: gym.Env, info: dict[str, Any] | None, step: int, obs: Any = None
     ) -> GameView:
-        """Read the snapshot from `env` (any wrapper stack over a `GBAEnv`, or another env)."""
+        """Read the snapshot from `env` (any wrapper stack over an env of the suite; a `GBAEnv`
+        adds every RAM variable and array)."""
         base = env.unwrapped
-        integration = getattr(base, "integration", None)
-        game = str(getattr(integration, "name", None) or (env.spec.id if env.spec else "game"))
+        game_data = getattr(base, "game_data", None)  # every env of the suite has one
+        game = str(game_data.name if game_data else (env.spec.id if env.spec else "game"))
         ram: dict[str, int] = {}
         arrays: dict[str, np.ndarray] = {}
-        variables = getattr(base, "variables", None)
-        read_array = getattr(base, "read_array", None)
-        if integration is not None and variables is not None and read_array is not None:
-            ram = {k: int(v) for k, v in variables().items()}
-            for name in getattr(integration, "arrays", {}):
-                arrays[name] = read_array(name)
+        if isinstance(base, GBAEnv):
+            game = base.integration.name
+            ram = {k: int(v) for k, v in base.variables().items()}
+            arrays = {name: base.read_array(name) for name in base.integration.arrays}
         return cls(
             game=game,
             step=step,

@@ -1,10 +1,9 @@
-"""metabonk_gym.training: the functions behind `metabonk train/curriculum/eval/play/record`.
+"""metabonk_gym.training: the functions behind `metabonk train` and `metabonk curriculum`
+(evaluation, play and recording run agents: `metabonk_gym.agents`).
 
     train_ppo(env_id, run_dir, overrides={...}, resume=False, init_from=None)  -> TrainResult
     train_bc(env_id, dataset_id, run_dir, overrides={...})                      -> TrainResult
     run_curriculum(env_id, plan, run_dir, swarm=False)                          -> CurriculumResult
-    evaluate(env_id, agent, episodes=10, seed=0, out=..., video_dir=..., ladder=...) -> report dict
-    record(env_id, agent, dataset_id, episodes=10) / play(env_id, agent)        -> RecordResult
     resolve_config(env_id, config_file, overrides)                              -> TrainConfig
 
 Names are imported on first use, so `import metabonk_gym.training` does not import torch.
@@ -26,9 +25,6 @@ _EXPORTS: dict[str, str] = {
     "train_bc": "metabonk_gym.training.bc",
     "run_curriculum": "metabonk_gym.training.curriculum",
     "load_plan": "metabonk_gym.training.curriculum",
-    "evaluate": "metabonk_gym.training.evaluate",
-    "record": "metabonk_gym.training.record",
-    "play": "metabonk_gym.training.record",
     "resolve_config": "metabonk_gym.training.config",
     "TrainConfig": "metabonk_gym.training.config",
     "make_env": "metabonk_gym.training.envs",

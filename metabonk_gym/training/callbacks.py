@@ -69,8 +69,14 @@ def _is_number(value: Any) -> bool:
 
 class GameStatsCallback(BaseCallback):
     """Episode return, length and win rate (`info["success"]`: the config's goal, else the game's
-    `won`; none for a game that cannot be won), the game's variables at episode end (`game/<name>`) and the return of each reward
-    term (`reward_terms/<name>`)."""
+    `won`; none for a game that cannot be won), the game's variables at episode end
+    (`game/<name>`) and the return of each reward term (`reward_terms/<name>`).
+
+    Args:
+        variables: the info variables to log at episode end.
+        stats: where episode statistics accumulate (shared with the progress bar).
+        prefix: prepended to every tag.
+    """
 
     def __init__(
         self, variables: list[str], stats: EpisodeStats | None = None, prefix: str = ""
@@ -157,7 +163,13 @@ class ThinkScalarsCallback(BaseCallback):
 
 class VideoCallback(BaseCallback):
     """Every `every` steps, records env 0 for up to `length` steps (or to the end of its episode)
-    into TensorBoard (`video/episode`, an animated GIF) and `videos/step_<N>.mp4`."""
+    into TensorBoard (`video/episode`, an animated GIF) and `videos/step_<N>.mp4`.
+
+    Args:
+        every, length: steps between videos, and their most frames.
+        run: the run directory.
+        fps: frames per second of the videos.
+    """
 
     def __init__(self, every: int, length: int, run: RunDir, fps: float = 15.0) -> None:
         super().__init__()
@@ -211,7 +223,14 @@ class VideoCallback(BaseCallback):
 
 class CheckpointCallback(BaseCallback):
     """Every `every` steps, an atomic `checkpoints/step_<N>.zip` (with the metabonk metadata);
-    keeps the newest `keep`."""
+    keeps the newest `keep`.
+
+    Args:
+        every: steps between checkpoints.
+        run: the run directory.
+        metadata: what to store with each checkpoint (called at save time).
+        keep: how many checkpoints to keep.
+    """
 
     def __init__(
         self, every: int, run: RunDir, metadata: Callable[[], dict[str, Any]], keep: int = 3
@@ -246,7 +265,13 @@ class CheckpointCallback(BaseCallback):
 
 
 class RichProgressCallback(BaseCallback):
-    """A rich progress bar: steps, speed, episodes, recent return and win rate."""
+    """A rich progress bar: steps, speed, episodes, recent return and win rate.
+
+    Args:
+        total_steps: the run's length.
+        stats: the episode statistics to show.
+        description: the bar's label.
+    """
 
     def __init__(
         self, total_steps: int, stats: EpisodeStats, description: str = "training"

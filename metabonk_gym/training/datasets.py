@@ -133,7 +133,13 @@ def _action_dtype(space: gym.Space) -> Any:
 
 
 class DatasetWriter:
-    """Writes episodes to a new Minari dataset; `close()` publishes it under its id."""
+    """Writes episodes to a new Minari dataset; `close()` publishes it under its id.
+
+    Args:
+        dataset_id: the Minari id, `(NAMESPACE/)NAME-vVERSION`.
+        env: the env recorded (its spec and spaces are stored).
+        algorithm_name, description, author: the dataset's metadata.
+    """
 
     def __init__(
         self,

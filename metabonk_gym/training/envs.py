@@ -46,6 +46,11 @@ class StartWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     Curricula change the start of running envs through `set_start` (via `VecEnv.env_method`),
     and swarm mode saves a milestone state with `save_start_state`.
+
+    Args:
+        env: an env that takes `reset(options={"state", "game_seed"})`.
+        state: the start state (None: the env's own).
+        game_seeds: game seeds to draw from at each reset (None: the env draws).
     """
 
     def __init__(
@@ -82,7 +87,12 @@ class StartWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
 class GoalWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Ends the episode with `info["success"] = True` once a game variable meets a condition
-    (e.g. `rooms_visited >= 2`: left the first room). Without a goal, `success` is `won`."""
+    (e.g. `rooms_visited >= 2`: left the first room). Without a goal, `success` is `won`.
+
+    Args:
+        env: the env.
+        goal: `{"variable", "op", "reference"}` (a stable-retro op), or None.
+    """
 
     def __init__(self, env: gym.Env, goal: dict[str, Any] | None = None) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, goal=goal)
@@ -124,6 +134,13 @@ class ApproachShaping(gym.Wrapper, gym.utils.RecordConstructorArgs):
     Phi(end) - Phi(start), so it changes no optimal policy, but it turns "find the key, then the
     door" into a dense signal PPO learns in far fewer steps. Added to `info["reward_terms"]` as
     `shaping`.
+
+    Args:
+        env: an env whose info has the position and target variables.
+        position: the player's (x, y) variables.
+        targets: the objectives' (x, y) variables, in order.
+        weight: Phi's scale.
+        absent: the coordinate value of an objective that is not there.
     """
 
     STAGE = 50.0  # more than any distance on a 30x20 room: reaching the next objective pays
@@ -396,7 +413,11 @@ def stack_episode(frames: np.ndarray, frame_stack: int) -> np.ndarray:
 
 
 class FrameStacker:
-    """Online frame stack for one env, identical to `VecFrameStack` (zeros after a reset)."""
+    """Online frame stack for one env, identical to `VecFrameStack` (zeros after a reset).
+
+    Args:
+        frame_stack: how many observations to stack on the last axis.
+    """
 
     def __init__(self, frame_stack: int) -> None:
         self.frame_stack = frame_stack

@@ -13,13 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from metabonk_gym.training.config import MODEL_KEYS, TrainConfig, resolve_config
-from metabonk_gym.training.errors import ConfigError
 
 
 @dataclass
@@ -74,33 +70,6 @@ def _stored(action: Any) -> Any:
     """An action as a dataset keeps it: an int (Discrete), else a copy of the array
     (MultiBinary buttons, Megabonk's Box)."""
     return int(action) if np.ndim(action) == 0 else np.array(action)
-
-
-def episode_config(
-    env_id: str,
-    agent: str,
-    config_file: str | Path | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> TrainConfig:
-    """The config of an env for `agent`: a model's own config as the base (it must see frames as
-    it was trained), else the env's training defaults; then the file and flags."""
-    from metabonk_gym.experts.registry import AGENT_NAMES, check_agent_spec
-
-    check_agent_spec(agent)
-    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    if agent in AGENT_NAMES:
-        return resolve_config(env_id, config_file, overrides)
-    from metabonk_gym.experts.model import model_config
-
-    base = model_config(Path(agent).expanduser(), env_id)
-    cfg = resolve_config(env_id, config_file, overrides, base=base)
-    changed = [k for k in MODEL_KEYS if getattr(cfg, k) != base.get(k, getattr(cfg, k))]
-    if changed:
-        raise ConfigError(
-            f"{agent} was trained with {', '.join(f'{k}={base[k]!r}' for k in changed)}; an episode "
-            "for it cannot change these"
-        )
-    return cfg
 
 
 def _numbers(info: Mapping[str, Any]) -> dict[str, Any]:

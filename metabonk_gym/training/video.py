@@ -69,7 +69,12 @@ def write_mp4(path: Path, frames: Sequence[np.ndarray] | np.ndarray, fps: float)
 
 
 class Mp4Stream:
-    """An mp4 written frame by frame (no episode kept in memory); `discard()` drops it."""
+    """An mp4 written frame by frame (no episode kept in memory); `discard()` drops it.
+
+    Args:
+        path: the file to write.
+        fps: frames per second.
+    """
 
     def __init__(self, path: Path, fps: float) -> None:
         import imageio.v2 as imageio

@@ -298,7 +298,12 @@ def pick_upgrade(options: Sequence[int], hp_fraction: float) -> int:
 
 
 class BonkArenaExpert(RamExpert):
-    """Plays BonkArena from the RAM state; see the module docstring."""
+    """Plays BonkArena from the RAM state; see the module docstring.
+
+    Args:
+        env: a BonkArena env (any wrapper stack; `AgentError` for another game's).
+        seed: unused (the expert is deterministic); every game's `Expert(env, seed)` takes it.
+    """
 
     def __init__(self, env: gym.Env, seed: int | None = None) -> None:
         game: Any = env.unwrapped

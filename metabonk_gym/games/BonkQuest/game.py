@@ -203,7 +203,12 @@ class QuestAdapter(GameAdapter):
 
 
 class QuestFollower(DirectiveFollower):
-    """BonkQuest: A* over `room_tiles`, enemy-aware; see the module docstring."""
+    """BonkQuest: A* over `room_tiles`, enemy-aware; see the module docstring.
+
+    Args:
+        adapter: the `QuestAdapter` that reads the room, the player and the enemies.
+        env: the BonkQuest env it presses buttons in (any wrapper stack).
+    """
 
     adapter: QuestAdapter
 
@@ -415,7 +420,12 @@ def quest_advice(view: GameView) -> Directive:
 
 
 class BonkQuestExpert(RamExpert):
-    """Plays BonkQuest from the RAM state; see the module docstring."""
+    """Plays BonkQuest from the RAM state; see the module docstring.
+
+    Args:
+        env: a BonkQuest env (any wrapper stack; `AgentError` for another game's).
+        seed: unused (the expert is deterministic); every game's `Expert(env, seed)` takes it.
+    """
 
     def __init__(self, env: gym.Env, seed: int | None = None) -> None:
         self.env = env

@@ -60,7 +60,13 @@ class MegabonkAdapter(GameAdapter):
     game seen as a radar around the player, from the plugin's info (health, position, enemies,
     menu, level-up options). Actions steer (attack = kite, flee, wander, go_to a radar cell),
     wait, or pick a level-up option; `DirectiveSpec.n_options` is the env's `max_options`, and
-    `check` rejects options the open menu does not offer."""
+    `check` rejects options the open menu does not offer.
+
+    Args:
+        n_options: level-up options a directive may choose among (the env's `max_options`; >= 1).
+        radar: the radar's width and height in cells: odd and >= 3, so the player has a centre.
+        cell_units: world units per radar cell (> 0); the radar spans `radar * cell_units`.
+    """
 
     name = DATA.name
     game = DATA
@@ -309,6 +315,12 @@ class MegabonkFollower(DirectiveFollower):
     default the stand-in game's three cards (`bonklink.game.card_rects`); pass `option_points=`
     for the real game's layout. The stick axes are taken as world +X / +Z, as in `bonklink-sim`;
     in Megabonk that holds while the camera looks along +Z.
+
+    Args:
+        adapter: the `MegabonkAdapter` whose radar cells and options the directives name.
+        env: the Megabonk env (any wrapper stack); its `action_type` picks Box or Dict actions.
+        option_points: click points of options 0, 1, ... (normalised x, y, top-left origin);
+            default: the stand-in game's cards.
     """
 
     adapter: MegabonkAdapter

@@ -80,7 +80,14 @@ _Op = tuple[str, int, Any]  # ("step", frames, buttons) or ("write", address, da
 
 
 class SkyEmuBackend:
-    """A GBA on SkyEmu's HTTP control server (see the module docstring)."""
+    """A GBA on SkyEmu's HTTP control server (see the module docstring); `open()` builds one.
+
+    Args:
+        client: the HTTP client of the server.
+        rom_path: the ROM the env runs (compared with what SkyEmu runs).
+        process: the SkyEmu this backend started (stopped on close), None for one you run.
+        check_rom: refuse a SkyEmu that runs another ROM.
+    """
 
     name: ClassVar[str] = "skyemu"
     #: Ask GBAEnv to set the game's frame counter to the embedded core's boot value (0) after boot.

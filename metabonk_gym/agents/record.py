@@ -4,6 +4,9 @@ A window closed mid-episode, or Ctrl-C, ends the current episode early. With a d
 partial episode is saved with its last step marked truncated when it has at least
 `min_partial_steps` steps, or dropped otherwise; the result says which. Complete episodes are
 never lost, and the dataset appears under its id only once recording has ended.
+
+>>> RecordResult(saved_episodes=2).to_dict()["saved_episodes"]
+2
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.agents.episode import episode_config
+from metabonk_gym.agents.human import PlayWindow
+from metabonk_gym.agents.registry import make_agent
 from metabonk_gym.experts.base import close_agent
 from metabonk_gym.training.datasets import DatasetWriter, check_dataset_id
 from metabonk_gym.training.envs import make_env
 from metabonk_gym.training.errors import ConfigError
-from metabonk_gym.training.rollout import EpisodeResult, Trajectory, episode_config, run_episode
+from metabonk_gym.training.rollout import EpisodeResult, Trajectory, run_episode
 
 
 @dataclass
@@ -92,8 +98,6 @@ def play(
     fraction of actions by random ones (DART); datasets keep the agent's choices in
     `infos["expert_action"]`, which `train bc` learns.
     """
-    from metabonk_gym.experts.registry import make_agent  # the agents layer: see the report
-
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, not {episodes}")
     if not 0.0 <= noise < 1.0:
@@ -111,8 +115,6 @@ def play(
         if dataset_id is not None:
             writer = DatasetWriter(dataset_id, env, algorithm_name=f"metabonk:{agent}")
         if show or agent == "human":
-            from metabonk_gym.experts.human import PlayWindow
-
             play_window = PlayWindow(
                 title=f"metabonk play {env_id} ({agent})",
                 fps=60.0 / cfg.frameskip,

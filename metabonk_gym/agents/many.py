@@ -23,9 +23,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.agents.episode import episode_config
+from metabonk_gym.agents.evaluate import evaluate, make_report
+from metabonk_gym.agents.record import RecordResult, play
 from metabonk_gym.training.errors import ConfigError
-from metabonk_gym.training.record import RecordResult
-from metabonk_gym.training.rollout import EpisodeResult, episode_config
+from metabonk_gym.training.rollout import EpisodeResult
 from metabonk_gym.utils import atomic_write_text
 
 
@@ -51,8 +53,6 @@ def _shifted(episodes: list[EpisodeResult], first: int) -> list[EpisodeResult]:
 def _play_worker(
     env_id: str, agent: str, first: int, count: int, seed: int, kwargs: dict[str, Any]
 ) -> RecordResult:
-    from metabonk_gym.training.record import play
-
     result = play(env_id, agent, episodes=count, seed=seed + first, window=False, **kwargs)
     result.episodes = _shifted(result.episodes, first)
     return result
@@ -61,8 +61,6 @@ def _play_worker(
 def _evaluate_worker(
     env_id: str, agent: str, first: int, count: int, seed: int, kwargs: dict[str, Any]
 ) -> list[EpisodeResult]:
-    from metabonk_gym.training.evaluate import evaluate
-
     episodes: list[EpisodeResult] = []
     evaluate(env_id, agent, episodes=count, seed=seed + first, on_episode=episodes.append, **kwargs)
     return _shifted(episodes, first)
@@ -120,8 +118,6 @@ def evaluate_many(
     """`evaluate.evaluate` in `n_envs` processes at once; the report of all episodes (written to
     `out` as JSON when given). Videos and ladders need one process: use `evaluate`."""
     import json
-
-    from metabonk_gym.training.evaluate import make_report
 
     parts = split_episodes(episodes, n_envs)
     kwargs = {

@@ -20,12 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from metabonk_gym.agents.episode import episode_config
+from metabonk_gym.agents.registry import make_agent
 from metabonk_gym.experts.base import close_agent
 from metabonk_gym.registration import env_traits
 from metabonk_gym.training.envs import make_env
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.megabonk import check_reachable
-from metabonk_gym.training.rollout import EpisodeResult, episode_config, run_episode
+from metabonk_gym.training.rollout import EpisodeResult, run_episode
 from metabonk_gym.training.video import Mp4Stream
 from metabonk_gym.utils import atomic_write_text
 
@@ -63,8 +65,6 @@ def evaluate(
     `out` writes the report as JSON; `video_dir` keeps `best.mp4` and `worst.mp4`; `ladder`
     adds this evaluation to a ranking file.
     """
-    from metabonk_gym.experts.registry import make_agent  # the agents layer: see the report
-
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, not {episodes}")
     if ladder is not None and Path(ladder).suffix != ".json":

@@ -3,6 +3,21 @@
 The zip carries the config the model was trained with, so the agent knows its frame stack and
 the env settings (`obs_type`, `downscale`, `frameskip`) its env must use; the stack is kept here,
 exactly as `VecFrameStack` built it in training.
+
+>>> import json, tempfile, zipfile
+>>> from metabonk_gym.training.rundir import model_metadata
+>>> path = Path(tempfile.mkdtemp()) / "model.zip"
+>>> config = {"obs_type": "grayscale", "downscale": 2, "frame_stack": 4, "n_envs": 8}
+>>> meta = model_metadata("MetaBonk/BonkQuest-v0", "ppo", config)
+>>> with zipfile.ZipFile(path, "w") as archive:  # the two entries of an SB3 zip read here
+...     archive.writestr("data", json.dumps({"metabonk": meta}))
+...     archive.writestr("policy.pth", b"")
+>>> model_env_overrides(path)  # what `play`, `record` and `eval` pass to the env they make
+{'obs_type': 'grayscale', 'downscale': 2}
+>>> model_config(path, env_id="MetaBonk/BonkArena-v0")
+Traceback (most recent call last):
+...
+metabonk_gym.experts.base.AgentError: ...model.zip was trained on MetaBonk/BonkQuest-v0, not MetaBonk/BonkArena-v0
 """
 
 from __future__ import annotations
@@ -41,6 +56,13 @@ class ModelAgent:
 
     Discrete actions come back as ints; other spaces (Megabonk's Box) as the model's array.
     `Dict` observations are stacked key by key, as `VecFrameStack` does.
+
+    Args:
+        path: a model zip from `metabonk train ppo` / `train bc`, loaded on the CPU
+            (`CheckpointError` when it is not one).
+        env: the env it acts in, made with `model_env_overrides(path)`; `AgentError` when its
+            observation or action space does not fit the model's.
+        deterministic: always take the policy's most likely action (default: sample it).
     """
 
     def __init__(self, path: Path, env: gym.Env, deterministic: bool = False) -> None:

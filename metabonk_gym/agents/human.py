@@ -50,7 +50,13 @@ def _pygame_key(name: str) -> int:
 
 
 class PlayWindow:
-    """A pygame window: the frame scaled x3, the key map and a status line beside it."""
+    """A pygame window: the frame scaled x3, the key map and a status line beside it.
+
+    Args:
+        title: the window's caption.
+        fps: the most frames per second `show` draws (it sleeps to keep to it).
+        show_keys: draw the key map and the status text in a panel right of the frame.
+    """
 
     def __init__(
         self, title: str = "metabonk play", fps: float = 15.0, show_keys: bool = True
@@ -117,7 +123,13 @@ class PlayWindow:
 
 
 class HumanAgent:
-    """Maps the keys held in a `PlayWindow` to the env's discrete action each step."""
+    """Maps the keys held in a `PlayWindow` to the env's discrete action each step.
+
+    Args:
+        env: a GBA env; held buttons become the nearest of its discrete actions (`action_index`).
+        window: where keys are read (and `play` draws); default: a new `PlayWindow` at
+            60 / `frameskip` fps, the game's real speed.
+    """
 
     name = "human"
 

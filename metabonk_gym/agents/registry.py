@@ -17,9 +17,9 @@ from typing import Any
 
 import gymnasium as gym
 
+from metabonk_gym.agents.human import HumanAgent
+from metabonk_gym.agents.model import ModelAgent, model_env_overrides
 from metabonk_gym.experts.base import Agent, AgentError, RandomAgent
-from metabonk_gym.experts.human import HumanAgent
-from metabonk_gym.experts.model import ModelAgent, model_env_overrides
 from metabonk_gym.think.agent import make_think_agent
 from metabonk_gym.think.games import game_module
 

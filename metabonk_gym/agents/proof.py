@@ -29,9 +29,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from metabonk_gym.training.evaluate import evaluate
+from metabonk_gym.agents.evaluate import evaluate
+from metabonk_gym.agents.record import record
 from metabonk_gym.training.megabonk import SimSwarm
-from metabonk_gym.training.record import record
 from metabonk_gym.training.rundir import RunDir
 
 QUEST = "MetaBonk/BonkQuest-v0"
