@@ -139,7 +139,7 @@ def bench_serve(
     clients: str = typer.Option("1,4,8,16", help="Concurrent client counts."),
     engines: str = typer.Option("llama-server,python", help="Engines to compare."),
     n_envs: int = typer.Option(16, help="BonkQuest envs for the env-speed part (0: skip)."),
-    env_seconds: float = typer.Option(30.0, help="Seconds per env-speed run."),
+    env_seconds: float = typer.Option(60.0, help="Seconds per env-speed run."),
     images: bool = typer.Option(True, help="Also time the image path (mmproj)."),
     prompt: str = typer.Option(
         "state", help="state (short per-call text), compact, or full (the real game prompt)."

@@ -16,8 +16,8 @@ import gymnasium as gym
 import pytest
 from metabonk_gym.wrappers.text_map import TextMap
 
-from metabonk_gym.experts.base import Agent, AgentError
 from metabonk_gym.agents.registry import make_agent
+from metabonk_gym.experts.base import Agent, AgentError
 from metabonk_gym.gamedata import BUNDLED_GAMES, GameData, bundled_game_folder
 from metabonk_gym.games import game_for
 from metabonk_gym.think.agent import make_think_agent

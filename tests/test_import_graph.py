@@ -464,9 +464,7 @@ def test_the_graph_is_read() -> None:
     assert any(src.startswith("metabonk_gym.cli.") for src, _ in targets)
     assert layer_of("metabonk_gym.errors") == 0 and layer_of("metabonk_gym") == 2
     assert layer_of("metabonk_gym.gba.env") == 2 and layer_of("metabonk_gym.think.agent") == 3
-    assert (
-        layer_of("metabonk_gym.experts.base") == 3 and layer_of("metabonk_gym.agents.human") == 6
-    )
+    assert layer_of("metabonk_gym.experts.base") == 3 and layer_of("metabonk_gym.agents.human") == 6
     assert layer_of("metabonk_gym.cli.main") == len(LAYERS) - 1
     unplaced = [name for name in names if layer_of(name) < 0]
     assert not unplaced, f"add these modules to LAYERS: {unplaced}"

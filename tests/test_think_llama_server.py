@@ -49,8 +49,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def server(binary: Path, tiny: tuple[Path, Path]) -> Iterator[ServerProcess]:
-    """One text server with 4 slots for the module."""
-    process = ServerProcess(tiny[0], engine="llama-server", parallel=4, n_ctx=4096)
+    """One text server with 4 slots of 8192 tokens (a BonkQuest prompt is about 6k) for the module."""
+    process = ServerProcess(tiny[0], engine="llama-server", parallel=4, n_ctx=8192)
     process.start()
     yield process
     process.stop()
@@ -240,48 +240,3 @@ def test_no_server_outlives_its_serve_vlm_parent(
         if parent.poll() is None:
             parent.kill()
             parent.wait()
-
-
-def test_envs_in_make_vec_workers_share_one_batching_server(
-    server: ServerProcess,
-) -> None:
-    """4 BonkQuest envs, one process each, think in async mode against one server: every env
-    gets model directives while it keeps stepping, and the server decoded for several slots at
-    once (its `n_busy_slots_per_decode` metric is above 1)."""
-    import functools
-
-    from metabonk_gym.wrappers import PauseToThink
-
-    from metabonk_gym.vector import make_vec
-
-    think = functools.partial(
-        PauseToThink,
-        engine="openai",
-        base_url=server.base_url,
-        mode="async",
-        timeout_s=30.0,
-        think_every=4,
-        cooldown_steps=2,
-        max_tokens=200,
-    )
-    envs = make_vec("MetaBonk/BonkQuest-v0", 4, wrappers=[think])
-    try:
-        obs, _ = envs.reset(seed=0)
-        assert set(obs) == {"pixels", "directive"}
-        rng = np.random.default_rng(0)
-        deadline = time.monotonic() + 120
-        calls = np.zeros(4)
-        while time.monotonic() < deadline and calls.min() < 4:
-            _, _, _, _, infos = envs.step(rng.integers(0, 8, size=4))
-            calls = np.asarray(infos["think"]["calls"]) - np.asarray(infos["think"]["fallbacks"])
-            time.sleep(0.01)
-    finally:
-        envs.close()
-    assert calls.min() >= 4, calls
-    metrics = httpx.get(f"{server.root_url}/metrics", timeout=10).text
-    busy = [
-        float(line.split()[-1])
-        for line in metrics.splitlines()
-        if line.startswith("llamacpp:n_busy_slots_per_decode")
-    ]
-    assert busy and busy[0] > 1.0, metrics

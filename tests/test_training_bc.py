@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from metabonk_gym.agents.evaluate import evaluate, read_ladder
+from metabonk_gym.agents.record import record
 from metabonk_gym.training.bc import train_bc
 from metabonk_gym.training.datasets import datasets_root
 from metabonk_gym.training.errors import ConfigError, DatasetError
-from metabonk_gym.agents.evaluate import evaluate, read_ladder
 from metabonk_gym.training.ppo import train_ppo
-from metabonk_gym.agents.record import record
 
 QUEST = "MetaBonk/BonkQuest-v0"
 SMALL = {

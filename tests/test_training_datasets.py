@@ -13,10 +13,10 @@ import pytest
 from metabonk_gym.cli.main import app
 from typer.testing import CliRunner
 
+from metabonk_gym.agents.record import record
 from metabonk_gym.training.bc import train_bc
 from metabonk_gym.training.datasets import datasets_root, load_dataset
 from metabonk_gym.training.errors import DatasetError
-from metabonk_gym.agents.record import record
 
 QUEST = "MetaBonk/BonkQuest-v0"
 SMALL = {"downscale": 8, "frame_stack": 2, "features_dim": 32, "bc_epochs": 1}

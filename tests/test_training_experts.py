@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from metabonk_gym.experts.base import AgentError, action_index
 from metabonk_gym.agents.registry import agent_env_overrides, make_agent
+from metabonk_gym.experts.base import AgentError, action_index
 from metabonk_gym.training.rollout import run_episode
 
 

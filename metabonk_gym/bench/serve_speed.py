@@ -272,7 +272,7 @@ def run(
     duration_s: float = 15.0,
     engines: Sequence[str] = ("llama-server", "python"),
     n_envs: int = 16,
-    env_seconds: float = 30.0,
+    env_seconds: float = 60.0,
     images: bool = True,
     prompt: str = "state",
     model_path: str | Path | None = None,
