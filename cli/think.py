@@ -1,15 +1,34 @@
 """`metabonk serve-vlm`, `metabonk distill` and `metabonk bench think`: System 2 on the command line.
 
 Thin typer layer over `metabonk_gym.think` (serve, distill) and `metabonk_gym.bench.think_speed`.
+Bad input is a one-line error and exit code 2:
+
+>>> from typer.testing import CliRunner
+>>> app = typer.Typer()
+>>> _ = app.command("serve-vlm")(serve_vlm)
+>>> _ = app.command("distill")(distill_command)
+>>> result = CliRunner().invoke(app, ["serve-vlm", "/no/such.gguf"])
+>>> print(result.output.strip()); result.exit_code
+error: model file not found: /no/such.gguf (pass the path of a .gguf file)
+2
 """
 
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import typer
+from metabonk_gym.cli.bench import _print, bench_app
+from metabonk_gym.cli.train import guarded
 from rich.console import Console
+
+from metabonk_gym.bench.serve_speed import run as run_serve_bench
+from metabonk_gym.bench.think_speed import run as run_think_bench
+from metabonk_gym.errors import MetabonkError
+from metabonk_gym.think.distill import distill
+from metabonk_gym.think.serve import ServerProcess
 
 console = Console()
 
@@ -50,10 +69,6 @@ def serve_vlm(
     `metabonk play ENV --agent think --server http://127.0.0.1:PORT/v1`.
     The server dies with this command, however it ends.
     """
-    import signal
-
-    from metabonk_gym.errors import MetabonkError
-    from metabonk_gym.think.serve import ServerProcess
 
     def stop(signum: int, frame: object) -> None:
         raise SystemExit(128 + signum)
@@ -109,9 +124,7 @@ def distill_command(
 
     Run it with `metabonk play ENV --agent think --model OUT` or PauseToThink(engine="distilled").
     """
-    from metabonk_gym.think.distill import distill
-
-    figures = distill(logdir, out, epochs=epochs, seed=seed)
+    figures = guarded(lambda: distill(logdir, out, epochs=epochs, seed=seed))
     console.print_json(json.dumps(figures))
     console.print(f"wrote {out}")
 
@@ -127,11 +140,7 @@ def bench_think(
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
 ) -> None:
     """Oracle + DirectiveFollower win rate on BonkQuest, and think latency per backend vs env steps."""
-    from metabonk_gym.cli.bench import _print
-
-    from metabonk_gym.bench.think_speed import run
-
-    _print("metabonk bench think", run(seeds, calls, model, mmproj, server), out)
+    _print("metabonk bench think", run_think_bench(seeds, calls, model, mmproj, server), out)
 
 
 def bench_serve(
@@ -156,11 +165,7 @@ def bench_serve(
 ) -> None:
     """One server, many clients: directives/s, tokens/s and p50/p95 latency at 1-16 concurrent
     clients per engine, env steps/s of 16 envs thinking in async mode vs none, and the image path."""
-    from metabonk_gym.cli.bench import _print
-
-    from metabonk_gym.bench.serve_speed import run
-
-    figures = run(
+    figures = run_serve_bench(
         levels=[int(c) for c in clients.split(",")],
         duration_s=duration,
         engines=[e.strip() for e in engines.split(",") if e.strip()],
@@ -178,8 +183,6 @@ def bench_serve(
 
 
 def register(app: typer.Typer) -> None:
-    from metabonk_gym.cli.bench import bench_app
-
     app.command("serve-vlm")(serve_vlm)
     app.command("distill")(distill_command)
     bench_app.command("think")(bench_think)

@@ -15,7 +15,7 @@ from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.distill import DistilledStrategist, distill
 from metabonk_gym.think.follower import make_follower
 from metabonk_gym.think.games import adapter_for_name
-from metabonk_gym.think.log import read_decisions
+from metabonk_gym.think.log import DecisionLogNotFoundError, read_decisions
 from metabonk_gym.think.metrics import ThinkStats, log_think_scalars
 from metabonk_gym.think.view import GameView
 
@@ -67,15 +67,28 @@ def test_distilled_policy_is_trained_saved_and_runnable(
         DistilledStrategist(tmp_path / "policy.pt", adapter_for_name("BonkArena"))
 
 
-def test_distill_command_and_errors(oracle_log: Path, tmp_path: Path) -> None:
+def test_distill_command_writes_a_policy(oracle_log: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(
         app, ["distill", str(oracle_log), "--out", str(tmp_path / "p.pt"), "--epochs", "2"]
     )
     assert result.exit_code == 0, result.output
     assert (tmp_path / "p.pt").is_file() and "action_accuracy" in result.output
-    result = runner.invoke(app, ["distill", str(tmp_path / "empty")])
-    assert result.exit_code != 0 and "no decision log" in str(result.exception)
+
+
+def test_distill_without_a_log_is_a_one_line_error(tmp_path: Path) -> None:
+    """A folder without decisions.jsonl: the library raises a MetabonkError naming the file and
+    the fix; the command prints it on one line and exits with 2, no traceback."""
+    with pytest.raises(DecisionLogNotFoundError, match="no decision log at .*decisions.jsonl"):
+        read_decisions(tmp_path)
+    result = CliRunner().invoke(app, ["distill", str(tmp_path / "empty")])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert lines == [
+        f"error: no decision log at {tmp_path / 'empty' / 'decisions.jsonl'}; pass the log_dir= "
+        "folder of a PauseToThink run, or record one with PauseToThink(env, ..., log_dir=FOLDER)"
+    ]
+    assert not isinstance(result.exception, FileNotFoundError)
 
 
 def test_tensorboard_scalars_are_written(tmp_path: Path) -> None:

@@ -40,11 +40,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
+from metabonk_gym.think.directive import DirectiveError, parse_directive
 from metabonk_gym.think.engines import EngineError, OpenAIEngine, ThinkRequest
+from metabonk_gym.think.games import adapter_for, adapter_for_name
+from metabonk_gym.think.prompts import PromptBuilder
 from metabonk_gym.think.serve import ServerProcess
 from metabonk_gym.think.testing import TinyModelConfig, write_tiny_llama, write_tiny_mmproj
+from metabonk_gym.think.view import GameView
+from metabonk_gym.vector import make_vec
+from metabonk_gym.wrappers.pause_to_think import PauseToThink
 
 ENV_ID = "MetaBonk/BonkQuest-v0"
 #: The benchmark model: the tiny model's vocabulary, 20.9M parameters.
@@ -91,12 +98,6 @@ def bonkquest_requests(
     module docstring)."""
     if prompt not in PROMPTS:
         raise ValueError(f"prompt must be one of {', '.join(PROMPTS)}, not {prompt!r}")
-    import gymnasium as gym
-
-    from metabonk_gym.think.games import adapter_for
-    from metabonk_gym.think.prompts import PromptBuilder
-    from metabonk_gym.think.view import GameView
-
     env = gym.make(ENV_ID)
     try:
         adapter = adapter_for(env)
@@ -214,9 +215,6 @@ def env_steps_per_s(
     """Env steps/s of `n_envs` BonkQuest envs (one process each) with random actions for
     `seconds`, with `PauseToThink(engine="openai", mode="async")` (the bench's short game card)
     when `base_url` is given; also the directives the envs got from the model meanwhile."""
-    from metabonk_gym.vector import make_vec
-    from metabonk_gym.wrappers.pause_to_think import PauseToThink
-
     wrappers: list[Any] = []
     if base_url is not None:
         wrappers.append(
@@ -253,9 +251,6 @@ def env_steps_per_s(
 
 
 def _schema_valid(text: str) -> bool:
-    from metabonk_gym.think.directive import DirectiveError, parse_directive
-    from metabonk_gym.think.games import adapter_for_name
-
     try:
         parse_directive(text, adapter_for_name("BonkQuest").spec)
     except DirectiveError:

@@ -30,13 +30,21 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from metabonk_gym.think.agent import make_think_agent
+from metabonk_gym.think.directive import DirectiveError, parse_directive
+from metabonk_gym.think.engines import LlamaCppEngine, OpenAIEngine
+from metabonk_gym.think.games import adapter_for
+from metabonk_gym.think.oracle import OracleStrategist
+from metabonk_gym.think.prompts import PromptBuilder
+from metabonk_gym.think.serve import ServerProcess
+from metabonk_gym.think.testing import write_tiny_pair
+from metabonk_gym.think.view import GameView
+
 ENV_ID = "MetaBonk/BonkQuest-v0"
 
 
 def oracle_win_rate(seeds: int = 20, env_id: str = ENV_ID, first_seed: int = 0) -> dict[str, Any]:
     """Oracle + follower on `seeds` seeds: win rate, mean steps and hits, follower cost."""
-    from metabonk_gym.think.agent import make_think_agent
-
     env = gym.make(env_id)
     agent = make_think_agent(env, model_path="oracle")
     wins, steps, hits, act_time = 0, [], [], 0.0
@@ -81,8 +89,6 @@ def _env_step_s(env: gym.Env, steps: int = 2000) -> float:
 
 def _views(env: gym.Env, n: int) -> list[Any]:
     """`n` live game states a few random steps apart (so per-call prompts differ)."""
-    from metabonk_gym.think.view import GameView
-
     rng = np.random.default_rng(1)
     obs, info = env.reset(seed=5)
     views = []
@@ -99,8 +105,6 @@ def _views(env: gym.Env, n: int) -> list[Any]:
 
 def _time_engine(engine: Any, builder: Any, views: list[Any], timeout_s: float) -> dict[str, Any]:
     """Cold first call, then warm p50/p95 over the remaining views; validity counted."""
-    from metabonk_gym.think.directive import DirectiveError, parse_directive
-
     latencies, valid, tokens = [], 0, []
     for view in views:
         request = builder.build(view, [], "benchmark", engine.vision)
@@ -133,13 +137,6 @@ def think_latency(
     env_id: str = ENV_ID,
 ) -> dict[str, Any]:
     """Think latency per engine against the env step time, on live BonkQuest prompts."""
-    from metabonk_gym.think.engines import LlamaCppEngine, OpenAIEngine
-    from metabonk_gym.think.games import adapter_for
-    from metabonk_gym.think.oracle import OracleStrategist
-    from metabonk_gym.think.prompts import PromptBuilder
-    from metabonk_gym.think.serve import ServerProcess
-    from metabonk_gym.think.testing import write_tiny_pair
-
     out: dict[str, Any] = {}
     tmp = tempfile.TemporaryDirectory(prefix="metabonk-bench-think-")
     env = gym.make(env_id)

@@ -13,7 +13,7 @@ directives are not learnt (they say nothing about the game).
 >>> load_dataset(tempfile.mkdtemp())  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-FileNotFoundError: no decision log at .../decisions.jsonl; record one with PauseToThink(log_dir=...)
+metabonk_gym.think.log.DecisionLogNotFoundError: no decision log at .../decisions.jsonl; pass ...
 """
 
 from __future__ import annotations

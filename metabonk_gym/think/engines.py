@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from metabonk_gym.errors import MetabonkError
+from metabonk_gym.think.families import resolve_family
 
 #: Answers larger than this are refused (a directive is a few hundred bytes).
 MAX_RESPONSE_BYTES = 1 << 20
@@ -129,8 +130,22 @@ class Engine(ABC):
 class LlamaCppEngine(Engine):
     """A GGUF model in this process (llama-cpp-python). See the module docstring.
 
-    `chat_handler` names the vision family (`"auto"` detects it, see `families.py`); extra
-    keyword arguments go to `llama_cpp.Llama` (`n_batch`, `flash_attn`, `logits_all`, ...).
+    Args:
+        model_path: the model's .gguf file (`ModelFileNotFoundError` when it does not exist).
+        mmproj_path: its vision projector .gguf; given, the engine sends the frame as an image
+            through the family's multimodal chat handler (`vision` is True). None: text only.
+        chat_handler: the vision family's name (`"auto"` detects it from the file names and GGUF
+            metadata, see `metabonk_gym.think.families`); used only with `mmproj_path`.
+        n_ctx: context length in tokens (prompt + answer).
+        n_gpu_layers: layers offloaded to the GPU; None: all (-1) when llama-cpp-python was
+            built with GPU offload, else 0.
+        n_threads: CPU threads for decoding; None: llama-cpp-python's default (half the CPU
+            cores). Prompt evaluation uses every core either way.
+        temperature: sampling temperature (0: greedy, where the seed does not matter).
+        seed: the sampler's random seed (llama-cpp-python reads 0, the default, as its
+            `LLAMA_DEFAULT_SEED`: a random seed per load).
+        verbose: let llama.cpp print its load and timing logs.
+        llama_kwargs: passed on to `llama_cpp.Llama` (`n_batch`, `flash_attn`, `logits_all`, ...).
     """
 
     name = "llama_cpp"
@@ -160,8 +175,6 @@ class LlamaCppEngine(Engine):
         self.family: str | None = None
         handler = None
         if self.mmproj_path is not None:
-            from metabonk_gym.think.families import resolve_family
-
             family = resolve_family(self.model_path, self.mmproj_path, chat_handler)
             self.family = family.name
             handler_cls = getattr(llama_chat_format, family.handler)

@@ -30,12 +30,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.errors import MetabonkError
 from metabonk_gym.think.engines import png_bytes
 from metabonk_gym.think.strategist import ThinkResult
 from metabonk_gym.think.view import GameView
 from metabonk_gym.utils import atomic_write_bytes
 
 LOG_NAME = "decisions.jsonl"
+
+
+class DecisionLogNotFoundError(MetabonkError, FileNotFoundError):
+    """A folder without a decision log (`decisions.jsonl`)."""
 
 
 class DecisionLog:
@@ -126,8 +131,9 @@ def read_decisions(folder: str | Path) -> list[dict[str, Any]]:
     ended); several runs may share a folder. Broken lines (a crash mid-write) are skipped."""
     path = Path(folder) / LOG_NAME
     if not path.is_file():
-        raise FileNotFoundError(
-            f"no decision log at {path}; record one with PauseToThink(log_dir=...)"
+        raise DecisionLogNotFoundError(
+            f"no decision log at {path}; pass the log_dir= folder of a PauseToThink run, or record "
+            "one with PauseToThink(env, ..., log_dir=FOLDER)"
         )
     calls: dict[tuple[str, int], dict[str, Any]] = {}
     outcomes: dict[tuple[str, int], dict[str, Any]] = {}
