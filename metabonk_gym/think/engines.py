@@ -409,8 +409,12 @@ class OpenAIEngine(Engine):
                     status = response.status_code
         except (TimeoutError, httpx.TimeoutException) as exc:
             raise ThinkTimeout(f"no full answer from {url} within {left:.2f} s") from exc
-        except httpx.RemoteProtocolError as exc:
-            raise EngineError(f"{url} closed the connection without a full answer: {exc}") from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            # A server that closes the socket mid-answer shows as either, depending on whether
+            # the close or a reset reaches the client first.
+            raise EngineError(
+                f"{url} closed the connection without a full answer: {type(exc).__name__}: {exc}"
+            ) from exc
         except httpx.HTTPError as exc:
             raise EngineError(f"request to {url} failed: {type(exc).__name__}: {exc}") from exc
         if status != 200:
