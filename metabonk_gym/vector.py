@@ -57,6 +57,27 @@ def per_env_kwargs(
     return per_env
 
 
+class _AsyncVectorEnv(gym.vector.AsyncVectorEnv):
+    """gymnasium's `AsyncVectorEnv` with two guards: an info value of None counts as absent (its
+    mask False) rather than breaking the batch, and `close()` waits at most `close_timeout_s` for
+    a call in progress, then terminates the workers."""
+
+    #: The longest `close()` waits for a step or reset in progress.
+    close_timeout_s = 30.0
+
+    def _add_info(
+        self, vector_infos: dict[str, Any], env_info: dict[str, Any], env_num: int
+    ) -> dict[str, Any]:
+        # gymnasium types a key's array from the first env that has it: a None after a float
+        # (a latency not measured yet) or beside a dict (no target) raised mid-step, leaving the
+        # other workers' answers unread and the next `close()` waiting for them for ever.
+        present = {key: value for key, value in env_info.items() if value is not None}
+        return super()._add_info(vector_infos, present, env_num)
+
+    def close_extras(self, timeout: float | None = None, terminate: bool = False) -> None:
+        super().close_extras(self.close_timeout_s if timeout is None else timeout, terminate)
+
+
 def make_vec(
     env_id: str,
     num_envs: int,
@@ -83,4 +104,4 @@ def make_vec(
     """
     per_env = per_env_kwargs(env_id, num_envs, base_port, **kwargs)
     fns = [partial(_make_env, env_id, tuple(wrappers), env_kwargs) for env_kwargs in per_env]
-    return gym.vector.AsyncVectorEnv(fns, shared_memory=shared_memory, context=context)
+    return _AsyncVectorEnv(fns, shared_memory=shared_memory, context=context)

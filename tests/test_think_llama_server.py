@@ -4,6 +4,7 @@ server gives a fallback in time, and no server outlives its `metabonk serve-vlm`
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import httpx
 import jsonschema
 import numpy as np
 import pytest
+from metabonk_gym.wrappers.pause_to_think import PauseToThink
 
 from metabonk_gym.process import free_port
 from metabonk_gym.think.directive import parse_directive
@@ -26,6 +28,7 @@ from metabonk_gym.think.games import adapter_for_name
 from metabonk_gym.think.llama_server import find_llama_server
 from metabonk_gym.think.serve import ServerProcess
 from metabonk_gym.think.testing import TinyVisionConfig, write_tiny_llama, write_tiny_mmproj
+from metabonk_gym.vector import make_vec
 
 pytestmark = [pytest.mark.llm("llama-server"), pytest.mark.net]
 
@@ -148,13 +151,14 @@ def test_the_image_reaches_the_model_through_the_mmproj(
 def test_a_server_killed_mid_request_gives_the_env_a_fallback_in_time(
     binary: Path, tiny: tuple[Path, Path], make_env
 ) -> None:
-    from metabonk_gym.wrappers.pause_to_think import PauseToThink
-
     timeout_s = 8.0
-    process = ServerProcess(tiny[0], engine="llama-server", parallel=1, n_ctx=32768)
+    # the slot holds at most the model's training context (8192 for the tiny model), whatever
+    # n_ctx says: a longer prompt is refused at once (HTTP 400), never processed
+    process = ServerProcess(tiny[0], engine="llama-server", parallel=1, n_ctx=8192)
     url = process.start()
     assert process.child is not None
     pid = process.child.pid
+    killed: list[float] = []
 
     def kill_when_busy() -> None:
         deadline = time.monotonic() + timeout_s
@@ -165,16 +169,17 @@ def test_a_server_killed_mid_request_gives_the_env_a_fallback_in_time(
                 continue
             if any(s.get("is_processing") for s in slots):
                 os.kill(pid, signal.SIGKILL)
+                killed.append(time.monotonic())
                 return
             time.sleep(0.002)
 
-    # a long game card keeps the server busy with the prompt for a while
+    # a long game card (~6k tokens in all) keeps the server busy with the prompt for a while
     env = PauseToThink(
         make_env("MetaBonk/BonkQuest-v0"),
         engine="openai",
         base_url=url,
         timeout_s=timeout_s,
-        game_card="Rules. " * 3000,
+        game_card="Rules. " * 400,
     )
     killer = threading.Thread(target=kill_when_busy)
     killer.start()
@@ -186,9 +191,11 @@ def test_a_server_killed_mid_request_gives_the_env_a_fallback_in_time(
         killer.join()
         process.stop()
         env.close()
+    assert killed, "the server never started on the request"
     assert not process_alive(pid)
     assert info["think"]["fallbacks"] == 1 and info["directive"]["source"] == "fallback"
     assert "engine" in info["think"]["fallback_reasons"], info["think"]
+    assert "closed the connection" in info["think"]["last_error"], info["think"]
     assert elapsed < timeout_s
 
 
@@ -240,3 +247,69 @@ def test_no_server_outlives_its_serve_vlm_parent(
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+def server_metrics(root_url: str) -> dict[str, float]:
+    """llama-server's `/metrics` (Prometheus text) by name, without the `llamacpp:` prefix."""
+    text = httpx.get(f"{root_url}/metrics", timeout=10).text
+    pairs = (line.split()[:2] for line in text.splitlines() if line and not line.startswith("#"))
+    return {name.split(":", 1)[-1]: float(value) for name, value in pairs}
+
+
+def test_envs_in_make_vec_workers_share_one_batching_server(
+    binary: Path, tiny: tuple[Path, Path]
+) -> None:
+    """4 BonkQuest envs, one process each, think in async mode against one llama-server: they
+    step on while their directives are computed, the server decodes for several at once, `info`
+    says what is pending, and closing with requests in flight leaves no worker behind."""
+    n_envs, timeout_s = 4, 20.0
+    think = functools.partial(
+        PauseToThink,
+        engine="openai",
+        mode="async",
+        timeout_s=timeout_s,
+        think_every=8,
+        max_tokens=200,
+        game_card="Find the key of each room (k), open the door (D), avoid the enemies (E).",
+        directive_in_obs=False,
+    )
+    # One server thread: the 4 env processes share the 2 cores with it, and llama.cpp's
+    # spin-waiting threads would wait for a descheduled sibling at every layer.
+    server = ServerProcess(
+        tiny[0], engine="llama-server", parallel=n_envs, n_ctx=8192, n_threads=1, n_threads_batch=1
+    )
+    with server as url:
+        envs = make_vec(
+            "MetaBonk/BonkQuest-v0", n_envs, wrappers=[functools.partial(think, base_url=url)]
+        )
+        try:
+            _, info = envs.reset(seed=0)
+            # every env asked at once and none waited: the safe directive runs meanwhile
+            assert info["think"]["pending"].all() and set(info["think"]["mode"]) == {"async"}
+            assert set(info["directive"]["source"]) == {"fallback"}
+            assert set(info["directive"]["reason"]) == {"waiting for the first answer"}
+            rng = np.random.default_rng(0)
+            n_actions = int(envs.single_action_space.n)  # type: ignore[attr-defined]
+            steps_pending, answered = 0, np.zeros(n_envs, int)
+            deadline = time.monotonic() + 40
+            while (answered < 2).any():
+                assert time.monotonic() < deadline, f"no 2 answers per env in 40 s: {info['think']}"
+                _, _, _, _, info = envs.step(rng.integers(n_actions, size=n_envs))
+                steps_pending += int(info["think"]["pending"].sum())
+                answered = info["think"]["calls"] - info["think"]["fallbacks"]
+                time.sleep(0.01)  # a game's pace (~100 steps/s), not a busy loop against the server
+            # each answer came after the env had stepped on: its delay is counted in frames
+            assert (info["think"]["latency_frames_p50"] > 0).all(), info["think"]
+            assert steps_pending >= 5 * answered.sum(), (steps_pending, answered)
+            assert "model" in set(info["directive"]["source"])
+            # the server decoded for several envs in the same batches
+            assert server_metrics(server.root_url)["n_busy_slots_per_decode"] > 1.5
+            while not info["think"]["pending"].all():  # close with every request in flight
+                assert time.monotonic() < deadline, info["think"]
+                _, _, _, _, info = envs.step(rng.integers(n_actions, size=n_envs))
+        finally:
+            started = time.monotonic()
+            envs.close()
+            closed_in = time.monotonic() - started
+    assert closed_in < 5.0, f"close took {closed_in:.1f} s"
+    assert [p.exitcode for p in envs.processes] == [0] * n_envs  # exited on their own
