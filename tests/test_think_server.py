@@ -488,3 +488,66 @@ def test_close_never_waits_for_a_request_in_flight(silent_server: str) -> None:
     assert not thread.is_alive() and "closed" in str(errors[0])
     with pytest.raises(EngineError, match="closed"):
         engine.complete(REQUEST, time.monotonic() + 1)
+
+
+def _holding_handler(events: list[tuple[str, float]]) -> type[BaseHTTPRequestHandler]:
+    """Records each request's arrival, never answers, records when the client hangs up."""
+
+    class Handler(_Quiet):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            events.append(("request", time.monotonic()))
+            self.connection.settimeout(60)
+            try:
+                gone = self.rfile.read(1) == b""  # blocks until the client sends or closes
+            except OSError:
+                gone = True
+            if gone:
+                events.append(("hangup", time.monotonic()))
+            self.close_connection = True
+
+    return Handler
+
+
+def test_a_reset_cancels_the_async_request_in_flight_and_frees_the_worker() -> None:
+    """Async mode, a model that never answers (deadline 30 s): the episode's request, dropped
+    by the next reset, is cancelled on the server at once, and the new episode's request reaches
+    the server within a fraction of a second instead of queueing until the old deadline."""
+    from metabonk_gym.think.director import Director
+
+    adapter = adapter_for_name("BonkQuest")
+    events: list[tuple[str, float]] = []
+
+    def view(step: int) -> GameView:
+        return GameView("BonkQuest", step, np.zeros((160, 240, 3), np.uint8), {}, {"hp": 5})
+
+    def wait_for(kind: str, count: int, within_s: float) -> float:
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            seen = [t for k, t in events if k == kind]
+            if len(seen) >= count:
+                return seen[count - 1]
+            time.sleep(0.01)
+        raise AssertionError(f"no {kind} #{count} within {within_s} s: {events}")
+
+    with _http_server(_holding_handler(events)) as url:
+        strategist = ModelStrategist(OpenAIEngine(url), PromptBuilder(adapter), timeout_s=30)
+        director = Director(strategist, adapter, mode="async", timeout_s=30)
+        try:
+            director.reset(view(0))
+            wait_for("request", 1, 5.0)
+            director.update(view(1), 0.0)
+            assert director.info()["pending"] and director.info()["dropped"] == 0
+            reset_at = time.monotonic()
+            director.reset(view(0))  # a short episode: its request is still unanswered
+            hangup = wait_for("hangup", 1, 5.0)
+            second = wait_for("request", 2, 5.0)
+            assert hangup - reset_at < 1.0 and second - reset_at < 1.0, (reset_at, events)
+            info = director.info()
+            assert info["dropped"] == 1 and info["pending"] and info["calls"] == 0
+            director.reset(view(0))
+            assert director.info()["dropped"] == 2
+            assert wait_for("request", 3, 5.0) - reset_at < 2.0
+        finally:
+            director.close()
+    assert director.stats.dropped == 3  # closing drops the last one too

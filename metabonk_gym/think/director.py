@@ -3,8 +3,9 @@
 What: called once per env step with a `GameView`, it decides whether to ask the strategist (start,
 every `think_every` steps, the directive done or expired, a new room or menu, an HP drop, low
 confidence; with a cooldown), waits for the answer (`mode="pause"`, never longer than `timeout_s`)
-or polls it while the game runs on (`mode="async"`, the delay recorded in frames), keeps
-`ThinkStats`, the history shown to the model, and the decision log with outcomes.
+or polls it while the game runs on (`mode="async"`, the delay recorded in frames; a request
+still unanswered at a reset is dropped, cancelled and counted), keeps `ThinkStats`, the history
+shown to the model, and the decision log with outcomes.
 Why separate from the wrapper: `PauseToThink` (a gymnasium wrapper for RL) and `ThinkAgent`
 (a playable agent for `metabonk play`) share exactly this logic.
 
@@ -283,6 +284,12 @@ class Director:
             self.log.record_outcome(active.call_id, outcome)
 
     def _drop_pending(self) -> None:
-        if self._pending is not None:
-            self._pending[0].cancel()
-            self._pending = None
+        """Forget the request in flight; one already running is cancelled in the strategist, so
+        its single worker is free for the next request instead of busy until the deadline."""
+        if self._pending is None:
+            return
+        future = self._pending[0]
+        self._pending = None
+        self.stats.record_dropped()
+        if not future.cancel() and not future.done():  # running: only the strategist can stop it
+            self.strategist.cancel()

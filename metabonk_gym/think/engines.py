@@ -8,11 +8,12 @@ schema as `response_format`. `make_engine(kind, ...)` builds either.
 Why two: one in-process model per env is simplest; 8-16 envs sharing one server get batching and
 prefix caching. The HTTP engine sends every request from an asyncio loop shared by the process
 (one connection pool per engine, no lock), so N envs' requests reach the server together; the
-deadline bounds the whole request (connecting, slow headers, a trickling body), and `close()`
-cancels what is in flight without waiting. The in-process engine streams and stops decoding at
-the deadline. Errors are raised as `EngineError` / `ThinkTimeout` and turned into fallback
-directives by the caller (`metabonk_gym.think.strategist.ModelStrategist`); nothing here is
-called from the env loop directly.
+deadline bounds the whole request (connecting, slow headers, a trickling body), and `cancel()`
+(or `close()`) cancels what is in flight without waiting. The in-process engine streams and stops
+decoding at the deadline or at `cancel()`. Errors are raised as `EngineError` / `ThinkTimeout`
+and turned into fallback directives by the caller
+(`metabonk_gym.think.strategist.ModelStrategist`); nothing here is called from the env loop
+directly.
 
 >>> make_engine("llama_cpp", model_path="/nonexistent/model.gguf")
 Traceback (most recent call last):
@@ -118,6 +119,11 @@ class Engine(ABC):
     def complete(self, request: ThinkRequest, deadline: float) -> Completion:
         """Answer before `deadline` (a `time.monotonic()` value) or raise `ThinkTimeout`."""
 
+    def cancel(self) -> None:
+        """Abandon the requests in flight (their callers get `EngineError` soon), never waiting;
+        the engine stays open. A strategist owns its engine, so these are its own requests."""
+        return None  # by default a request runs to its deadline (nothing to interrupt it with)
+
     def close(self) -> None:
         """Release the model or connection."""
         return None  # nothing to release by default
@@ -186,6 +192,7 @@ class LlamaCppEngine(Engine):
         self.temperature = float(temperature)
         self.vision = handler is not None
         self._lock = threading.Lock()
+        self._cancels = 0  # `cancel()` calls so far; a request stops when the count moves
         try:
             self.llm = llama_cpp.Llama(
                 model_path=str(self.model_path),
@@ -204,6 +211,8 @@ class LlamaCppEngine(Engine):
         # Streamed so decoding can stop at the deadline between two tokens (an exception raised
         # in a logits processor is swallowed by the ctypes sampler callback). Prompt evaluation
         # itself cannot be interrupted: the caller stops waiting at the deadline regardless.
+        # `cancel()` stops decoding the same way.
+        cancels = self._cancels
         with self._lock:
             if time.monotonic() > deadline:
                 raise ThinkTimeout("the deadline passed before the model was free")
@@ -228,11 +237,19 @@ class LlamaCppEngine(Engine):
                         raise ThinkTimeout(
                             f"decoding stopped at the deadline after {len(pieces)} tokens"
                         )
-            except ThinkTimeout:
+                    if self._cancels != cancels:
+                        stream.close()
+                        raise EngineError(f"cancelled after {len(pieces)} tokens")
+            except EngineError:
                 raise
             except Exception as exc:
                 raise EngineError(f"llama-cpp-python failed: {type(exc).__name__}: {exc}") from exc
         return Completion("".join(pieces), prompt_tokens, len(pieces))
+
+    def cancel(self) -> None:
+        """Stop decoding the request in flight at its next token (its prompt evaluation, the
+        first part, cannot be interrupted)."""
+        self._cancels += 1
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)
@@ -330,7 +347,8 @@ class OpenAIEngine(Engine):
         self._client: Any = None  # an httpx.AsyncClient, made on the loop at the first request
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._in_flight: set[cf.Future[Completion]] = set()
-        self._lock = threading.Lock()  # guards `_in_flight` only, never held while waiting
+        self._lock = threading.Lock()  # guards `_in_flight`, `_cancels`; never held waiting
+        self._cancels = 0  # `cancel()` calls so far: a request sent meanwhile is cancelled too
         self._closed = False
 
     def _payload(self, request: ThinkRequest) -> dict[str, Any]:
@@ -352,6 +370,7 @@ class OpenAIEngine(Engine):
         return payload
 
     def complete(self, request: ThinkRequest, deadline: float) -> Completion:
+        cancels = self._cancels
         left = deadline - time.monotonic()
         if left <= 0:
             raise ThinkTimeout("the deadline passed before the request was sent")
@@ -362,6 +381,8 @@ class OpenAIEngine(Engine):
         )
         with self._lock:
             self._in_flight.add(future)
+            if self._cancels != cancels:  # `cancel()` came while this one was being sent
+                future.cancel()
         try:
             # The coroutine ends itself at the deadline; the extra second only covers a loop
             # too busy to notice.
@@ -369,7 +390,8 @@ class OpenAIEngine(Engine):
         except EngineError:
             raise
         except cf.CancelledError:
-            raise EngineError("the engine was closed while the request was in flight") from None
+            what = "closed" if self._closed else "cancelled"
+            raise EngineError(f"the engine was {what} while the request was in flight") from None
         except TimeoutError:
             future.cancel()
             raise ThinkTimeout(f"no answer from {self.base_url} within the deadline") from None
@@ -422,13 +444,19 @@ class OpenAIEngine(Engine):
             raise EngineError(f"{url} answered HTTP {status}: {snippet}")
         return _completion(bytes(body), url)
 
-    def close(self) -> None:
-        """Cancel the requests in flight and close the pool; never waits."""
-        self._closed = True
+    def cancel(self) -> None:
+        """Cancel the requests in flight (their connections close, so the server can stop
+        generating); never waits."""
         with self._lock:
+            self._cancels += 1
             in_flight = list(self._in_flight)
         for future in in_flight:
             future.cancel()
+
+    def close(self) -> None:
+        """Cancel the requests in flight and close the pool; never waits."""
+        self._closed = True
+        self.cancel()
         client, loop = self._client, self._client_loop
         self._client = None
         if client is not None and loop is not None and not loop.is_closed():

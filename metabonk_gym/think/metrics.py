@@ -1,9 +1,10 @@
 """Counters of System 2 (`info["think"]`) and the TensorBoard scalars made from them.
 
 What: `ThinkStats` counts calls, fallbacks by reason, latencies (seconds, and frames in async
-mode) and how directives ended; `as_info()` is what `info["think"]` holds. `think_scalars(...)`
-turns it (or that info dict) into `think/*` scalars, and `log_think_scalars(writer, ..., step)`
-writes them with any writer that has `add_scalar` (torch's `SummaryWriter`) or to a log dir;
+mode), how directives ended and requests dropped unanswered (async mode, at a reset);
+`as_info()` is what `info["think"]` holds. `think_scalars(...)` turns it (or that info dict)
+into `think/*` scalars, and `log_think_scalars(writer, ..., step)` writes them with any writer
+that has `add_scalar` (torch's `SummaryWriter`) or to a log dir;
 `merge_think_infos` combines the `info["think"]` of several envs. In SB3 training,
 `metabonk_gym.training.callbacks.ThinkScalarsCallback` does both from the step's `infos`.
 Why a helper the training code calls: PPO loops log at their own cadence; they pass
@@ -16,8 +17,8 @@ fallback rate, directive success rate) as `metabonk play`.
 >>> info["calls"], info["fallbacks"], info["fallback_reasons"], info["success_rate"]
 (2, 1, {'timeout': 1}, 1.0)
 >>> sorted(think_scalars(info))  # doctest: +NORMALIZE_WHITESPACE
-['think/calls', 'think/directive_success_rate', 'think/fallback_rate', 'think/fallbacks',
- 'think/fallbacks_timeout', 'think/latency_p50_s', 'think/latency_p95_s']
+['think/calls', 'think/directive_success_rate', 'think/dropped', 'think/fallback_rate',
+ 'think/fallbacks', 'think/fallbacks_timeout', 'think/latency_p50_s', 'think/latency_p95_s']
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class ThinkStats:
         self.last_latency_s: float | None = None
         self.last_error: str | None = None
         self.ended: Counter[str] = Counter()
+        self.dropped = 0
 
     def record_call(self, latency_s: float, category: str | None, error: str | None = None) -> None:
         """One answered (or failed) call; `category` is None for a valid directive."""
@@ -56,6 +58,10 @@ class ThinkStats:
     def record_latency_frames(self, frames: int) -> None:
         """Async mode: how many frames the game ran while the model thought."""
         self.latency_frames.append(int(frames))
+
+    def record_dropped(self) -> None:
+        """Async mode: a request still unanswered when its episode ended (it is cancelled)."""
+        self.dropped += 1
 
     def record_end(self, status: str) -> None:
         """A model directive ended: `done`, `expired`, `interrupted` or `episode_end`."""
@@ -82,6 +88,7 @@ class ThinkStats:
             "directives_ended": ended,
             "directives_done": self.ended["done"],
             "success_rate": self.ended["done"] / ended if ended else None,
+            "dropped": self.dropped,
         }
 
 
@@ -100,6 +107,7 @@ def think_scalars(source: ThinkStats | dict[str, Any]) -> dict[str, float]:
         ("latency_p95_s", "think/latency_p95_s"),
         ("success_rate", "think/directive_success_rate"),
         ("latency_frames_p50", "think/latency_frames_p50"),
+        ("dropped", "think/dropped"),
     ):
         if info.get(key) is not None:
             out[name] = float(info[key])
@@ -108,8 +116,8 @@ def think_scalars(source: ThinkStats | dict[str, Any]) -> dict[str, float]:
 
 def merge_think_infos(infos: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One `info["think"]`-style dict for several envs (a vector env): calls, fallbacks (by
-    reason) and ended directives add up; the success rate is recomputed from the sums; latency
-    percentiles are the mean of the envs' own (each env keeps its own window).
+    reason), ended directives and dropped requests add up; the success rate is recomputed from
+    the sums; latency percentiles are the mean of the envs' own (each env keeps its own window).
 
     >>> a, b = ThinkStats(), ThinkStats()
     >>> a.record_call(0.2, None); b.record_call(0.4, "timeout"); b.record_end("done")
@@ -120,7 +128,7 @@ def merge_think_infos(infos: Sequence[dict[str, Any]]) -> dict[str, Any]:
     0.3
     """
     reasons: Counter[str] = Counter()
-    calls = fallbacks = ended = done = 0
+    calls = fallbacks = ended = done = dropped = 0
     latencies: dict[str, list[float]] = {
         "latency_p50_s": [],
         "latency_p95_s": [],
@@ -132,6 +140,7 @@ def merge_think_infos(infos: Sequence[dict[str, Any]]) -> dict[str, Any]:
         fallbacks += int(info.get("fallbacks") or 0)
         ended += int(info.get("directives_ended") or 0)
         done += int(info.get("directives_done") or 0)
+        dropped += int(info.get("dropped") or 0)
         reasons.update({str(k): int(v) for k, v in (info.get("fallback_reasons") or {}).items()})
         for key, values in latencies.items():
             if info.get(key) is not None:
@@ -143,6 +152,7 @@ def merge_think_infos(infos: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "directives_ended": ended,
         "directives_done": done,
         "success_rate": done / ended if ended else None,
+        "dropped": dropped,
     }
     for key, values in latencies.items():
         out[key] = float(np.mean(values)) if values else None

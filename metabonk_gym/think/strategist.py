@@ -78,6 +78,11 @@ class Strategist(ABC):
     ) -> cf.Future[ThinkResult]:
         """Start thinking about `view`; the future resolves to a `ThinkResult`, never raises."""
 
+    def cancel(self) -> None:
+        """Abandon the request being worked on (its caller dropped it), never waiting, so the
+        next one starts at once; its future then resolves to a fallback."""
+        return None  # by default answers come at once: nothing runs long enough to cancel
+
     def close(self) -> None:
         """Release models, threads, connections."""
         return None  # nothing to release by default
@@ -114,6 +119,7 @@ class ModelStrategist(Strategist):
         self.timeout_s = float(timeout_s)
         self.vision = engine.vision
         self._pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="metabonk-think")
+        self._cancels = 0  # `cancel()` calls so far: a request submitted before one is dropped
 
     def request(
         self, view: GameView, history: Sequence[HistoryItem], trigger: str, note: str | None = None
@@ -128,13 +134,22 @@ class ModelStrategist(Strategist):
                     self.spec, "invalid", f"prompt: {type(exc).__name__}: {exc}", 0.0
                 )
             )
-        return self._pool.submit(self._answer, req, start, deadline, view)
+        return self._pool.submit(self._answer, req, start, deadline, view, self._cancels)
 
     def _answer(
-        self, req: ThinkRequest, start: float, deadline: float, view: GameView | None = None
+        self,
+        req: ThinkRequest,
+        start: float,
+        deadline: float,
+        view: GameView | None = None,
+        cancels: int = 0,
     ) -> ThinkResult:
         completion: Completion | None = None
         try:
+            # Cancelled before the engine got it. (A `cancel()` that falls wholly between this
+            # check and the engine's first line is missed: that request ends at its deadline.)
+            if self._cancels != cancels:
+                raise EngineError("cancelled before it was sent")
             completion = self.engine.complete(req, deadline)
             directive = parse_directive(completion.text, self.spec)
             if view is not None:  # what the state rules out (an option the menu lacks)
@@ -185,6 +200,11 @@ class ModelStrategist(Strategist):
             completion_tokens=completion.completion_tokens,
             request=req,
         )
+
+    def cancel(self) -> None:
+        """Cancel the request in the worker through the engine (see `Engine.cancel`)."""
+        self._cancels += 1
+        self.engine.cancel()
 
     def close(self) -> None:
         # Never waits for a request in flight: the engine cancels it.

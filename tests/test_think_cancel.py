@@ -1,0 +1,48 @@
+"""`Engine.cancel()` on the in-process engine: real llama-cpp-python on a tiny GGUF written here."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from metabonk_gym.think.engines import EngineError, LlamaCppEngine, ThinkRequest
+from metabonk_gym.think.games import adapter_for_name
+from metabonk_gym.think.testing import write_tiny_llama
+
+pytestmark = pytest.mark.llm
+
+#: An answer the grammar keeps long: thousands of digits take the tiny model tens of seconds.
+LONG = ThinkRequest(
+    "You are a counter.",
+    "Count.",
+    {
+        "type": "object",
+        "properties": {
+            "xs": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 0, "maximum": 9},
+                "minItems": 2000,
+            }
+        },
+        "required": ["xs"],
+    },
+    max_tokens=4000,
+)
+
+
+def test_cancel_stops_decoding_at_once_and_the_engine_answers_again(tmp_path: Path) -> None:
+    engine = LlamaCppEngine(write_tiny_llama(tmp_path / "tiny.gguf"), n_ctx=8192)
+    try:
+        started = time.monotonic()
+        threading.Timer(0.3, engine.cancel).start()
+        with pytest.raises(EngineError, match="cancelled after [1-9][0-9]* tokens"):
+            engine.complete(LONG, started + 60)
+        assert time.monotonic() - started < 2.0  # decoding all of it takes over 10 s
+        spec = adapter_for_name("BonkQuest").spec
+        short = ThinkRequest("You are the strategist.", "Where now?", spec.schema(), max_tokens=200)
+        assert engine.complete(short, time.monotonic() + 60).text  # a later request is not hit
+    finally:
+        engine.close()
