@@ -8,7 +8,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -200,9 +200,10 @@ def _reply(
     return Handler
 
 
-@pytest.fixture
-def closing_server() -> Iterator[str]:
-    """Accepts, reads the request, closes the connection without answering."""
+@contextmanager
+def _raw_server(answer: Callable[[socket.socket, threading.Event], None] | None) -> Iterator[str]:
+    """A loopback TCP server: each connection's request is read, then `answer(conn, stop)` runs
+    and the connection closes; `answer=None` accepts and never reads or answers."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
@@ -216,24 +217,34 @@ def closing_server() -> Iterator[str]:
             except OSError:
                 continue
             conn.recv(65536)
+            assert answer is not None
+            answer(conn, stop)
             conn.close()
 
     thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
-    stop.set()
-    thread.join()
-    listener.close()
+    if answer is not None:
+        thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        stop.set()
+        if answer is not None:
+            thread.join()
+        listener.close()
+
+
+@pytest.fixture
+def closing_server() -> Iterator[str]:
+    """Accepts, reads the request, closes the connection without answering."""
+    with _raw_server(lambda conn, stop: None) as url:
+        yield url
 
 
 @pytest.fixture
 def silent_server() -> Iterator[str]:
     """Accepts connections and never answers."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
-    listener.close()
+    with _raw_server(None) as url:
+        yield url
 
 
 def test_a_server_that_closes_the_connection_is_an_engine_error(closing_server: str) -> None:
@@ -426,37 +437,21 @@ def test_one_engine_sends_many_threads_requests_at_once() -> None:
     assert elapsed < 8 * 0.5 / 2
 
 
+def _trickle(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\n")
+    while not stop.is_set():
+        try:
+            conn.sendall(b"X")
+        except OSError:
+            break
+        time.sleep(0.1)
+
+
 @pytest.fixture
 def trickling_server() -> Iterator[str]:
     """Answers with a status line and then one header byte every 0.1 s, forever."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    stop = threading.Event()
-
-    def serve() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                continue
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\n")
-            while not stop.is_set():
-                try:
-                    conn.sendall(b"X")
-                except OSError:
-                    break
-                time.sleep(0.1)
-            conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
-    stop.set()
-    thread.join()
-    listener.close()
+    with _raw_server(_trickle) as url:
+        yield url
 
 
 def test_the_deadline_bounds_the_whole_request_even_slow_headers(trickling_server: str) -> None:
