@@ -119,9 +119,20 @@ def _locked(folder: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+#: The longest one build step (download, configure, compile) may take; a cold build on 2 cores
+#: takes 6-17 minutes. `METABONK_BUILD_TIMEOUT_S` raises it for slow machines.
+BUILD_STEP_TIMEOUT_S = float(os.environ.get("METABONK_BUILD_TIMEOUT_S", "5400"))
+
+
 def _run(cmd: list[str], cwd: Path | None = None) -> None:
     print("+ " + shlex.join(cmd), file=sys.stderr, flush=True)
-    code = subprocess.call(cmd, cwd=cwd)
+    try:
+        code = subprocess.run(cmd, cwd=cwd, timeout=BUILD_STEP_TIMEOUT_S).returncode
+    except subprocess.TimeoutExpired as exc:
+        raise MetabonkError(
+            f"{shlex.join(cmd)} did not finish within {BUILD_STEP_TIMEOUT_S:g} s and was stopped; "
+            "set METABONK_BUILD_TIMEOUT_S to allow more"
+        ) from exc
     if code != 0:
         raise MetabonkError(f"{shlex.join(cmd)} failed with exit code {code}")
 
