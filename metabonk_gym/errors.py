@@ -54,3 +54,13 @@ class InvalidActionError(MetabonkError, ValueError):
 
 class RewardSpecError(MetabonkError, ValueError):
     """A reward specification (preset name, dict or file) that cannot be built."""
+
+
+class EnvWorkerError(MetabonkError, RuntimeError):
+    """A vector env's worker process died, hung past its deadline or raised; the message names
+    the env index and what happened. The vector env is closed and must be rebuilt."""
+
+
+class UntrustedFileError(MetabonkError, ValueError):
+    """A file (model, state, dataset) that could run code or exhaust memory when loaded, refused
+    unless the user says they trust it (`--trust-model` / `trust=True`)."""

@@ -55,6 +55,25 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+try:  # looked up at import, in the parent: dlopen() in a child forked from a threaded parent can
+    # deadlock on a loader lock another thread held at the fork
+    _PRCTL: Callable[..., int] | None = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Call in a child process (a multiprocessing worker): the kernel SIGKILLs it when the parent
+    `parent_pid` dies (Linux; elsewhere nothing), and it exits now if the parent is already gone.
+
+    >>> die_with_parent(os.getppid())  # this process's parent is alive: nothing happens
+    """
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
 def _die_with_parent(parent_pid: int) -> Callable[[], None]:
     """A `preexec_fn` that makes the kernel SIGKILL the child when its parent dies (Linux)."""
 

@@ -99,6 +99,8 @@ class GameStatsCallback(BaseCallback):
                 self._terms[i][name] += float(value)
             if not dones[i]:
                 continue
+            if "episode_reward_terms" in info:  # summed by the vector engine's worker
+                self._terms[i] = defaultdict(float, info["episode_reward_terms"])
             episode = info.get("episode") or {}
             # `success` (training's GoalWrapper): the goal, else `won` of a game that can be won
             won = bool(info["success"]) if "success" in info else None

@@ -331,8 +331,8 @@ def _run(
     loop = LearnLoop(run, cfg, info_names, metadata, stats, progress, extra)
 
     try:
-        if milestone is not None:
-            venv = make_train_venv(env_id, cfg)
+        if milestone is not None:  # SwarmCallback reads these every step
+            venv = make_train_venv(env_id, cfg, info_keys=(milestone, "won", "lost"))
             model = load_or_make(cfg, venv, resume_from)
             model.set_logger(logger)
             best = max([m["value"] for m in milestones], default=None)

@@ -20,9 +20,7 @@ stacking. Grayscale and downscaling happen inside the env, with `metabonk_gym.pr
 
 from __future__ import annotations
 
-import contextlib
-import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -36,6 +34,7 @@ from metabonk_gym.rewards.terms import check_op
 from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.errors import ConfigError, DatasetError
 from metabonk_gym.training.megabonk import check_reachable
+from metabonk_gym.vector import default_envs_per_worker
 
 #: The smallest image side NatureCNN (SB3's `MultiInputPolicy` image extractor) accepts.
 MIN_FRAME_SIDE = 36
@@ -228,35 +227,9 @@ def make_env(env_id: str, cfg: TrainConfig, index: int = 0, **extra: Any) -> gym
     return env
 
 
-def _die_with_parent(parent: int) -> None:
-    """Linux: end this worker when the trainer dies (even by SIGKILL). Forked workers hold copies of
-    each other's pipe ends, so they would never see end-of-file and would wait forever."""
-    import ctypes
-    import os
-    import sys
-
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            return
-        if os.getppid() != parent:  # the trainer died before prctl
-            os._exit(1)
-
-
-def _build_env(env_id: str, cfg: TrainConfig, parent: int) -> gym.Env:
-    """Runs inside a worker: Ctrl-C is left to the trainer, which saves a checkpoint and closes us."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent(parent)
-    return make_env(env_id, cfg)
-
-
-def env_factory(env_id: str, cfg: TrainConfig) -> Callable[[], gym.Env]:
-    """A picklable zero-argument function that builds one training env (for a subprocess)."""
-    import os
-
-    return partial(_build_env, env_id, cfg, os.getpid())
+#: Info keys training's callbacks read every step (`ThinkScalarsCallback`); an episode's final
+#: info, with the return of each reward term (`episode_reward_terms`), always arrives whole.
+TRAIN_INFO_KEYS = ("think",)
 
 
 def start_method() -> str:
@@ -271,23 +244,30 @@ def start_method() -> str:
     return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
-def make_train_venv(env_id: str, cfg: TrainConfig, n_envs: int | None = None) -> Any:
-    """`SubprocVecEnv` (one process per env; envs that may share a process, e.g. TCP clients:
-    `DummyVecEnv`) + `VecMonitor` + `VecFrameStack` per `cfg`."""
-    from stable_baselines3.common.vec_env import (
-        DummyVecEnv,
-        SubprocVecEnv,
-        VecFrameStack,
-        VecMonitor,
-    )
+def make_train_venv(
+    env_id: str,
+    cfg: TrainConfig,
+    n_envs: int | None = None,
+    env_spaces: tuple[spaces.Space, spaces.Space] | None = None,
+    info_keys: Sequence[str] = (),
+) -> Any:
+    """The training vector env: `n_envs` (default `cfg.n_envs`) envs on the project's
+    shared-memory engine (`SharedMemoryVecEnv`: one worker process per emulator, several TCP
+    clients per worker), then `VecMonitor` and `VecFrameStack` per `cfg`. `env_spaces` (from
+    `probe_env`) spares building an env just to learn them; `info_keys` are info keys a callback
+    reads every step, beside `TRAIN_INFO_KEYS`."""
+    from stable_baselines3.common.vec_env import VecFrameStack, VecMonitor
+
+    from metabonk_gym.training.vecenv import SharedMemoryVecEnv
 
     count = n_envs if n_envs is not None else cfg.n_envs
-    if not env_traits(env_id).one_per_process:  # no emulator to isolate: no subprocesses
-        venv: Any = DummyVecEnv([partial(make_env, env_id, cfg, i) for i in range(count)])
-    else:
-        venv = SubprocVecEnv(
-            [env_factory(env_id, cfg) for _ in range(count)], start_method=start_method()
-        )
+    venv: Any = SharedMemoryVecEnv(
+        [partial(make_env, env_id, cfg, i) for i in range(count)],
+        envs_per_worker=default_envs_per_worker(env_id, count),
+        info_keys=(*TRAIN_INFO_KEYS, *info_keys),
+        context=start_method(),
+        spaces=env_spaces,
+    )
     venv = VecMonitor(venv)
     if cfg.frame_stack > 1:
         venv = VecFrameStack(venv, cfg.frame_stack, channels_order="last")
@@ -295,36 +275,13 @@ def make_train_venv(env_id: str, cfg: TrainConfig, n_envs: int | None = None) ->
 
 
 def close_venv(venv: Any, timeout: float = 20.0) -> None:
-    """Close a training vector env, also after Ctrl-C interrupted it mid-step.
-
-    SB3's `SubprocVecEnv.close` waits for one reply per worker when a step was in flight; if the
-    interrupt came after some replies were read, that wait never ends. Here each worker is told to
-    close while whatever it still sends is read and dropped, and one that does not exit in
-    `timeout` seconds is terminated.
-    """
-    import time
-
-    from stable_baselines3.common.vec_env import SubprocVecEnv
-
+    """Close a training vector env, also after Ctrl-C interrupted it mid-step: the engine kills
+    a worker that does not finish within `timeout` seconds."""
     base = getattr(venv, "unwrapped", venv)
-    if not isinstance(base, SubprocVecEnv) or base.closed:
-        venv.close()
-        return
-    base.waiting = False
-    for remote in base.remotes:
-        with contextlib.suppress(OSError):
-            remote.send(("close", None))
-    deadline = time.monotonic() + timeout
-    for remote, process in zip(base.remotes, base.processes):
-        while process.is_alive() and time.monotonic() < deadline:
-            with contextlib.suppress(EOFError, OSError):
-                if remote.poll(0.05):
-                    remote.recv()  # a step result sent before the close: dropped
-            process.join(0.05)
-        if process.is_alive():
-            process.terminate()
-            process.join(1.0)
-    base.closed = True
+    engine = getattr(base, "engine", None)
+    if engine is not None:
+        engine.close(timeout_s=timeout)
+    venv.close()
 
 
 def probe_env(env_id: str, cfg: TrainConfig) -> tuple[spaces.Space, spaces.Space, list[str]]:

@@ -1,0 +1,308 @@
+"""The loop a vector-engine worker process runs: it steps its envs and writes their results into
+shared memory, so that the main process never receives a frame through a pipe.
+
+A worker owns one or more envs (`env_fns`). The main process wakes it with a one-byte command on
+its command pipe (`b"s"` plus the local indices of the envs to step; other commands are pickled
+tuples, which only this project's own processes send), reads actions from and writes
+observations, rewards, done flags and requested info values into shared arrays, and announces
+each finished env by writing its global index (two bytes, an atomic pipe write) into one
+completion pipe that every worker shares. Anything that is not a number (an episode's final
+info, an exception, a reply to `call`) goes back pickled on the worker's own reply pipe, before
+its completion bytes. This is the design of PufferLib's vector module (shared buffers, the main
+process waits on flags, pool mode), which cannot be installed here (its build downloads files);
+it is written with the standard library so that swapping PufferLib in later changes one module.
+
+>>> from metabonk_gym.vector.worker import decode_step_command, STEP
+>>> decode_step_command(STEP + bytes([0, 2]))
+[0, 2]
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import read_from_shared_memory, write_to_shared_memory
+
+from metabonk_gym.process import die_with_parent
+
+#: The command byte of a step; the bytes after it are the local indices of the envs to step.
+STEP = b"s"
+#: How an info value that is absent is kept in the shared info columns.
+ABSENT, BOOL, INT, FLOAT = 0, 1, 2, 3
+
+
+def decode_step_command(message: bytes) -> list[int]:
+    """The local env indices of a step command (`STEP` followed by one byte per env)."""
+    return list(message[1:])
+
+
+@dataclass
+class SharedBuffers:
+    """The shared arrays of an engine (`multiprocessing` arrays: picklable to workers, freed with
+    their last user, no named segment that could outlive a killed process).
+
+    Args:
+        observations, final_observations: gymnasium shared memory for the observation space.
+        actions: gymnasium shared memory for the action space.
+        rewards, terminations, truncations: one float64 / one byte per env.
+        info_values, info_kinds: one float64 and one kind byte (`ABSENT`, `BOOL`, `INT`,
+            `FLOAT`) per env and requested scalar info key.
+        has_reply: one byte per env: the worker sent something on its reply pipe for this step.
+    """
+
+    observations: Any
+    final_observations: Any
+    actions: Any
+    rewards: Any
+    terminations: Any
+    truncations: Any
+    info_values: Any
+    info_kinds: Any
+    has_reply: Any
+
+
+@dataclass
+class WorkerSpec:
+    """What one worker needs: its envs, their global indices and the engine's settings.
+
+    Args:
+        env_fns: builds each env of this worker.
+        env_ids: the global index of each env.
+        num_envs: the engine's total number of envs.
+        autoreset: gymnasium's autoreset mode.
+        info_keys: the info keys sent every step.
+        parent_pid: the main process (the worker dies with it).
+    """
+
+    env_fns: Sequence[Callable[[], gym.Env]]
+    env_ids: Sequence[int]
+    num_envs: int
+    autoreset: AutoresetMode
+    info_keys: Sequence[str]
+    parent_pid: int
+
+
+def _kind(value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        return BOOL
+    if isinstance(value, (int, np.integer)):
+        return INT
+    if isinstance(value, (float, np.floating)):
+        return FLOAT
+    return ABSENT
+
+
+class _Worker:
+    """The state of one worker process (see the module docstring)."""
+
+    def __init__(self, spec: WorkerSpec, buffers: SharedBuffers, done_fd: int, reply: Any) -> None:
+        self.spec = spec
+        self.envs = [fn() for fn in spec.env_fns]
+        self.ids = list(spec.env_ids)
+        self.done_fd = done_fd
+        self.reply = reply
+        n = spec.num_envs
+        single_obs = self.envs[0].observation_space
+        self.obs_space = single_obs
+        self.buffers = buffers
+        self.observations = buffers.observations
+        self.final_observations = buffers.final_observations
+        self.actions = read_from_shared_memory(self.envs[0].action_space, buffers.actions, n)
+        self.rewards = np.frombuffer(buffers.rewards.get_obj(), np.float64)
+        self.terminations = np.frombuffer(buffers.terminations.get_obj(), np.bool_)
+        self.truncations = np.frombuffer(buffers.truncations.get_obj(), np.bool_)
+        keys = len(spec.info_keys)
+        self.info_values = np.frombuffer(buffers.info_values.get_obj(), np.float64)[: n * keys]
+        self.info_values = self.info_values.reshape(n, keys)
+        self.info_kinds = np.frombuffer(buffers.info_kinds.get_obj(), np.int8)[: n * keys]
+        self.info_kinds = self.info_kinds.reshape(n, keys)
+        self.has_reply = np.frombuffer(buffers.has_reply.get_obj(), np.bool_)
+        self.needs_reset = [False] * len(self.envs)
+        self.last_infos: list[dict[str, Any]] = [{} for _ in self.envs]
+        self.term_totals: list[dict[str, float]] = [{} for _ in self.envs]
+        self.scalar_keys = list(spec.info_keys)
+
+    # results ----------------------------------------------------------------------------------
+    def _write_infos(self, i: int, info: dict[str, Any]) -> dict[str, Any]:
+        """Scalars of the requested keys into shared columns; the rest of them returned."""
+        gid = self.ids[i]
+        extra: dict[str, Any] = {}
+        for k, key in enumerate(self.scalar_keys):
+            value = info.get(key)
+            kind = _kind(value) if value is not None else ABSENT
+            self.info_kinds[gid, k] = kind
+            if kind:
+                self.info_values[gid, k] = float(value)  # type: ignore[arg-type]
+            elif value is not None:
+                extra[key] = value
+        return extra
+
+    def _finish(self, i: int, payload: dict[str, Any] | None) -> None:
+        gid = self.ids[i]
+        if payload:
+            self.reply.send_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+        self.has_reply[gid] = bool(payload)
+        os.write(self.done_fd, gid.to_bytes(2, "little"))
+
+    def _track_terms(self, i: int, info: dict[str, Any]) -> None:
+        terms = info.get("reward_terms")
+        if isinstance(terms, dict):
+            totals = self.term_totals[i]
+            for name, value in terms.items():
+                totals[name] = totals.get(name, 0.0) + float(value)
+
+    def _episode_end(self, i: int, info: dict[str, Any]) -> dict[str, Any]:
+        """The final info of an episode: the env's info and the return of each reward term."""
+        final = dict(info)
+        if self.term_totals[i]:
+            final["episode_reward_terms"] = self.term_totals[i]
+        self.term_totals[i] = {}
+        return final
+
+    # commands ---------------------------------------------------------------------------------
+    def step(self, local: list[int]) -> None:
+        mode = self.spec.autoreset
+        for i in local:
+            gid = self.ids[i]
+            env = self.envs[i]
+            try:
+                if mode is AutoresetMode.NEXT_STEP and self.needs_reset[i]:
+                    obs, info = env.reset()
+                    reward, terminated, truncated = 0.0, False, False
+                    self.needs_reset[i] = False
+                else:
+                    action = self.actions[gid]
+                    obs, reward, terminated, truncated, info = env.step(action)
+                self._track_terms(i, info)
+                payload: dict[str, Any] = {}
+                if terminated or truncated:
+                    final = self._episode_end(i, info)
+                    if mode is AutoresetMode.SAME_STEP:
+                        write_to_shared_memory(self.obs_space, gid, obs, self.final_observations)
+                        payload["final_info"] = final
+                        obs, info = env.reset()
+                    else:
+                        payload["final_info"] = final
+                        self.needs_reset[i] = mode is AutoresetMode.NEXT_STEP
+                self.last_infos[i] = info
+                write_to_shared_memory(self.obs_space, gid, obs, self.observations)
+                self.rewards[gid] = float(reward)
+                self.terminations[gid] = bool(terminated)
+                self.truncations[gid] = bool(truncated)
+                extra = self._write_infos(i, info)
+                if extra:
+                    payload["info"] = extra
+            except Exception as exc:  # sent to the main process, which raises it there
+                payload = {"error": _pickled_error(exc)}
+            self._finish(i, payload)
+
+    def reset(self, requests: list[tuple[int, int | None, dict[str, Any] | None]]) -> Any:
+        replies = []
+        for i, seed, options in requests:
+            obs, info = self.envs[i].reset(seed=seed, options=options)
+            self.needs_reset[i] = False
+            self.term_totals[i] = {}
+            self.last_infos[i] = info
+            write_to_shared_memory(self.obs_space, self.ids[i], obs, self.observations)
+            replies.append(info)
+        return replies
+
+    def call(self, local: list[int], name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
+        out = []
+        for i in local:
+            env = self.envs[i]
+            # an attribute of a wrapper inside (a curriculum's `set_start`) counts too, as in
+            # SB3's SubprocVecEnv
+            attr = getattr(env, name) if hasattr(env, name) else env.get_wrapper_attr(name)
+            out.append(attr(*args, **kwargs) if callable(attr) else attr)
+        return out
+
+    def set_attr(self, local: list[int], name: str, values: list[Any]) -> Any:
+        for i, value in zip(local, values):
+            env = self.envs[i]
+            if hasattr(env, "set_wrapper_attr"):
+                env.set_wrapper_attr(name, value)
+            else:
+                setattr(env, name, value)
+        return None
+
+    def is_wrapped(self, local: list[int], wrapper_class: type) -> Any:
+        out = []
+        for i in local:
+            env: Any = self.envs[i]
+            found = False
+            while isinstance(env, gym.Wrapper):
+                if isinstance(env, wrapper_class):
+                    found = True
+                    break
+                env = env.env
+            out.append(found)
+        return out
+
+    def last_info(self, local: list[int]) -> Any:
+        return [self.last_infos[i] for i in local]
+
+    def spaces(self) -> Any:
+        env = self.envs[0]
+        return env.observation_space, env.action_space, env.spec, env.metadata, env.render_mode
+
+    def close(self) -> None:
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:  # closing the others matters more than one close error
+                traceback.print_exc()
+
+
+def _pickled_error(exc: BaseException) -> tuple[bytes | None, str, str]:
+    """An exception as (pickled exception or None, its type name, its formatted traceback)."""
+    text = "".join(traceback.format_exception(exc))
+    try:
+        blob: bytes | None = pickle.dumps(exc)
+        pickle.loads(blob)  # some exceptions pickle but do not unpickle
+    except Exception:
+        blob = None
+    return blob, type(exc).__name__, text
+
+
+def run_worker(
+    spec: WorkerSpec, buffers: SharedBuffers, commands: Any, reply: Any, done: Any
+) -> None:
+    """The worker process's main function (see the module docstring)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    die_with_parent(spec.parent_pid)
+    try:
+        worker = _Worker(spec, buffers, done.fileno(), reply)
+    except Exception as exc:
+        reply.send_bytes(pickle.dumps(("error", _pickled_error(exc))))
+        return
+    reply.send_bytes(pickle.dumps(("ok", worker.spaces())))
+    try:
+        while True:
+            message = commands.recv_bytes()
+            if message[:1] == STEP:
+                worker.step(decode_step_command(message))
+                continue
+            name, *args = pickle.loads(message)
+            if name == "close":
+                worker.close()
+                reply.send_bytes(pickle.dumps(("ok", None)))
+                return
+            try:
+                result = getattr(worker, name)(*args)
+                answer: tuple[str, Any] = ("ok", result)
+                blob = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:
+                blob = pickle.dumps(("error", _pickled_error(exc)))
+            reply.send_bytes(blob)
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):  # the main process went away
+        worker.close()
