@@ -9,7 +9,6 @@
 from metabonk_gym.vector.engine import VecEngine
 from metabonk_gym.vector.gym_env import SharedMemoryVectorEnv
 from metabonk_gym.vector.make import (
-    CONTRACT_INFO_KEYS,
     default_envs_per_worker,
     make_one,
     make_vec,
@@ -17,7 +16,6 @@ from metabonk_gym.vector.make import (
 )
 
 __all__ = [
-    "CONTRACT_INFO_KEYS",
     "SharedMemoryVectorEnv",
     "VecEngine",
     "default_envs_per_worker",

@@ -48,6 +48,8 @@ from metabonk_gym.vector.worker import (
 
 #: How long a worker may take to build its envs.
 START_TIMEOUT_S = 120.0
+#: How often a wait for a step checks that every worker is alive.
+LIVENESS_S = 0.25
 
 
 def _fork_or_spawn() -> str:
@@ -94,8 +96,9 @@ class VecEngine:
             gymnasium's default), SAME_STEP (reset at once; the final observation is kept in
             `final_observations` and the final info returned), or DISABLED.
         info_keys: the info keys whose values reach the main process every step: numbers and
-            booleans through shared columns, anything else pickled. An episode's final info always
-            arrives whole; `last_infos()` fetches the whole latest info of any env.
+            booleans through shared columns, anything else pickled (None: the env's variables,
+            its `info_names`). An episode's final info always arrives whole; `last_infos()`
+            fetches the whole latest info of any env.
         context: the multiprocessing start method (default `fork` where there is one: workers
             start in milliseconds; `spawn` where this process holds threads that fork would copy
             in a bad state).
@@ -112,7 +115,7 @@ class VecEngine:
         *,
         envs_per_worker: int = 1,
         autoreset: AutoresetMode = AutoresetMode.NEXT_STEP,
-        info_keys: Sequence[str] = (),
+        info_keys: Sequence[str] | None = (),
         context: str | None = None,
         step_timeout_s: float = 60.0,
         call_timeout_s: float = 300.0,
@@ -129,7 +132,8 @@ class VecEngine:
                 raise ValueError(f"{name} must be > 0, not {value}")
         self.num_envs = len(env_fns)
         self.autoreset = AutoresetMode(autoreset)
-        self.info_keys = tuple(info_keys)
+        requested = None if info_keys is None else tuple(info_keys)
+        self.info_keys: tuple[str, ...] = ()
         self.step_timeout_s = float(step_timeout_s)
         self.call_timeout_s = float(call_timeout_s)
         self.closed = False
@@ -144,7 +148,7 @@ class VecEngine:
         self._done_r = -1
         ctx = multiprocessing.get_context(context or _fork_or_spawn())
         try:
-            self._start(env_fns, envs_per_worker, ctx, spaces)
+            self._start(env_fns, envs_per_worker, ctx, spaces, requested)
         except BaseException:
             self.close(timeout_s=5.0)
             raise
@@ -156,6 +160,7 @@ class VecEngine:
         per: int,
         ctx: Any,
         spaces: tuple[gym.Space, gym.Space] | None,
+        requested: tuple[str, ...] | None,
     ) -> None:
         n = self.num_envs
         # One completion pipe for all workers; a Connection so that spawned workers get the fd.
@@ -166,6 +171,9 @@ class VecEngine:
         if spaces is None:
             described = self._spaces_from(env_fns[0], ctx)
             spaces = described[0], described[1]
+            if requested is None:
+                requested = tuple(described[5])
+        self.info_keys = requested or ()
         self.single_observation_space, self.single_action_space = spaces
         k = len(self.info_keys)
         self.buffers = SharedBuffers(
@@ -216,12 +224,9 @@ class VecEngine:
                     self._local_of[i] = local
         finally:
             done_w.close()  # the workers hold it now
-        self._poll = select.poll()
+        self._poll = select.poll()  # the completion pipe only: a sentinel per worker would
+        # make every wait cost more; a dead worker is found when a wait times out (LIVENESS_S)
         self._poll.register(self._done_r, select.POLLIN)
-        self._sentinel_of = {}
-        for handle in self._workers:
-            self._poll.register(handle.process.sentinel, select.POLLIN)
-            self._sentinel_of[handle.process.sentinel] = handle
         for handle in self._workers:
             obs_space, act_space, self.spec, self.metadata, self.render_mode = self._expect_reply(
                 handle, START_TIMEOUT_S, "start"
@@ -280,21 +285,17 @@ class VecEngine:
                     f"{what}: {', '.join(sorted(handles))} did not answer within "
                     f"{self.step_timeout_s:g} s (hung; killed)"
                 )
-            events = self._poll.poll(min(remaining, 1.0) * 1000.0)
-            got = False
-            for fd, _ in events:
-                if fd == self._done_r:
-                    data = os.read(self._done_r, 2 * max(1, len(self._pending)))
-                    if data:
-                        got = True
-                        for gid in np.frombuffer(data, np.uint16).tolist():
-                            self._complete(gid)
-                else:
-                    handle = self._sentinel_of.get(fd)
-                    if handle is not None and not got:
+            if not self._poll.poll(min(remaining, LIVENESS_S) * 1000.0):
+                for handle in self._workers:
+                    if not handle.process.is_alive():
                         raise self._fail(f"{what}: {handle.describe()} {handle.exit_reason()}")
-            if got:
-                return
+                continue
+            data = os.read(self._done_r, 2 * max(1, len(self._pending)))
+            if not data:  # every worker's end closed: all are gone
+                raise self._fail(f"{what}: every worker exited")
+            for gid in np.frombuffer(data, np.uint16).tolist():
+                self._complete(gid)
+            return
 
     def _complete(self, gid: int) -> None:
         self._pending.discard(gid)
@@ -330,8 +331,9 @@ class VecEngine:
         self, by_worker: dict[int, Any], message: Callable[[Any], tuple]
     ) -> dict[int, Any]:
         """Send a pickled command to some workers and collect their replies."""
-        if self._pending:
-            raise RuntimeError("a step is in progress: recv() its results first")
+        busy = sorted(i for i in self._pending if int(self._worker_of[i]) in by_worker)
+        if busy:
+            raise RuntimeError(f"envs {busy} are stepping: recv() their results first")
         for w, arg in by_worker.items():
             self._send(self._workers[w], pickle.dumps(message(arg)))
         return {
@@ -579,9 +581,17 @@ def _describe_env(env_fn: Callable[[], gym.Env], conn: Any, parent: int) -> None
     try:
         env = env_fn()
         try:
+            names = getattr(env.unwrapped, "info_names", None)
             answer: tuple[str, Any] = (
                 "ok",
-                (env.observation_space, env.action_space, env.spec, env.metadata, env.render_mode),
+                (
+                    env.observation_space,
+                    env.action_space,
+                    env.spec,
+                    env.metadata,
+                    env.render_mode,
+                    list(names) if names is not None else [],
+                ),
             )
         finally:
             env.close()

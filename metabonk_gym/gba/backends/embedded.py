@@ -24,6 +24,7 @@ import numpy as np
 
 from metabonk_gym.errors import CorruptSavestateError, MetabonkError
 from metabonk_gym.gba.backends.base import check_region
+from metabonk_gym.gba.backends.core_copies import SLOTS, retro_module
 from metabonk_gym.gba.buttons import mask_to_retro
 
 
@@ -38,19 +39,22 @@ class RetroCore:
     aligns_frame_counter: ClassVar[bool] = False
 
     def __init__(self, rom_path: str | Path) -> None:
-        import stable_retro
-
+        # The first core of a process runs on stable-retro itself, others on private copies of
+        # its extension and core library (`core_copies`: stable-retro allows one per copy).
+        self._slot = SLOTS.take()
         try:
-            self._em = stable_retro.RetroEmulator(str(rom_path))
-        except RuntimeError as exc:
-            if "multiple" in str(exc).lower():
+            retro = retro_module(self._slot)
+            self._em = retro.RetroEmulator(str(rom_path))
+        except (RuntimeError, OSError, ImportError) as exc:
+            SLOTS.release(self._slot)
+            if "multiple" in str(exc).lower() or not isinstance(exc, RuntimeError):
                 raise MetabonkError(
-                    "stable-retro allows one emulator per process and one is already open here. "
+                    f"another embedded mGBA core in this process failed to start ({exc}). "
                     "Close the other env first, or run several envs in subprocesses with "
-                    "metabonk_gym.make_vec(env_id, n) (or SB3's SubprocVecEnv)."
+                    "metabonk_gym.make_vec(env_id, n, envs_per_worker=1)."
                 ) from exc
             raise
-        self._data = stable_retro._retro.GameDataGlue()
+        self._data = retro.GameDataGlue()
         self._em.configure_data(self._data)
         self._memory = self._data.memory
         self._buttons = -1
@@ -133,8 +137,10 @@ class RetroCore:
 
     def close(self) -> None:
         # stable-retro frees the core when the emulator object goes away.
-        self._em = None  # type: ignore[assignment]
-        self._memory = None
+        if self._em is not None:
+            self._em = None  # type: ignore[assignment]
+            self._memory = None
+            SLOTS.release(self._slot)
 
 
 def check_mgba_state(state: bytes, reference: bytes) -> None:
