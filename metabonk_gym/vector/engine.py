@@ -41,6 +41,7 @@ from metabonk_gym.vector.worker import (
     FLOAT,
     INT,
     STEP,
+    STEP_ALL,
     SharedBuffers,
     WorkerSpec,
     run_worker,
@@ -123,8 +124,8 @@ class VecEngine:
     ) -> None:
         if not env_fns:
             raise ValueError("VecEngine needs at least one env")
-        if envs_per_worker < 1:
-            raise ValueError(f"envs_per_worker must be >= 1, not {envs_per_worker}")
+        if not 1 <= envs_per_worker <= 255:  # a step command names each env in one byte
+            raise ValueError(f"envs_per_worker must be in 1..255, not {envs_per_worker}")
         if len(env_fns) > 65535:
             raise ValueError("VecEngine runs at most 65535 envs")
         for name, value in (("step_timeout_s", step_timeout_s), ("call_timeout_s", call_timeout_s)):
@@ -404,7 +405,7 @@ class VecEngine:
         for w, ids in groups.items():
             local = bytes(int(self._local_of[i]) for i in ids)
             self._pending.update(ids)
-            self._send(self._workers[w], STEP + local)
+            self._send(self._workers[w], (STEP if env_ids is not None else STEP_ALL) + local)
 
     def recv(self, min_ready: int | None = None) -> np.ndarray:
         """Wait until at least `min_ready` stepping envs have finished (default: all of them) and

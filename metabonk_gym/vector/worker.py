@@ -35,7 +35,10 @@ from gymnasium.vector.utils import read_from_shared_memory, write_to_shared_memo
 from metabonk_gym.process import die_with_parent
 
 #: The command byte of a step; the bytes after it are the local indices of the envs to step.
+#: `STEP` announces each env as it finishes (pool mode); `STEP_ALL` all of them in one write
+#: after the last (a synchronous step: one wake-up of the main process per worker).
 STEP = b"s"
+STEP_ALL = b"S"
 #: How an info value that is absent is kept in the shared info columns.
 ABSENT, BOOL, INT, FLOAT = 0, 1, 2, 3
 
@@ -146,12 +149,16 @@ class _Worker:
                 extra[key] = value
         return extra
 
-    def _finish(self, i: int, payload: dict[str, Any] | None) -> None:
+    def _finish(self, i: int, payload: dict[str, Any] | None, announce: bool) -> bytes:
         gid = self.ids[i]
         if payload:
             self.reply.send_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
         self.has_reply[gid] = bool(payload)
-        os.write(self.done_fd, gid.to_bytes(2, "little"))
+        done = gid.to_bytes(2, "little")
+        if announce:
+            os.write(self.done_fd, done)
+            return b""
+        return done
 
     def _track_terms(self, i: int, info: dict[str, Any]) -> None:
         terms = info.get("reward_terms")
@@ -169,8 +176,9 @@ class _Worker:
         return final
 
     # commands ---------------------------------------------------------------------------------
-    def step(self, local: list[int]) -> None:
+    def step(self, local: list[int], each: bool = True) -> None:
         mode = self.spec.autoreset
+        batch = b""
         for i in local:
             gid = self.ids[i]
             env = self.envs[i]
@@ -203,7 +211,9 @@ class _Worker:
                     payload["info"] = extra
             except Exception as exc:  # sent to the main process, which raises it there
                 payload = {"error": _pickled_error(exc)}
-            self._finish(i, payload)
+            batch += self._finish(i, payload, announce=each)
+        if batch:  # at most PIPE_BUF bytes: one atomic write
+            os.write(self.done_fd, batch)
 
     def reset(self, requests: list[tuple[int, int | None, dict[str, Any] | None]]) -> Any:
         replies = []
@@ -289,8 +299,8 @@ def run_worker(
     try:
         while True:
             message = commands.recv_bytes()
-            if message[:1] == STEP:
-                worker.step(decode_step_command(message))
+            if message[:1] in (STEP, STEP_ALL):
+                worker.step(decode_step_command(message), each=message[:1] == STEP)
                 continue
             name, *args = pickle.loads(message)
             if name == "close":

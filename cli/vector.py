@@ -1,0 +1,39 @@
+"""`metabonk bench vector`: the shared-memory vector engine against gymnasium's `AsyncVectorEnv`
+and SB3's `SubprocVecEnv` (thin typer layer over `metabonk_gym.bench.vector_speed`).
+
+>>> "vector" in {command.name for command in bench_app.registered_commands}
+True
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from metabonk_gym.cli.bench import bench_app, console
+
+from metabonk_gym.bench.vector_speed import run
+from metabonk_gym.utils import atomic_write_text
+
+
+@bench_app.command("vector")
+def bench_vector(
+    counts: str = typer.Option("2,4,8,16", help="Env counts for the main-process CPU figure."),
+    steps: int = typer.Option(300, help="Vector steps per measurement."),
+    collect: bool = typer.Option(True, help="Also measure PPO's collection phase (SB3)."),
+    out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+) -> None:
+    """Main-process CPU per env step, N envs vs one plain env, and PPO collection steps/s."""
+    try:
+        sizes = [int(c) for c in counts.split(",") if c.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--counts takes numbers such as 2,4,8, not {counts!r}") from None
+    figures = run(sizes, steps=steps, collect=collect)
+    console.print_json(json.dumps(figures, default=float))
+    if out is not None:
+        atomic_write_text(out, json.dumps(figures, indent=2, default=float))
+
+
+def register(app: typer.Typer) -> None:
+    """Nothing to add to `app`: the command joined `bench_app` when this module was imported."""
