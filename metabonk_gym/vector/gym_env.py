@@ -21,6 +21,7 @@ arrives whole; `last_infos()` fetches the whole latest info of any env.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -29,7 +30,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from metabonk_gym.vector.engine import VecEngine
-from metabonk_gym.vector.worker import BOOL, FLOAT, INT
+from metabonk_gym.vector.worker import BOOL, INT
 
 
 def _rows(obs: Any, ids: np.ndarray) -> Any:
@@ -39,6 +40,15 @@ def _rows(obs: Any, ids: np.ndarray) -> Any:
     if isinstance(obs, tuple):
         return tuple(_rows(value, ids) for value in obs)
     return obs[ids]
+
+
+@dataclass
+class _InfoLayout:
+    """The present info keys of a batch, grouped by kind, with their (read-only) masks."""
+
+    signature: bytes
+    groups: list[tuple[np.ndarray, list[str], int]]
+    masks: dict[str, np.ndarray]
 
 
 def _copy(obs: Any) -> Any:
@@ -108,7 +118,7 @@ class SharedMemoryVectorEnv(gym.vector.VectorEnv):
         self.metadata["autoreset_mode"] = self.engine.autoreset
         self.spec = self.engine.spec
         self.render_mode = self.engine.render_mode
-        self._pool_actions_cache: Any = None
+        self._layouts: dict[int, _InfoLayout] = {}
 
     # gymnasium's API --------------------------------------------------------------------------
     def reset(
@@ -218,6 +228,31 @@ class SharedMemoryVectorEnv(gym.vector.VectorEnv):
             raise ValueError(f"{len(seeds)} seeds for {self.num_envs} envs")
         return seeds
 
+    def _layout(self, ids: np.ndarray) -> _InfoLayout:
+        """Which info keys are present and of which kind, for envs `ids`: recomputed only when
+        the kinds change (they rarely do), so a step costs a few numpy operations in all."""
+        kinds = self.engine.info_kinds[ids]
+        signature = kinds.tobytes()
+        cached = self._layouts.get(len(ids))
+        if cached is not None and cached.signature == signature:
+            return cached
+        present = kinds > 0
+        kind_of = kinds.max(axis=0)
+        keys = self.engine.info_keys
+        groups = []
+        for kind in np.unique(kind_of).tolist():
+            if kind:
+                cols = np.flatnonzero(kind_of == kind)
+                groups.append((cols, [keys[c] for c in cols.tolist()], kind))
+        masks = {}
+        for c in np.flatnonzero(kind_of).tolist():
+            mask = present[:, c].copy()
+            mask.flags.writeable = False  # shared between steps: copied before any change
+            masks[f"_{keys[c]}"] = mask
+        layout = _InfoLayout(signature, groups, masks)
+        self._layouts[len(ids)] = layout
+        return layout
+
     def _infos(self, ids: np.ndarray) -> dict[str, Any]:
         """gymnasium's info layout for envs `ids` (rows in that order)."""
         engine = self.engine
@@ -225,21 +260,22 @@ class SharedMemoryVectorEnv(gym.vector.VectorEnv):
         rows = np.arange(size)
         infos: dict[str, Any] = {}
         if engine.info_keys:
-            # One numpy operation per matrix, then a column view per key: the main process
-            # spends about a microsecond per key and step, not per env.
-            kinds = engine.info_kinds[ids]
+            layout = self._layout(ids)
             values = engine.info_values[ids]
-            present = kinds > 0
-            kind_of = kinds.max(axis=0)
-            matrices = {BOOL: values != 0, INT: values.astype(np.int64), FLOAT: values}
-            for k, key in enumerate(engine.info_keys):
-                kind = int(kind_of[k])
-                if kind:
-                    infos[key] = matrices[kind][:, k]
-                    infos[f"_{key}"] = present[:, k]
+            for cols, names, kind in layout.groups:
+                sub = values[:, cols]
+                if kind == BOOL:
+                    sub = sub != 0
+                elif kind == INT:
+                    sub = sub.astype(np.int64)
+                infos.update(zip(names, sub.T))
+            infos.update(layout.masks)
         replies = engine.pop_replies(ids.tolist())
         if not replies:
             return infos
+        for key, value in infos.items():  # `_add_info` writes into the masks
+            if key.startswith("_") and not value.flags.writeable:
+                infos[key] = value.copy()
         saved = self.num_envs
         self.num_envs = size  # `_add_info` sizes new arrays by num_envs
         try:
