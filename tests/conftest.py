@@ -1,5 +1,5 @@
-"""Shared fixtures. stable-retro allows one emulator per process: every env a test opens must be
-closed before the next one opens (the fixtures do it; pytest-xdist gives each worker a process)."""
+"""Shared fixtures. Every env a test opens is closed after it (each embedded core beyond the
+first of a process runs on a private copy of stable-retro; closing frees its slot)."""
 
 from __future__ import annotations
 

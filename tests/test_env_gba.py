@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import metabonk_gym
-from metabonk_gym.errors import InvalidActionError, MetabonkError, UnknownVariableError
+from metabonk_gym.errors import InvalidActionError, UnknownVariableError
 
 QUEST_INFO = [
     "room",
@@ -261,9 +261,18 @@ def test_reward_dict_terms_are_reported(make_env) -> None:
     assert info["reward_terms"] == {"right": 0.0, "clock": -0.25} and r == pytest.approx(-0.25)
 
 
-def test_one_emulator_per_process_error_says_what_to_do(quest) -> None:
-    with pytest.raises(MetabonkError, match="make_vec"):
-        gym.make("MetaBonk/BonkArena-v0")
+def test_a_second_env_in_one_process_runs_on_its_own_core(quest) -> None:
+    """stable-retro allows one emulator per process; a second env runs on a private copy of
+    stable-retro (`core_copies`), so it opens and steps beside the first."""
+    arena = gym.make("MetaBonk/BonkArena-v0")
+    try:
+        assert arena.unwrapped.backend._slot != quest.unwrapped.backend._slot
+        obs, _ = arena.reset(seed=0)
+        quest.reset(seed=0)
+        arena.step(0)
+        assert obs.shape == (160, 240, 3)
+    finally:
+        arena.close()
 
 
 @pytest.mark.parametrize("env_id", ["MetaBonk/BonkQuest-v0", "MetaBonk/BonkArena-v0"])
