@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import pickle
 import select
+import signal
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,6 +37,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory
 
 from metabonk_gym.errors import EnvWorkerError
+from metabonk_gym.process import die_with_parent
 from metabonk_gym.vector.worker import (
     BOOL,
     FLOAT,
@@ -44,6 +46,7 @@ from metabonk_gym.vector.worker import (
     STEP_ALL,
     SharedBuffers,
     WorkerSpec,
+    pickled_error,
     run_worker,
 )
 
@@ -76,8 +79,6 @@ class _WorkerHandle:
         if code is None:
             return "is still running"
         if code < 0:
-            import signal
-
             try:
                 return f"was killed by {signal.Signals(-code).name}"
             except ValueError:
@@ -573,10 +574,6 @@ def _raise_worker_error(error: tuple[bytes | None, str, str], where: str) -> Non
 
 def _describe_env(env_fn: Callable[[], gym.Env], conn: Any, parent: int) -> None:
     """Run in a short-lived process: build one env and send back its spaces and spec."""
-    import signal
-
-    from metabonk_gym.process import die_with_parent
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent)
     try:
@@ -598,6 +595,4 @@ def _describe_env(env_fn: Callable[[], gym.Env], conn: Any, parent: int) -> None
             env.close()
         conn.send_bytes(pickle.dumps(answer))
     except Exception as exc:
-        from metabonk_gym.vector.worker import _pickled_error
-
-        conn.send_bytes(pickle.dumps(("error", _pickled_error(exc))))
+        conn.send_bytes(pickle.dumps(("error", pickled_error(exc))))

@@ -210,7 +210,7 @@ class _Worker:
                 if extra:
                     payload["info"] = extra
             except Exception as exc:  # sent to the main process, which raises it there
-                payload = {"error": _pickled_error(exc)}
+                payload = {"error": pickled_error(exc)}
             batch += self._finish(i, payload, announce=each)
         if batch:  # at most PIPE_BUF bytes: one atomic write
             os.write(self.done_fd, batch)
@@ -273,7 +273,7 @@ class _Worker:
                 traceback.print_exc()
 
 
-def _pickled_error(exc: BaseException) -> tuple[bytes | None, str, str]:
+def pickled_error(exc: BaseException) -> tuple[bytes | None, str, str]:
     """An exception as (pickled exception or None, its type name, its formatted traceback)."""
     text = "".join(traceback.format_exception(exc))
     try:
@@ -293,7 +293,7 @@ def run_worker(
     try:
         worker = _Worker(spec, buffers, done.fileno(), reply)
     except Exception as exc:
-        reply.send_bytes(pickle.dumps(("error", _pickled_error(exc))))
+        reply.send_bytes(pickle.dumps(("error", pickled_error(exc))))
         return
     reply.send_bytes(pickle.dumps(("ok", worker.spaces())))
     try:
@@ -312,7 +312,7 @@ def run_worker(
                 answer: tuple[str, Any] = ("ok", result)
                 blob = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:
-                blob = pickle.dumps(("error", _pickled_error(exc)))
+                blob = pickle.dumps(("error", pickled_error(exc)))
             reply.send_bytes(blob)
     except (EOFError, BrokenPipeError, KeyboardInterrupt):  # the main process went away
         worker.close()
