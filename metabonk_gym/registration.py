@@ -34,9 +34,11 @@ class EnvTraits:
     Args:
         game: the bundled game folder's name (`metabonk_gym/games/<game>/`), None for an env
             whose game comes from its `integration=` folder (`MetaBonk/GBA-v0`).
-        one_per_process: the env's emulator allows one instance per process, so vector envs
-            run each copy in its own subprocess; False: copies may share one process (TCP
-            clients such as Megabonk's, which step in lockstep with their games).
+        one_per_process: the env runs an emulator that stable-retro allows once per process
+            (the embedded mGBA core): further copies in one process run on private copies of
+            stable-retro (`metabonk_gym.gba.backends.core_copies`), and tools without them (RLlib's
+            vectorisation) give each copy its own process; False: copies share a process freely
+            (TCP clients such as Megabonk's).
         port_per_env: copy `i` of a vector env talks to a game on port `base_port + i`
             (the env takes `port=`); `make_vec` sets it from `base_port`.
         default_base_port: the first port when `port_per_env` and no `base_port` is given.

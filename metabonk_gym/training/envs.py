@@ -2,11 +2,10 @@
 
 Every env takes the same core options (`frameskip`, `obs_type`, `downscale`, `reward`,
 `max_episode_steps`), so one `make_env` serves all; what differs is data on the registration
-(`metabonk_gym.registration.env_traits`). Emulators allow one instance per process
-(`one_per_process`), so their envs step in subprocesses (SB3's `SubprocVecEnv`, whose worker
-protocol PPO's `env_method` and auto-reset expect); TCP clients of a game (Megabonk's BonkLink,
-`port_per_env`: env `i` talks to port `base_port + i`) all live in the trainer's process
-(`DummyVecEnv`). `VecMonitor` adds episode statistics and `VecFrameStack` Atari-style frame
+(`metabonk_gym.registration.env_traits`; Megabonk's env `i` talks to port `base_port + i`).
+The envs step in the worker processes of the project's shared-memory engine
+(`SharedMemoryVecEnv`, SB3's `VecEnv` API with its auto-reset; about one worker per core, several
+envs per worker). `VecMonitor` adds episode statistics and `VecFrameStack` Atari-style frame
 stacking. Grayscale and downscaling happen inside the env, with `metabonk_gym.preprocess`, which
 `convert_frames` also uses for recorded datasets.
 
