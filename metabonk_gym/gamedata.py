@@ -158,6 +158,14 @@ class GameData:
                 )
         return [dict(entry) for entry in data]
 
+    def quests(self) -> dict[str, Any]:
+        """The long-term memory's data (quests.yaml): `world`, `quests`, `todos` ({} if none).
+
+        >>> sorted(GameData(bundled_game_folder("BonkQuest")).quests())
+        ['quests', 'todos', 'world']
+        """
+        return dict(self._load("quests", dict) or {})
+
     def tile_classes(self) -> dict[str, int]:
         """Semantic tile class name -> id (metabonk.json "tile_classes": {"id": "name"})."""
         raw = self.manifest.get("tile_classes") or {}

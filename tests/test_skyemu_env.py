@@ -248,10 +248,13 @@ def test_a_failed_save_leaves_the_game_where_it_was(
         raise SkyEmuCommandFailedError("SkyEmu replied 'failed' to /save")
 
     monkeypatch.setattr(client, "save", refuse)
+    # save_state() never touches the game; a /save happens when a step cuts the replay log
+    monkeypatch.setattr(backend_module, "CHECKPOINT_EVERY", 1)
     with pytest.raises(SkyEmuError, match="could not write a savestate"):
-        env.unwrapped.save_state()
-    assert env.unwrapped.variables() == before
+        env.step(0)
+    assert env.unwrapped.variables()["frame"] == before["frame"] + 4, "the step ran whole"
     monkeypatch.undo()
+    before = env.unwrapped.variables()
     state = env.unwrapped.save_state()
     env.step(2)
     env.unwrapped.load_state(state)

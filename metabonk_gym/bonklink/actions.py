@@ -29,6 +29,7 @@ import numpy as np
 from gymnasium import spaces
 
 from metabonk_gym.bonklink.codec import Action, InputSnapshot
+from metabonk_gym.errors import InvalidActionError
 
 __all__ = [
     "BOX_LAYOUT",
@@ -106,9 +107,16 @@ def to_wire(action: Any, kind: ActionType, capture_size: tuple[int, int]) -> Act
     NaN reads as 0). ``capture_size`` is the game's capture (width, height)."""
     width, height = capture_size
     if kind == "box":
-        v = np.asarray(action, dtype=np.float64).reshape(-1).tolist()
-        if len(v) != len(BOX_LAYOUT):
-            raise ValueError(f"expected {len(BOX_LAYOUT)} action values, got {len(v)}")
+        try:
+            values = np.asarray(action, dtype=np.float64)
+        except (TypeError, ValueError):
+            values = np.zeros(0)
+        if values.shape != (len(BOX_LAYOUT),):
+            raise InvalidActionError(
+                f"invalid action of shape {np.shape(action)}: the Box action is {len(BOX_LAYOUT)} "
+                f"numbers in one flat array ({', '.join(BOX_LAYOUT)}); see make_box_action"
+            )
+        v = values.tolist()
         click = v[7] > 0
         x, y = click_to_plugin((v[8] + 1) / 2, (v[9] + 1) / 2, width, height) if click else (0, 0)
         return Action(

@@ -176,7 +176,8 @@ class MegabonkEnv(gym.Env[Any, Any]):
         self.reward_fn: RewardFunction = build_reward(
             reward, self.game_data.name, {}, set(REWARD_VARIABLES), self.game_data.presets()
         )
-        size = (int(frame_size[0]) // self.downscale, int(frame_size[1]) // self.downscale)
+        frame_size = check_frame_size(frame_size)
+        size = (frame_size[0] // self.downscale, frame_size[1] // self.downscale)
         self._builder = ObservationBuilder(
             (max(1, size[0]), max(1, size[1])), k_enemies, self.max_options, obs_type
         )
@@ -484,6 +485,24 @@ class MegabonkEnv(gym.Env[Any, Any]):
         if state.input_snapshot is not None:
             info["human_action"] = snapshot_to_action(state.input_snapshot, self.action_type)
         return info
+
+
+def check_frame_size(frame_size: Any) -> tuple[int, int]:
+    """`frame_size` as (height, width) if it is two positive ints, else a ValueError saying so.
+
+    >>> check_frame_size((90, 160))
+    (90, 160)
+    """
+    try:
+        height, width = frame_size
+    except (TypeError, ValueError):
+        height = width = None
+    sizes = (height, width)
+    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1 for v in sizes):
+        raise ValueError(
+            f"frame_size must be (height, width), two ints >= 1 such as (90, 160), not {frame_size!r}"
+        )
+    return int(height), int(width)  # type: ignore[arg-type]
 
 
 def _menu_actions(submit: bool, clicks: Sequence[Sequence[float]]) -> list[Any]:

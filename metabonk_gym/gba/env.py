@@ -28,18 +28,23 @@ import numpy as np
 from gymnasium import spaces
 
 from metabonk_gym.contract import check_downscale, check_frameskip, check_obs_type
-from metabonk_gym.errors import InvalidActionError, MetabonkError, UnknownStateError
+from metabonk_gym.errors import (
+    EnvClosedError,
+    InvalidActionError,
+    MetabonkError,
+    UnknownStateError,
+)
 from metabonk_gym.gamedata import GameData
 from metabonk_gym.gba.backends import (
     SCREEN_SHAPE,
     EmulatorBackend,
     open_backend,
-    read_state_file,
     write_state_file,
 )
 from metabonk_gym.gba.buttons import BUTTONS, buttons_to_mask, multibinary_to_mask
 from metabonk_gym.gba.integration import ArraySpec, Integration, Start
 from metabonk_gym.gba.memory import Memory
+from metabonk_gym.gba.statefile import read_state
 from metabonk_gym.gba.window import close_window, show_frame
 from metabonk_gym.preprocess import screen
 from metabonk_gym.rewards import DoneCondition, build_reward
@@ -219,14 +224,19 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
+        self._check_open("reset")
         super().reset(seed=seed)
         options = options or {}
         state = options.get("state", self.state_name)
-        game_seed = (
-            int(options["game_seed"])
-            if "game_seed" in options
-            else int(self.np_random.integers(2**31))
-        )
+        if "game_seed" in options:
+            game_seed = options["game_seed"]
+            if isinstance(game_seed, bool) or not isinstance(game_seed, (int, np.integer)):
+                raise ValueError(
+                    f"options['game_seed'] must be an int (the game's own seed), not {game_seed!r}"
+                )
+            game_seed = int(game_seed)
+        else:
+            game_seed = int(self.np_random.integers(2**31))
         self._start(state, game_seed)
         self._buttons = 0
         self._vars = self._read_vars()
@@ -240,6 +250,8 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         return self._observation(), info
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self.backend is None:
+            self._check_open("step")
         buttons = self._action_to_mask(action)
         if self.sticky_action_prob > 0.0:
             # ALE v5-style sticky actions: each frame keeps the previous buttons with probability p.
@@ -280,6 +292,12 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
             backend.close()
             self.backend = None  # type: ignore[assignment]
 
+    def _check_open(self, what: str) -> None:
+        if getattr(self, "backend", None) is None:
+            raise EnvClosedError(
+                f"{what}() on a closed {self.integration.name} env: make a new env with gym.make"
+            )
+
     # ------------------------------------------------------------------ RAM access
     def read_memory(self, address: int, n: int) -> bytes:
         """`n` bytes of the GBA bus at `address` (EWRAM, IWRAM, I/O, palette, VRAM, OAM)."""
@@ -318,6 +336,7 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         Load it back with `reset(options={"state": path})`, or by name once it is in the
         game's savestate folder.
         """
+        self._check_open("save_state")
         state = self.backend.save_state()
         if path is not None:
             write_state_file(Path(path), state)
@@ -325,6 +344,7 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
 
     def load_state(self, state: bytes) -> None:
         """Restore a snapshot from `save_state()` (without starting a new episode)."""
+        self._check_open("load_state")
         self.backend.load_state(state)
         self._vars = self._read_vars()
         self._frame = self.backend.screen()
@@ -334,9 +354,13 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         if self._boot_state is None:
             self._boot_state = self._boot()
         if state is None:
-            self.backend.load_state(self._boot_state)
             if self.integration.has_command_interface:
+                self.backend.load_state(self._boot_state)
                 self._command(COMMANDS["new_game"], 0, game_seed)
+            else:
+                # as a fresh process starts the ROM: restoring the power-on state is not exact
+                # on every ROM (a core that ran keeps state no savestate holds; some hang)
+                self.backend.power_on()
             return
         target = self.integration.resolve_state(state)
         if isinstance(target, Start):
@@ -347,7 +371,10 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
                 )
             self._command(COMMANDS[target.command], target.arg, game_seed)
         else:
-            self.backend.load_state(read_state_file(target))
+            loaded = read_state(target, self.backend.max_state_bytes)
+            if not loaded.verified:  # not written by this project: tried elsewhere first
+                self.backend.vet_state(loaded.state)
+            self.backend.load_state(loaded.state)
 
     def _boot(self) -> bytes:
         """Power on and, for games with the command interface, run until the game has booted."""

@@ -167,6 +167,10 @@ class Integration:
                 else ""
             )
             actual = rom_sha1(rom_path)
+            if expected and actual != expected and rom_path.stat().st_size <= MULTIBOOT_GUESS_LIMIT:
+                # an integration made for the padded copy the env runs accepts the original too
+                padded = hashlib.sha1(pad_rom(rom_path.read_bytes())).hexdigest()
+                actual = padded if padded == expected else actual
             if expected and actual != expected:
                 raise RomHashMismatchError(
                     f"ROM {rom_path} has SHA-1 {actual}, but the integration {folder} was made for "
@@ -184,7 +188,10 @@ class Integration:
                 )
         arrays = {
             name: ArraySpec(
-                name, int(spec["address"]), _check_type(spec["type"], folder), tuple(spec["shape"])
+                name,
+                _check_address(spec["address"], name, folder / "metabonk.json"),
+                _check_type(spec["type"], folder),
+                tuple(spec["shape"]),
             )
             for name, spec in (extension.get("arrays") or {}).items()
         }
@@ -270,12 +277,16 @@ class Integration:
     def resolve_state(self, name: str | Path) -> Start | Path:
         """A named start (preferred: it honours the seed) or a savestate file for `name`.
 
-        A path to a `.state` file is accepted too.
+        A path to a savestate file is accepted too: a `Path`, or a string ending in `.state`
+        (any backend) or `.png` (a SkyEmu state image) or naming a folder.
         """
-        if isinstance(name, Path) or str(name).endswith(".state"):
+        if isinstance(name, Path) or str(name).endswith(STATE_FILE_SUFFIXES) or "/" in str(name):
             path = Path(name).expanduser()
             if not path.is_file():
-                raise UnknownStateError(f"savestate file not found: {path}")
+                raise UnknownStateError(
+                    f"savestate file not found: {path} (check the path; states are written with "
+                    "env.unwrapped.save_state(path))"
+                )
             return path
         if self.has_command_interface and name in self.starts:
             return self.starts[name]
@@ -297,27 +308,42 @@ class Integration:
         return _read_json(self.folder / "tiles.json", required=False)
 
 
+#: File names `state=` takes as paths (stable-retro states; SkyEmu state images).
+STATE_FILE_SUFFIXES = (".state", ".png")
+
 #: mGBA 0.7 may take a ROM of at most this size that refers to EWRAM for a multiboot image.
 MULTIBOOT_GUESS_LIMIT = 256 * 1024
 
 
-def runnable_rom(path: Path) -> Path:
-    """`path`, or for a ROM small enough for mGBA 0.7 to mistake for a multiboot image, a copy
-    padded with 0xFF to 512 KiB in a temp dir (the original is never touched; a warning says so)."""
-    import tempfile
+def padded_rom(path: Path, data: bytes | None = None) -> bytes | None:
+    """For a ROM small enough for mGBA 0.7 to mistake for a multiboot image, its bytes padded with
+    0xFF to 512 KiB (the core then runs a temp copy, deleted once loaded; the original is never
+    touched; a warning says so); None for any other ROM.
+
+    >>> padded_rom(Integration.bundled("BonkQuest").rom_path) is None
+    True
+    """
     import warnings
 
-    size = path.stat().st_size
+    size = len(data) if data is not None else path.stat().st_size
     if size > MULTIBOOT_GUESS_LIMIT:
-        return path
-    padded = Path(tempfile.mkdtemp(prefix="metabonk-rom-")) / path.name
-    padded.write_bytes(path.read_bytes() + b"\xff" * (2 * MULTIBOOT_GUESS_LIMIT - size))
+        return None
+    data = data if data is not None else path.read_bytes()
     warnings.warn(
         f"{path} is {size} bytes: mGBA 0.7 could take it for a multiboot image and show a white "
-        f"screen, so the env runs a copy padded with 0xFF to 512 KiB ({padded})",
-        stacklevel=3,
+        "screen, so the env runs a copy padded with 0xFF to 512 KiB",
+        stacklevel=4,
     )
-    return padded
+    return pad_rom(data)
+
+
+def pad_rom(data: bytes) -> bytes:
+    """`data` padded with 0xFF to 512 KiB (what the env runs for a ROM of 256 KiB or less).
+
+    >>> len(pad_rom(b"rom")), pad_rom(b"rom")[-1]
+    (524288, 255)
+    """
+    return data + b"\xff" * max(0, 2 * MULTIBOOT_GUESS_LIMIT - len(data))
 
 
 def rom_sha1(path: Path) -> str:
@@ -386,9 +412,31 @@ def _parse_variables(data: dict[str, Any], folder: Path) -> dict[str, Variable]:
     out: dict[str, Variable] = {}
     for name, spec in info.items():
         try:
-            out[name] = Variable(name, int(spec["address"]), _check_type(spec["type"], folder))
+            address = spec["address"]
+            type_ = spec["type"]
         except (KeyError, TypeError) as exc:
             raise IntegrationError(
                 f"{folder / 'data.json'}: variable {name!r} needs address and type"
             ) from exc
+        out[name] = Variable(name, _check_address(address, name, folder / "data.json"),
+                             _check_type(type_, folder))  # fmt: skip
     return out
+
+
+def _check_address(address: Any, name: str, where: Path) -> int:
+    """A bus address from JSON: an integer (decimal in JSON, or a "0x..." string).
+
+    >>> _check_address("0x02000000", "hp", Path("data.json")) == 0x02000000
+    True
+    """
+    if isinstance(address, str):
+        try:
+            return int(address, 0)
+        except ValueError:
+            pass
+    elif isinstance(address, int) and not isinstance(address, bool):
+        return address
+    raise IntegrationError(
+        f"{where}: variable {name!r} has address {address!r}, which is not a number; give "
+        "the bus address as an integer (e.g. 33554432 for 0x02000000)"
+    )

@@ -5,7 +5,8 @@ later than when it was saved. The backend therefore keeps, for every savestate, 
 of the frame *before*, the buttons held during the missing frame, and the RAM writes made after
 it: loading sets those buttons, `/load`s the image (SkyEmu runs the missing frame) and replays
 the writes, landing on exactly the saved moment. `kind="power_on"` means "the ROM just loaded"
-(`/load_rom`), which needs no image.
+(`/load_rom`), which needs no image. `replay` holds the steps and writes made after that moment,
+replayed on loading: saving never rewinds the running game, so it never changes it.
 
 The bytes are `MAGIC`, a JSON header and the image; `GBAEnv.save_state(path)` gzips them into a
 `.state` file like any other backend's state. stable-retro `.state` files hold mGBA states, which
@@ -14,6 +15,9 @@ SkyEmu cannot read: `unpack_state` says so and names the fix.
 >>> cp = Checkpoint("image", b"PNG...", buttons=1, writes=((0x02000008, b"\\x05"),), rom_sha1="ab")
 >>> unpack_state(pack_state(cp)) == cp
 True
+>>> later = cp.then([("step", 3, 0), ("write", 0x02000008, b"\\x01")])
+>>> unpack_state(pack_state(later)) == later
+True
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 from metabonk_gym.skyemu.errors import SkyEmuStateError
 
@@ -38,11 +43,23 @@ class Checkpoint:
     buttons: int = 0  # KEYINPUT-order mask held during the frame /load runs
     writes: tuple[tuple[int, bytes], ...] = field(default=())  # RAM writes after that frame
     rom_sha1: str = ""
+    #: ("step", frames, buttons) and ("write", address, data) after the writes, replayed on load.
+    replay: tuple[tuple[str, int, Any], ...] = field(default=())
+
+    def base(self) -> Checkpoint:
+        """The same checkpoint without its replay."""
+        return Checkpoint(self.kind, self.image, self.buttons, self.writes, self.rom_sha1)
+
+    def then(self, ops: list[tuple[str, int, Any]]) -> Checkpoint:
+        """The same checkpoint followed by more operations to replay."""
+        return Checkpoint(
+            self.kind, self.image, self.buttons, self.writes, self.rom_sha1, (*self.replay, *ops)
+        )
 
     def with_writes(self, writes: list[tuple[int, bytes]]) -> Checkpoint:
         """The same checkpoint followed by more RAM writes."""
         return Checkpoint(
-            self.kind, self.image, self.buttons, (*self.writes, *writes), self.rom_sha1
+            self.kind, self.image, self.buttons, (*self.writes, *writes), self.rom_sha1, self.replay
         )
 
 
@@ -55,6 +72,10 @@ def pack_state(checkpoint: Checkpoint) -> bytes:
             "writes": [[address, data.hex()] for address, data in checkpoint.writes],
             "rom_sha1": checkpoint.rom_sha1,
             "load_runs_one_frame": True,
+            "replay": [
+                ["s", a, b] if kind == "step" else ["w", a, bytes(b).hex()]
+                for kind, a, b in checkpoint.replay
+            ],
         },
         separators=(",", ":"),
     ).encode()
@@ -87,12 +108,18 @@ def unpack_state(state: bytes) -> Checkpoint:
         header = json.loads(state[offset + 4 : offset + 4 + length])
         kind = str(header["kind"])
         writes = tuple((int(a), bytes.fromhex(d)) for a, d in header["writes"])
+        replay = tuple(
+            ("step", int(a), int(b)) if op == "s" else ("write", int(a), bytes.fromhex(b))
+            for op, a, b in header.get("replay", ())
+            if op in ("s", "w")
+        )
         checkpoint = Checkpoint(
             kind,
             bytes(state[offset + 4 + length :]),
             int(header["buttons"]),
             writes,
             str(header["rom_sha1"]),
+            replay,
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise SkyEmuStateError(f"SkyEmu savestate header is corrupt: {exc}") from exc

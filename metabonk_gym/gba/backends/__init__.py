@@ -23,7 +23,6 @@ from metabonk_gym.gba.backends.base import (
 )
 from metabonk_gym.gba.backends.embedded import RetroCore
 from metabonk_gym.gba.backends.skyemu import SkyEmuBackend
-from metabonk_gym.gba.integration import runnable_rom
 
 __all__ = [
     "BACKENDS",
@@ -49,7 +48,7 @@ def open_backend(name: str, rom_path: Path, **kwargs: Any) -> EmulatorBackend:
     if name == "embedded":
         if kwargs:
             raise TypeError(f"unexpected arguments for the embedded backend: {', '.join(kwargs)}")
-        return RetroCore(runnable_rom(rom_path))
+        return RetroCore(rom_path)
     if name == "skyemu":
         return SkyEmuBackend.open(rom_path, **kwargs)
     raise ValueError(f"backend must be 'embedded' or 'skyemu', not {name!r}")

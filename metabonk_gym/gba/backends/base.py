@@ -10,14 +10,13 @@ True
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from metabonk_gym.errors import CorruptSavestateError
-from metabonk_gym.utils import atomic_write_bytes
+from metabonk_gym.gba.statefile import read_state
+from metabonk_gym.gba.statefile import write_state_file as _write_state_file
 
 #: The GBA bus regions the cores expose: start address -> size in bytes.
 GBA_REGIONS: dict[int, int] = {
@@ -34,6 +33,8 @@ SCREEN_SHAPE = (160, 240, 3)
 
 def check_region(address: int, n: int) -> None:
     """Raise ValueError unless [address, address+n) lies inside one GBA memory region."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"cannot read {n!r} bytes at 0x{address:08X}: give a count >= 0")
     for start, size in GBA_REGIONS.items():
         if start <= address and address + n <= start + size:
             return
@@ -64,6 +65,10 @@ class EmulatorBackend(Protocol):
     #: env sets the game's frame counter to the embedded core's boot value after boot.
     aligns_frame_counter: ClassVar[bool]
 
+    @property
+    def max_state_bytes(self) -> int:
+        """The largest state this backend makes (state files are never inflated past it)."""
+
     def step(self, frames: int, buttons: int) -> None:
         """Hold `buttons` (KEYINPUT-order mask) for `frames` frames."""
 
@@ -92,28 +97,28 @@ class EmulatorBackend(Protocol):
     def load_state(self, state: bytes) -> None:
         """Restore a `save_state` snapshot."""
 
+    def vet_state(self, state: bytes) -> None:
+        """Make sure a state of unknown origin cannot hang or crash this process when loaded
+        (raise `CorruptSavestateError` if it would); a no-op where the emulator is another
+        process."""
+
     def power_on(self) -> None:
-        """Back to the power-on state (as after loading the ROM)."""
+        """Back to the power-on state, exactly as a fresh process starts the ROM."""
 
     def close(self) -> None:
         """Free the emulator (idempotent)."""
 
 
-def read_state_file(path: Path) -> bytes:
-    """Read a stable-retro `.state` file (a gzipped core state)."""
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise CorruptSavestateError(f"savestate file not found: {path}") from None
-    try:
-        return gzip.decompress(raw)
-    except (OSError, EOFError) as exc:
-        raise CorruptSavestateError(
-            f"savestate {path} is not a gzipped core state ({exc}); re-create it with "
-            "env.unwrapped.save_state(path)"
-        ) from exc
+#: The largest state `read_state_file` inflates when no size is given (any backend's states).
+MAX_STATE_BYTES = 64 * 1024 * 1024
+
+
+def read_state_file(path: Path, max_bytes: int = MAX_STATE_BYTES) -> bytes:
+    """Read a stable-retro `.state` file (a gzipped core state), inflating at most `max_bytes`."""
+    return read_state(path, max_bytes).state
 
 
 def write_state_file(path: Path, state: bytes) -> None:
-    """Write a stable-retro `.state` file atomically (temp file, then rename)."""
-    atomic_write_bytes(Path(path), gzip.compress(state, mtime=0))
+    """Write a stable-retro `.state` file atomically, with this project's checksum; the folder
+    must exist."""
+    _write_state_file(path, state)

@@ -11,11 +11,11 @@ connection.
 Savestates and alignment. SkyEmu's `/load` emulates one frame after restoring, so a plain
 `/save` + `/load` lands one frame late. The backend keeps an *anchor* it can restore exactly
 (power-on via `/load_rom`, or a `Checkpoint`: the image of the frame before, the buttons of the
-missing frame, writes after it) and a log of the steps and writes since. `save_state()` rewinds:
-it restores the anchor, replays the log but for the last frame, `/save`s that image, then runs
-the last frame again: the machine is where it was and the checkpoint lands exactly on it. The
-log is cut every `CHECKPOINT_EVERY` operations by splitting one step around a `/save`, so a
-save never replays more than that. On open the ROM is restarted (`/load_rom`, paused), so every
+missing frame, writes after it) and a log of the steps and writes since. `save_state()` returns
+the anchor and the log, without touching the running game (rewinding it and replaying would
+change it wherever a restore is not exact); `load_state()` restores the anchor and replays the
+log. The log is cut every `CHECKPOINT_EVERY` operations by splitting one step around a `/save`,
+so a load never replays more than that. On open the ROM is restarted (`/load_rom`, paused), so every
 env starts from power-on like the embedded core; the env then aligns both backends on the
 game's own frame counter (see `GBAEnv._boot`).
 
@@ -68,8 +68,8 @@ BUTTON_NAMES: tuple[str, ...] = (
     "R",
     "L",
 )
-#: Cut the replay log after this many operations (bounds the cost of one `save_state()`).
-CHECKPOINT_EVERY = 1000
+#: Cut the replay log after this many operations (bounds what one `load_state()` replays).
+CHECKPOINT_EVERY = 128
 #: State images kept on disk for reloading (the anchor always stays).
 IMAGE_CACHE = 16
 #: ROM bytes compared through the bus to check that SkyEmu runs our ROM.
@@ -92,6 +92,8 @@ class SkyEmuBackend:
     name: ClassVar[str] = "skyemu"
     #: Ask GBAEnv to set the game's frame counter to the embedded core's boot value (0) after boot.
     aligns_frame_counter: ClassVar[bool] = True
+    #: The largest state file inflated for this backend (a SkyEmu image and its header).
+    max_state_bytes: ClassVar[int] = 64 * 1024 * 1024
 
     def __init__(
         self,
@@ -280,28 +282,9 @@ class SkyEmuBackend:
         self._log = []
 
     def save_state(self) -> bytes:
-        """A snapshot that `load_state` restores exactly (the one-frame `/load` offset included)."""
-        frames = sum(op[1] for op in self._log if op[0] == "step")
-        if frames == 0:
-            writes = [(op[1], op[2]) for op in self._log]
-            return pack_state(self._anchor.with_writes(writes))
-        last = max(i for i, op in enumerate(self._log) if op[0] == "step")
-        _, last_frames, last_buttons = self._log[last]
-        before = [*self._log[:last], ("step", last_frames - 1, last_buttons)]
-        after = [(op[1], op[2]) for op in self._log[last + 1 :]]
-        self._restore(self._anchor)
-        self._replay(before)
-        try:
-            image = self._save_image()
-        finally:  # back to where the log says the machine is, even if the save failed
-            self._hold(last_buttons)
-            self.client.step(1)
-            for address, data in after:
-                self.client.write([(address + i, b) for i, b in enumerate(data)])
-            self._screen = None
-        self._anchor = Checkpoint("image", image, last_buttons, tuple(after), self.rom_sha1)
-        self._log = []
-        return pack_state(self._anchor)
+        """A snapshot that `load_state` restores exactly (the one-frame `/load` offset included):
+        the anchor and the operations since, so the running game is left alone."""
+        return pack_state(self._anchor.then(self._log))
 
     def load_state(self, state: bytes) -> None:
         """Restore a `save_state()` snapshot exactly (or a bare SkyEmu state image, one frame late)."""
@@ -310,9 +293,15 @@ class SkyEmuBackend:
             raise SkyEmuStateError(
                 f"savestate was made for another ROM (SHA-1 {checkpoint.rom_sha1}, this ROM {self.rom_sha1})"
             )
-        self._restore(checkpoint)
-        self._anchor = checkpoint
+        anchor = checkpoint.base()
+        self._restore(anchor)
+        self._anchor = anchor
         self._log = []
+        self._replay(list(checkpoint.replay))
+        self._log = list(checkpoint.replay)
+
+    def vet_state(self, state: bytes) -> None:
+        """Nothing to do: SkyEmu runs in its own process, and every request has a deadline."""
 
     def _restore(self, checkpoint: Checkpoint) -> None:
         if checkpoint.kind == "power_on":
@@ -339,6 +328,7 @@ class SkyEmuBackend:
             elif a > 0:
                 self._hold(b)
                 self.client.step(a)
+        self._screen = None
 
     def _checkpoint_step(self, frames: int, buttons: int) -> None:
         """Step, but `/save` before the last frame and make that the new anchor (cuts the log)."""
