@@ -13,6 +13,23 @@ cd "$(dirname "$0")/.."
 mode="${1:-train}"
 PY="${PYTHON:-python}"
 
+# Outside a virtual environment a system Python refuses `pip install` ("externally-managed-
+# environment", PEP 668): then make ./.venv (or reuse it) and install there.
+made_venv=""
+if [ -z "${PYTHON:-}" ]; then
+  command -v "$PY" >/dev/null 2>&1 || PY=python3
+  if "$PY" -c 'import os, sys, sysconfig; sys.exit(not (sys.prefix == sys.base_prefix and "CONDA_PREFIX" not in os.environ and os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))))'; then
+    [ -x .venv/bin/python ] || "$PY" -m venv .venv
+    PY=".venv/bin/python"
+    made_venv=1
+    echo "setup.sh: this Python is managed by the system (PEP 668); installing into ./.venv" >&2
+  fi
+fi
+case "$mode" in
+  train | think | dev) ;;
+  *) echo "unknown mode '$mode': use train, think or dev" >&2; exit 2 ;;
+esac
+
 if [ "$mode" = "dev" ]; then
   pkgs="gcc-arm-none-eabi libnewlib-arm-none-eabi binutils-arm-none-eabi make"
   if ! command -v arm-none-eabi-gcc >/dev/null 2>&1; then
@@ -37,4 +54,8 @@ esac
 
 if [ "$mode" = "dev" ] || [ "$mode" = "think" ]; then
   "$PY" -m metabonk_gym.think.llama_server build
+fi
+
+if [ -n "$made_venv" ]; then
+  echo "setup.sh: installed into ./.venv; activate it first: . .venv/bin/activate" >&2
 fi

@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from metabonk_gym.experts.base import action_index
+from metabonk_gym.experts.base import AgentError, action_index
 
 #: Keyboard key -> GBA button (mGBA's default layout).
 KEY_MAP: dict[str, str] = {
@@ -32,6 +32,41 @@ KEY_MAP: dict[str, str] = {
 }
 
 SCALE = 3
+
+
+def display_problem(environ: dict[str, str] | None = None) -> str | None:
+    """Why a window would be invisible here (None when a display seems to be there): SDL's
+    dummy/offscreen video driver, or on Linux neither DISPLAY nor WAYLAND_DISPLAY set.
+
+    >>> display_problem({"SDL_VIDEODRIVER": "dummy", "DISPLAY": ":0"})
+    'SDL_VIDEODRIVER=dummy draws no window'
+    >>> display_problem({"SDL_VIDEODRIVER": "x11", "DISPLAY": ":0"}) is None
+    True
+    """
+    import os
+    import sys
+
+    env = os.environ if environ is None else environ
+    driver = env.get("SDL_VIDEODRIVER", "").lower()
+    if driver in ("dummy", "offscreen"):
+        return f"SDL_VIDEODRIVER={driver} draws no window"
+    if driver or not sys.platform.startswith("linux"):
+        return None
+    if not env.get("DISPLAY") and not env.get("WAYLAND_DISPLAY"):
+        return "neither DISPLAY nor WAYLAND_DISPLAY is set (no desktop session)"
+    return None
+
+
+def require_display(agent: str = "human") -> None:
+    """`AgentError` when a human would play a window nobody can see (and record no-ops)."""
+    problem = display_problem()
+    if problem is not None:
+        raise AgentError(
+            f"--agent {agent} needs a window you can see, but {problem}; play on a desktop "
+            "(or over ssh -X), or choose --agent scripted, random or a model PATH.zip"
+        )
+
+
 PANEL_WIDTH = 190
 
 

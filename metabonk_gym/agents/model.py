@@ -30,8 +30,8 @@ import numpy as np
 
 from metabonk_gym.experts.base import AgentError
 from metabonk_gym.training.envs import FrameStacker
-from metabonk_gym.training.errors import CheckpointError
 from metabonk_gym.training.rundir import read_model_metadata
+from metabonk_gym.training.safeload import load_ppo, policy_venv
 
 
 def model_config(path: Path, env_id: str | None = None) -> dict[str, Any]:
@@ -63,21 +63,26 @@ class ModelAgent:
         env: the env it acts in, made with `model_env_overrides(path)`; `AgentError` when its
             observation or action space does not fit the model's.
         deterministic: always take the policy's most likely action (default: sample it).
+        trust: load pickled entries of the zip too (`--trust-model`); by default the model is
+            rebuilt from its JSON config and the env without unpickling anything
+            (`metabonk_gym.training.safeload`), and a zip that needs more is refused.
     """
 
-    def __init__(self, path: Path, env: gym.Env, deterministic: bool = False) -> None:
+    def __init__(
+        self, path: Path, env: gym.Env, deterministic: bool = False, trust: bool = False
+    ) -> None:
         import torch
-        from stable_baselines3 import PPO
 
         self.name = str(path)
         self.config = model_config(path)
+        frame_stack = int(self.config.get("frame_stack", 1))
+        venv = policy_venv(env.observation_space, env.action_space, frame_stack)
         try:
-            self.model = PPO.load(path, device="cpu")
-        except Exception as exc:
-            raise CheckpointError(f"cannot load model {path}: {exc}") from exc
+            self.model = load_ppo(path, venv, device="cpu", trust=trust)
+        finally:
+            venv.close()
         torch.set_num_threads(1)
         self.deterministic = deterministic
-        frame_stack = int(self.config.get("frame_stack", 1))
         theirs, ours = self.model.observation_space, env.observation_space
         if isinstance(ours, gym.spaces.Dict):
             if not isinstance(theirs, gym.spaces.Dict) or set(theirs.spaces) != set(ours.spaces):

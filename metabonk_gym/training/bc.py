@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from metabonk_gym.training.config import TrainConfig, config_to_yaml, resolve_config
@@ -30,28 +29,7 @@ from metabonk_gym.training.envs import convert_frames, probe_env, stack_episode,
 from metabonk_gym.training.errors import DatasetError
 from metabonk_gym.training.ppo import TrainResult
 from metabonk_gym.training.rundir import RunDir, model_metadata, save_model
-
-
-class SpacesEnv(gym.Env):
-    """An env that only has spaces: lets SB3 build a policy without starting an emulator.
-
-    Args:
-        observation_space: the observations the policy will see (after frame stacking).
-        action_space: the env's actions.
-    """
-
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
-        self.observation_space = observation_space
-        self.action_space = action_space
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        super().reset(seed=seed)
-        return self.observation_space.sample(), {}
-
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        return self.observation_space.sample(), 0.0, True, False, {}
+from metabonk_gym.training.safeload import SpacesEnv
 
 
 def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:

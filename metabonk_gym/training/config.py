@@ -155,6 +155,24 @@ class TrainConfig:
 
 
 FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+_INF = float("inf")
+#: Number keys with bounds: (low, high, low excluded). Rates and clips must be positive (a
+#: negative learning rate would train the policy away from its rewards).
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "learning_rate": (0.0, _INF, True),
+    "bc_learning_rate": (0.0, _INF, True),
+    "clip_range": (0.0, _INF, True),
+    "max_grad_norm": (0.0, _INF, True),
+    "target_kl": (0.0, _INF, True),
+    "gamma": (0.0, 1.0, False),
+    "gae_lambda": (0.0, 1.0, False),
+    "ent_coef": (0.0, _INF, False),
+    "vf_coef": (0.0, _INF, False),
+    "bc_ent_coef": (0.0, _INF, False),
+    "bc_value_coef": (0.0, _INF, False),
+    "sticky_action_prob": (0.0, 1.0, False),
+}
 _HINTS = typing.get_type_hints(TrainConfig)
 
 #: The policies each obs_type takes unless the game's defaults.yaml says otherwise (`policies:`).
@@ -225,9 +243,25 @@ def validate(data: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
         "frame_stack",
         "torch_threads",
         "base_port",
+        "total_steps",
+        "features_dim",
+        "win_window",
+        "bc_epochs",
+        "bc_batch_size",
     ):
         if key in out and out[key] < 1:
             raise ConfigError(f"config key {key!r} must be >= 1, not {out[key]} [{source}]")
+    for key, (low, high, low_open) in RANGES.items():
+        value = out.get(key)
+        if value is None:
+            continue
+        if value < low or value > high or (low_open and value == low):
+            bound = f"> {low}" if low_open else f">= {low}"
+            limit = f"{bound} and <= {high}" if high != float("inf") else bound
+            raise ConfigError(
+                f"config key {key!r} must be {limit}, not {value} (e.g. --set {key}="
+                f"{FIELDS[key].default}) [{source}]"
+            )
     if out.get("goal") is not None:
         check_goal(out["goal"], source)
     if out.get("shaping") is not None:
@@ -237,7 +271,6 @@ def validate(data: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
                 f"shaping takes position, targets, weight and absent, not {sorted(extra)} [{source}]"
             )
     for key in (
-        "total_steps",
         "checkpoint_every",
         "video_every",
         "keep_checkpoints",

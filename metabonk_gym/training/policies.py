@@ -76,7 +76,8 @@ def learning_rate(cfg: TrainConfig) -> Any:
 
 
 class LinearSchedule:
-    """Picklable linear schedule (SB3 saves schedules with cloudpickle).
+    """Picklable linear schedule (SB3 saves schedules with cloudpickle; loading rebuilds it from
+    the config instead of unpickling it: `metabonk_gym.training.safeload`).
 
     Args:
         start: the rate at the start of training (progress remaining 1), falling to 0 at the end.

@@ -12,7 +12,10 @@ the one learn loop (callbacks, checkpoints, Ctrl-C save); curricula run it per s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +29,10 @@ from metabonk_gym.training.config import (
     resolve_config,
 )
 from metabonk_gym.training.envs import close_venv, make_train_venv, probe_env
-from metabonk_gym.training.errors import CheckpointError, ConfigError, RunDirError
+from metabonk_gym.training.errors import ConfigError, RunDirError
+from metabonk_gym.training.faults import TrainingFailed, fault_cause, is_disk_full
 from metabonk_gym.training.rundir import RunDir, model_metadata, read_model_metadata, save_model
+from metabonk_gym.training.safeload import load_policy_params, load_ppo
 from metabonk_gym.training.video import tensorboard_writer
 
 if TYPE_CHECKING:
@@ -97,23 +102,6 @@ def check_compatible(
         raise ConfigError(f"{model_path} was trained on {their_env}, not {env_id}")
 
 
-def load_policy_params(path: Path, action_n: int | None) -> dict[str, Any]:
-    """The policy weights of a model zip, checked against the env's number of actions."""
-    from stable_baselines3.common.save_util import load_from_zip_file
-
-    try:
-        data, params, _ = load_from_zip_file(path, device="cpu")
-    except Exception as exc:  # torch and SB3 raise many kinds for a damaged file
-        raise CheckpointError(f"cannot load model {path}: {exc}") from exc
-    space = (data or {}).get("action_space")
-    if action_n is not None and space is not None and getattr(space, "n", action_n) != action_n:
-        raise CheckpointError(
-            f"{path} has {space.n} actions but the env has {action_n}; it was trained for another game "
-            "or action set"
-        )
-    return params
-
-
 def _tensorboard_logger(run: RunDir) -> Any:
     from stable_baselines3.common.logger import configure
 
@@ -138,11 +126,16 @@ def train_ppo(
     init_from: str | Path | None = None,
     progress: bool = False,
     callbacks: Sequence[Any] = (),
+    trust_model: bool = False,
+    progress_every_s: float = 30.0,
 ) -> TrainResult:
     """Train (or continue) a PPO run in `run_dir`; see the module docstring.
 
     `overrides` are config keys (flags); `callbacks` are extra SB3 callbacks. Ctrl-C
-    (KeyboardInterrupt) saves a checkpoint and model.zip and returns `interrupted=True`.
+    (KeyboardInterrupt) saves a checkpoint and model.zip and returns `interrupted=True`. A dead
+    env worker, a game gone or a full disk saves a checkpoint when it can, marks `run.json`
+    failed and raises `TrainingFailed`. Model files are loaded without unpickling anything
+    unless `trust_model` (`metabonk_gym.training.safeload`).
     """
 
     run = RunDir(Path(run_dir))
@@ -153,6 +146,9 @@ def train_ppo(
         if init_from is not None:
             raise ConfigError("--resume continues a run from its own checkpoints; drop --init-from")
         run.check_resumable()
+        stale = run.check_not_running()
+        if stale is not None:
+            logging.getLogger(__name__).warning(stale)
         stored_env = run.read_state().get("env_id")
         if stored_env and stored_env.split(":")[-1] != env_id.split(":")[-1]:
             raise RunDirError(f"{run.path} is a run on {stored_env}, not {env_id}")
@@ -186,7 +182,9 @@ def train_ppo(
     if init_from is not None:
         init_path = Path(init_from).expanduser()
         check_compatible(init_path, read_model_metadata(init_path), cfg, env_id)
-        init_params = load_policy_params(init_path, getattr(action_space, "n", None))
+        init_params = load_policy_params(
+            init_path, getattr(action_space, "n", None), trust=trust_model
+        )
 
     existed = run.path.exists()
     run.path.mkdir(parents=True, exist_ok=True)
@@ -195,8 +193,10 @@ def train_ppo(
         env_id=env_id,
         algo="ppo",
         status="running",
+        error=None,
         total_steps=cfg.total_steps,
         init_from=str(init_from) if init_from else run.read_state().get("init_from"),
+        **run.owner(),
     )
     try:
         return _learn(
@@ -209,10 +209,17 @@ def train_ppo(
             progress,
             callbacks,
             init_from=str(init_from) if init_from else None,
+            trust_model=trust_model,
+            progress_every_s=progress_every_s,
         )
-    except Exception:
+    except TrainingFailed:
+        raise
+    except Exception as exc:
         if not resume:
             run.discard_new(existed)
+        if run.state_file.is_file():
+            with contextlib.suppress(OSError):
+                run.write_state(status="failed", error=f"{type(exc).__name__}: {exc}", pid=None)
         raise
 
 
@@ -221,18 +228,14 @@ def load_or_make(
     venv: Any,
     resume_from: Path | None = None,
     init_params: dict[str, Any] | None = None,
+    trust: bool = False,
 ) -> Any:
-    """The PPO model of a run: loaded from `resume_from`, else new per `cfg` (with the policy
-    weights `init_params` when given)."""
-    from stable_baselines3 import PPO
-
+    """The PPO model of a run: loaded from `resume_from` (unpickling nothing unless `trust`),
+    else new per `cfg` (with the policy weights `init_params` when given)."""
     from metabonk_gym.training.policies import make_ppo
 
     if resume_from is not None:
-        try:
-            return PPO.load(resume_from, env=venv, device=cfg.device)
-        except Exception as exc:  # torch and SB3 raise many kinds for a damaged file
-            raise CheckpointError(f"cannot resume from {resume_from}: {exc}") from exc
+        return load_ppo(resume_from, venv, cfg, device=cfg.device, trust=trust)
     model = make_ppo(cfg, venv)
     if init_params is not None:
         model.policy.load_state_dict(init_params["policy"])
@@ -251,8 +254,10 @@ class LearnLoop:
         info_names: the env's info variables, logged as `game/<name>` at episode end.
         metadata: the metabonk metadata saved with each checkpoint.
         stats: episode statistics shared with the caller (cleared by it between stages).
-        progress: show a rich progress bar.
+        progress: show progress: a rich bar on a terminal, else a line every
+            `progress_every_s` seconds (logs, pipes, nohup).
         extra: callbacks added to every `learn` call (e.g. the caller's own).
+        progress_every_s: seconds between progress lines when stdout is not a terminal.
     """
 
     run: RunDir
@@ -262,6 +267,7 @@ class LearnLoop:
     stats: EpisodeStats
     progress: bool = False
     extra: Sequence[Any] = ()
+    progress_every_s: float = 30.0
 
     def learn(
         self,
@@ -279,6 +285,7 @@ class LearnLoop:
         from metabonk_gym.training.callbacks import (
             CheckpointCallback,
             GameStatsCallback,
+            LineProgressCallback,
             RichProgressCallback,
             ThinkScalarsCallback,
             VideoCallback,
@@ -299,9 +306,13 @@ class LearnLoop:
             cbs.append(
                 VideoCallback(cfg.video_every, cfg.video_length, self.run, fps=60.0 / cfg.frameskip)
             )
-        bar = None
+        bar: Any = None
         if self.progress:
-            bar = RichProgressCallback(int(model.num_timesteps) + steps, self.stats, label)
+            total = int(model.num_timesteps) + steps
+            if sys.stdout.isatty():
+                bar = RichProgressCallback(total, self.stats, label)
+            else:  # a log or a pipe: a line every progress_every_s seconds
+                bar = LineProgressCallback(total, self.stats, label, self.progress_every_s)
             cbs.append(bar)
         cbs.extend(self.extra)
         try:
@@ -311,10 +322,44 @@ class LearnLoop:
         except KeyboardInterrupt:
             checkpoint.save_now(model)
             return True
+        except Exception as exc:
+            cause = fault_cause(exc)
+            if cause is None:
+                raise
+            save = None if is_disk_full(exc) else checkpoint.save_now
+            raise self.stopped(model, cause, save) from exc
         finally:
             if bar is not None:
                 bar._on_training_end()
         return False
+
+    def stopped(
+        self, model: Any, cause: str, save: Callable[[Any], str] | None = None
+    ) -> TrainingFailed:
+        """After a fault: save a checkpoint (the weights are whole: a fault strikes while
+        collecting a rollout or writing a file, not mid-update), mark `run.json` failed, and
+        return the one-line error naming the cause, the checkpoint and `--resume`."""
+        steps = int(model.num_timesteps)
+        saved = None
+        if save is not None:
+            try:
+                saved = save(model)
+            except Exception as exc:  # e.g. the disk filled up too
+                cause = f"{cause}; saving a checkpoint failed too ({exc})"
+        last = self.run.list_checkpoints()
+        if saved is not None:
+            kept = f"checkpoint saved: {saved}"
+        elif last:
+            kept = f"last good checkpoint: {last[-1][1]} ({last[-1][0]} steps)"
+        else:
+            kept = "no checkpoint was saved yet"
+        message = (
+            f"training stopped at step {steps}: {cause}; {kept}; fix the cause and continue "
+            f"with the same command plus --resume (run directory {self.run.path})"
+        )
+        with contextlib.suppress(OSError):  # a full disk may refuse run.json too
+            self.run.write_state(status="failed", error=message, pid=None)
+        return TrainingFailed(message)
 
 
 def _learn(
@@ -327,6 +372,8 @@ def _learn(
     progress: bool,
     extra_callbacks: Sequence[Any],
     init_from: str | None = None,
+    trust_model: bool = False,
+    progress_every_s: float = 30.0,
 ) -> TrainResult:
     import torch
 
@@ -336,7 +383,7 @@ def _learn(
     venv = make_train_venv(env_id, cfg)
     logger = None
     try:
-        model = load_or_make(cfg, venv, resume_from, init_params)
+        model = load_or_make(cfg, venv, resume_from, init_params, trust=trust_model)
         logger = _tensorboard_logger(run)
         model.set_logger(logger)
         if resume_from is None:
@@ -346,15 +393,23 @@ def _learn(
             return model_metadata(env_id, "ppo", cfg.to_dict(), init_from=init_from)
 
         stats = EpisodeStats(window=cfg.win_window)
-        loop = LearnLoop(run, cfg, info_names, metadata, stats, progress, extra_callbacks)
+        loop = LearnLoop(
+            run, cfg, info_names, metadata, stats, progress, extra_callbacks, progress_every_s
+        )
         interrupted = loop.learn(
             model,
             cfg.total_steps - model.num_timesteps,
             reset=resume_from is None,
             label=f"PPO {env_id.split('/')[-1]}",
         )
-        save_model(model, run.model, metadata())
+        try:
+            save_model(model, run.model, metadata())
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            raise loop.stopped(model, str(fault_cause(exc))) from exc
         run.write_state(
+            pid=None,
             status="interrupted" if interrupted else "finished",
             num_timesteps=model.num_timesteps,
             episodes=stats.episodes,

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import socket
 import time
 import zipfile
 from dataclasses import dataclass
@@ -86,6 +88,25 @@ def read_model_metadata(path: Path) -> dict[str, Any]:
     return meta
 
 
+def _start_time(pid: int | None) -> int | None:
+    """A process's start time in clock ticks since boot (Linux `/proc`; None elsewhere or when
+    it does not exist), so a reused pid is not taken for the run's trainer."""
+    try:
+        stat = Path(f"/proc/{pid if pid is not None else os.getpid()}/stat").read_text()
+    except OSError:
+        if pid is None:
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return 0
+        return 0
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])  # a zombie has ended
+
+
 @dataclass
 class RunDir:
     """The files of one run; creating and resuming check before they write."""
@@ -146,6 +167,32 @@ class RunDir:
             raise RunDirError(
                 f"cannot resume: {self.path} has no config.yaml, so it is not a metabonk run directory"
             )
+
+    def owner(self) -> dict[str, Any]:
+        """Who trains this run now, for `run.json`: this process's pid, host and start time."""
+        return {"pid": os.getpid(), "host": socket.gethostname(), "pid_start": _start_time(None)}
+
+    def check_not_running(self) -> str | None:
+        """Before a resume: `RunDirError` when `run.json` says the run is being trained by a live
+        process on this machine; a note when it says "running" but that process is gone (it was
+        killed: the status is stale and the run resumes from its newest checkpoint)."""
+        state = self.read_state()
+        if state.get("status") != "running":
+            return None
+        pid, host = state.get("pid"), state.get("host")
+        if isinstance(pid, int) and pid != os.getpid() and host == socket.gethostname():
+            started, stored = _start_time(pid), state.get("pid_start")
+            if started is not None and (stored is None or started == stored):
+                raise RunDirError(
+                    f"{self.path} is being trained right now by process {pid} (run.json); stop it "
+                    "first (Ctrl-C or `kill` saves a checkpoint), then --resume"
+                )
+        note = (
+            f"{self.state_file} said 'running' but its process ({pid}) is gone: the run was "
+            "killed; resuming from its newest checkpoint"
+        )
+        self.write_state(status="killed", stale=True)
+        return note
 
     def discard_new(self, existed: bool) -> None:
         """Undo a new run that failed before saving any model: remove what it created (the
