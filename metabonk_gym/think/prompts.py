@@ -151,6 +151,8 @@ class PromptBuilder:
         max_tokens: the most tokens an answer may have (the request's limit).
         history_len: how many past directives, with their outcomes, the prompt lists.
         strip: take the picture from a `TemporalStrip` when the view has one (async mode).
+        sections: more `GameView` -> text callables whose text goes after the spatial lines
+            (e.g. the long-term memory's `prompt_section`); empty text is left out.
     """
 
     def __init__(
@@ -162,8 +164,10 @@ class PromptBuilder:
         max_tokens: int = 256,
         history_len: int = 4,
         strip: bool = False,
+        sections: Sequence[Callable[[GameView], str | None]] = (),
     ) -> None:
         self.adapter = adapter
+        self.sections = list(sections)
         self.system = system_prompt(adapter, game_card)
         self.schema = adapter.spec.schema()
         self._text_map = text_map or adapter.text_map
@@ -189,9 +193,23 @@ class PromptBuilder:
         strip: bool = False,
         max_tokens: int = 256,
     ) -> PromptBuilder:
-        """The builder for `env`: games without an adapter map get the wrappers' screen map."""
+        """The builder for `env`: games without an adapter map get the wrappers' screen map;
+        a layer of the stack with a `prompt_section(view)` (the `Memory` wrapper) adds its text."""
         text_map = screen_text_map(env) if type(adapter) is GameAdapter else None
-        return cls(adapter, game_card, text_map=text_map, max_tokens=max_tokens, strip=strip)
+        sections = []
+        layer = env
+        while layer is not None:
+            if callable(getattr(type(layer), "prompt_section", None)):
+                sections.append(layer.prompt_section)
+            layer = getattr(layer, "env", None)
+        return cls(
+            adapter,
+            game_card,
+            text_map=text_map,
+            max_tokens=max_tokens,
+            strip=strip,
+            sections=sections,
+        )
 
     def user_text(
         self, view: GameView, history: Sequence[HistoryItem], trigger: str, note: str | None = None
@@ -208,6 +226,10 @@ class PromptBuilder:
         spatial = self.adapter.spatial(view)
         if spatial:
             parts.append("## Where things are\n" + "\n".join(spatial))
+        for section in self.sections:
+            extra = section(view)
+            if extra:
+                parts.append(extra)
         recent = list(history)[-self.history_len :]
         if recent:
             parts.append("## Your last directives\n" + "\n".join(h.line() for h in recent))
