@@ -14,10 +14,12 @@ from metabonk_gym.cli.train import (
     ENV_KWARG_OPTION,
     INTEGRATION_OPTION,
     ROM_OPTION,
+    TRUST_MODEL_OPTION,
     env_options,
     guarded,
     overrides_from,
     parse_agent_options,
+    trust_kwargs,
 )
 from rich.console import Console
 from rich.table import Table
@@ -98,9 +100,10 @@ def play_command(
     set_options: list[str] | None = typer.Option(
         None, "--set", help="Any config key: --set obs_type=rgb."
     ),
+    trust_model: bool = TRUST_MODEL_OPTION,
 ) -> None:
     """Play ENV: a human in a window (the key map is shown), or an agent, headless or watched."""
-    agent_kwargs = parse_agent_options(agent_opt)
+    agent_kwargs = parse_agent_options(agent_opt) | trust_kwargs(agent, trust_model)
     if model is not None:
         agent_kwargs["model_path"] = model
     if mmproj is not None:
@@ -146,6 +149,7 @@ def play_command(
             overrides=flags,
             window=window,
             agent_kwargs=agent_kwargs,
+            require_display=True,
         )
     )
     _report(result)
@@ -180,6 +184,10 @@ def record_command(
     rom: Path | None = ROM_OPTION,
     env_kwarg: list[str] | None = ENV_KWARG_OPTION,
     set_options: list[str] | None = typer.Option(None, "--set", help="Any config key."),
+    trust_model: bool = TRUST_MODEL_OPTION,
+    video: Path | None = typer.Option(
+        None, "--video", help="Also write each episode as an mp4 into this folder."
+    ),
 ) -> None:
     """Record demonstrations as a Minari dataset (observations, actions, rewards, ends, infos)."""
     flags = overrides_from(
@@ -201,8 +209,10 @@ def record_command(
             config_file=config,
             overrides=flags,
             window=window,
-            agent_kwargs=parse_agent_options(agent_opt),
+            agent_kwargs=parse_agent_options(agent_opt) | trust_kwargs(agent, trust_model),
             noise=noise,
+            require_display=True,
+            video_dir=video,
         )
     )
     _report(result)

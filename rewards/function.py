@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import numbers
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -72,7 +74,31 @@ def terms_from_dict(spec: Mapping[str, Any]) -> dict[str, RewardTerm]:
             ) from None
         except (TypeError, ValueError) as exc:
             raise RewardSpecError(f"reward term {name!r}: {exc}") from exc
+        _check_numbers(name, terms[name])
     return terms
+
+
+def _check_numbers(name: str, term: RewardTerm) -> None:
+    """Refuse a term whose numeric fields (weight, reference, ...) hold anything but numbers, at
+    build time rather than at the first step.
+
+    >>> from metabonk_gym.rewards.terms import Delta
+    >>> _check_numbers("score", Delta("score", weight="abc"))
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.errors.RewardSpecError: reward term 'score': weight must be a number, not 'abc'
+    """
+    for spec in dataclasses.fields(term):  # type: ignore[arg-type]
+        kind = str(spec.type)
+        if spec.name.startswith("_") or kind not in ("float", "int", "float | None"):
+            continue
+        value = getattr(term, spec.name)
+        if value is None and kind == "float | None":
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
+            raise RewardSpecError(
+                f"reward term {name!r}: {spec.name} must be a number, not {value!r}"
+            )
 
 
 def terms_from_scenario(scenario: Mapping[str, Any]) -> dict[str, RewardTerm]:

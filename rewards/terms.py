@@ -273,6 +273,43 @@ class ScenarioVariable(RewardTerm):
         return value * self.reward if value > 0 else value * self.penalty
 
 
+@dataclass
+class Learned(RewardTerm):
+    """`weight` x the change of a learned progress score of the screen (`model`: a reward model
+    of `metabonk train reward`). The env's screen and the model are bound by
+    `metabonk_gym.video.bind.bind_learned_terms(env)`; the first step of an episode gives 0.
+
+    >>> Learned("reward_model").bind(lambda: 0, lambda frame: 2.0)({}, {})
+    0.0
+    """
+
+    model: str
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        self._screen: Callable[[], Any] | None = None
+        self._score: Callable[[Any], float] | None = None
+        self._last: float | None = None
+
+    def bind(self, screen: Callable[[], Any], score: Callable[[Any], float]) -> Learned:
+        """Where the current screen comes from, and the model's score of a screen."""
+        self._screen, self._score = screen, score
+        return self
+
+    def reset(self, current: Vars) -> None:
+        self._last = None
+
+    def __call__(self, previous: Vars, current: Vars) -> float:
+        if self._screen is None or self._score is None:
+            raise RuntimeError(
+                f"reward term 'learned' ({self.model}) has no screen: call "
+                "metabonk_gym.video.bind.bind_learned_terms(env) after making the env"
+            )
+        now = float(self._score(self._screen()))
+        last, self._last = self._last, now
+        return 0.0 if last is None else self.weight * (now - last)
+
+
 TERM_TYPES: dict[str, type[RewardTerm]] = {
     "delta": Delta,
     "fraction_delta": FractionDelta,
@@ -282,4 +319,5 @@ TERM_TYPES: dict[str, type[RewardTerm]] = {
     "time_penalty": TimePenalty,
     "novelty": Novelty,
     "scenario": ScenarioVariable,
+    "learned": Learned,
 }

@@ -21,12 +21,14 @@ from typing import Any
 
 from metabonk_gym.agents.episode import episode_config
 from metabonk_gym.agents.human import PlayWindow
+from metabonk_gym.agents.human import require_display as check_display
 from metabonk_gym.agents.registry import make_agent
 from metabonk_gym.experts.base import close_agent
 from metabonk_gym.training.datasets import DatasetWriter, check_dataset_id
 from metabonk_gym.training.envs import make_env
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.rollout import EpisodeResult, Trajectory, run_episode
+from metabonk_gym.training.video import Mp4Stream
 
 
 @dataclass
@@ -89,14 +91,21 @@ def play(
     stop: Callable[[], bool] | None = None,
     agent_kwargs: Mapping[str, Any] | None = None,
     noise: float = 0.0,
+    require_display: bool = False,
+    video_dir: str | Path | None = None,
 ) -> RecordResult:
     """Play `episodes` episodes of `agent` ("human", "random", "scripted", "think", PATH.zip).
+
+    `require_display` (the CLI sets it): a human with no display to see the window is refused
+    with `AgentError` instead of recording an invisible game's no-ops (tests drive a human
+    through SDL's dummy driver and posted key events, so the library default allows it).
 
     `window` shows a pygame window (always for "human"); `dataset_id` records a Minari dataset.
     Episode i uses reset seed `seed + i`. `stop()` returning True ends play like a closed window.
     `agent_kwargs` go to the agent's factory (e.g. `model_path` for "think"). `noise` replaces that
     fraction of actions by random ones (DART); datasets keep the agent's choices in
-    `infos["expert_action"]`, which `train bc` learns.
+    `infos["expert_action"]`, which `train bc` learns. `video_dir` gets one mp4 per episode
+    (`episode_NNNN.mp4`, full-size frames at the env's step rate: what a player would upload).
     """
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, not {episodes}")
@@ -107,6 +116,12 @@ def play(
     cfg = episode_config(env_id, agent, config_file, overrides)
     show = window if window is not None else agent == "human"
     env = make_env(env_id, cfg, render_mode=None)
+    if require_display and agent == "human":
+        try:
+            check_display(agent)
+        except Exception:
+            env.close()
+            raise
     result = RecordResult(dataset_id=dataset_id)
     writer = None
     actor: Any = None
@@ -142,16 +157,36 @@ def play(
         with _graceful_interrupt(flag):
             for i in range(episodes):
                 traj = Trajectory() if writer is not None else None
-                episode = run_episode(
-                    env,
-                    actor,
-                    index=i,
-                    seed=seed + i,
-                    trajectory=traj,
-                    on_frame=on_frame if play_window is not None else None,
-                    should_stop=should_stop,
-                    noise=noise,
+                stream = (
+                    Mp4Stream(
+                        Path(video_dir) / f"episode_{i:04d}.mp4",
+                        env.metadata.get("render_fps", 60) / cfg.frameskip,
+                    )
+                    if video_dir is not None
+                    else None
                 )
+
+                def frame_out(frame: Any, stream: Mp4Stream | None = stream) -> None:
+                    if play_window is not None:
+                        on_frame(frame)
+                    if stream is not None:
+                        stream.add(frame)
+
+                try:
+                    episode = run_episode(
+                        env,
+                        actor,
+                        index=i,
+                        seed=seed + i,
+                        trajectory=traj,
+                        on_frame=frame_out if play_window or stream else None,
+                        should_stop=should_stop,
+                        noise=noise,
+                    )
+                finally:
+                    if stream is not None:
+                        stream.close()
+                        result.messages.append(f"episode {i} video: {stream.path}")
                 result.episodes.append(episode)
                 if on_episode is not None:
                     on_episode(episode)
@@ -216,6 +251,8 @@ def record(
     stop: Callable[[], bool] | None = None,
     agent_kwargs: Mapping[str, Any] | None = None,
     noise: float = 0.0,
+    require_display: bool = False,
+    video_dir: str | Path | None = None,
 ) -> RecordResult:
     """Record `episodes` episodes of `agent` as the Minari dataset `dataset_id`.
 
@@ -237,4 +274,6 @@ def record(
         stop=stop,
         agent_kwargs=agent_kwargs,
         noise=noise,
+        require_display=require_display,
+        video_dir=video_dir,
     )

@@ -1,0 +1,223 @@
+"""`metabonk video to-dataset`, `metabonk train idm|reward`, `metabonk label`, `metabonk bench video`.
+
+A thin typer layer over `metabonk_gym.video`: gameplay videos become a video dataset, an inverse
+dynamics model learns actions from Minari datasets that have them, `label` writes a Minari
+dataset of a video dataset with the IDM's actions (docs/video.md). `idm` and `reward` mount on
+the `train` group and `video` on the `bench` group, so this module is the only one to edit.
+
+>>> sorted(c.name for c in video_app.registered_commands)
+['to-dataset']
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from metabonk_gym.cli.bench import bench_app
+from metabonk_gym.cli.train import train_app
+from rich.console import Console
+
+from metabonk_gym.utils import atomic_write_text
+from metabonk_gym.video.dataset import to_dataset
+from metabonk_gym.video.idm import train_idm
+from metabonk_gym.video.label import label
+from metabonk_gym.video.reward import train_reward_model
+
+console = Console()
+err_console = Console(stderr=True)
+
+video_app = typer.Typer(
+    help="Gameplay videos: turn them into datasets at the env's step rate and screen.",
+    no_args_is_help=True,
+)
+
+
+def _print(data: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        console.print_json(json.dumps(data, default=str))
+        return
+    for key, value in data.items():
+        if key == "confusion":
+            continue
+        shown = f"{value:.3f}" if isinstance(value, float) else value
+        console.print(f"{key}: {shown}")
+
+
+@video_app.command("to-dataset")
+def to_dataset_command(
+    videos: list[Path] = typer.Argument(..., help="Video files (mp4, webm, ...) or frame folders."),
+    env_id: str = typer.Option(..., "--env", help="The env whose game the videos show."),
+    out: Path = typer.Option(..., "--out", help="New folder for the video dataset."),
+    crop: str | None = typer.Option(
+        None, "--crop", help="x,y,w,h of the game's window in the video (pixels)."
+    ),
+    fps: float | None = typer.Option(
+        None,
+        "--fps",
+        help="Frame rate of the videos (default: the file's; frame folders: the env's step rate).",
+    ),
+    check: bool = typer.Option(
+        True, "--check/--no-check", help="Compare the videos' colours with the real env's."
+    ),
+    max_steps: int = typer.Option(20_000, "--max-steps", help="Most steps kept of one video."),
+    as_json: bool = typer.Option(False, "--json", help="Print the index as JSON."),
+) -> None:
+    """Videos of ENV's game -> frames at the env's step rate and screen size, with index.json."""
+    dataset = to_dataset(
+        videos,
+        env_id,
+        out,
+        crop=crop,
+        fps=fps,
+        check=check,
+        max_steps=max_steps,
+        log=err_console.print,
+    )
+    if as_json:
+        console.print_json(json.dumps(dataset.index))
+    else:
+        console.print(
+            f"video dataset {dataset.path}: {len(dataset)} videos, {dataset.steps} steps of {dataset.game}"
+        )
+
+
+def idm_command(
+    datasets: list[str] = typer.Argument(..., help="Minari dataset ids with actions."),
+    out: Path = typer.Option(..., "--out", help="New folder for idm.pt, idm.json, tensorboard/."),
+    window: int = typer.Option(1, "--window", help="k: each step sees frames t-k .. t+k+1."),
+    epochs: int = typer.Option(15, "--epochs", help="Passes over the training episodes."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Minibatch size."),
+    lr: float = typer.Option(2e-3, "--lr", help="Adam learning rate."),
+    obs_type: str | None = typer.Option(None, "--obs-type", help="rgb or grayscale frames."),
+    downscale: int | None = typer.Option(None, "--downscale", help="Frame downscale factor."),
+    val_fraction: float = typer.Option(0.2, "--val-fraction", help="Episodes held out."),
+    augment: bool = typer.Option(True, "--augment/--no-augment", help="Augment frames."),
+    seed: int = typer.Option(0, "--seed", help="Random seed."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """An inverse dynamics model: the action between two frames, from datasets with actions."""
+    result = train_idm(
+        datasets,
+        out,
+        window=window,
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=lr,
+        obs_type=obs_type,
+        downscale=downscale,
+        val_fraction=val_fraction,
+        augment=augment,
+        seed=seed,
+        log=err_console.print,
+    )
+    _print(result.to_dict(), as_json)
+    console.print(f"TensorBoard: tensorboard --logdir {Path(out) / 'tensorboard'}")
+
+
+def reward_command(
+    sources: list[str] = typer.Argument(
+        ..., help="Video dataset folders and/or Minari dataset ids (successful episodes)."
+    ),
+    out: Path = typer.Option(..., "--out", help="New folder for reward_model.pt and .json."),
+    epochs: int = typer.Option(10, "--epochs", help="Epochs of ranked pairs."),
+    pairs: int = typer.Option(2048, "--pairs", help="Frame pairs per epoch."),
+    obs_type: str = typer.Option("grayscale", "--obs-type", help="rgb or grayscale frames."),
+    downscale: int = typer.Option(4, "--downscale", help="Frame downscale factor."),
+    all_episodes: bool = typer.Option(
+        False, "--all-episodes", help="Rank every Minari episode, not only successful ones."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Random seed."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """A progress score of frames by temporal ranking: a `learned` reward term, label rewards."""
+    result = train_reward_model(
+        sources,
+        out,
+        obs_type=obs_type,
+        downscale=downscale,
+        pairs_per_epoch=pairs,
+        epochs=epochs,
+        successful_only=not all_episodes,
+        seed=seed,
+        log=err_console.print,
+    )
+    _print(result.to_dict(), as_json)
+
+
+def label_command(
+    video_dataset: Path = typer.Argument(..., help="A video dataset folder (`video to-dataset`)."),
+    idm: Path = typer.Option(..., "--idm", help="The IDM folder (`train idm`)."),
+    out: str = typer.Option(..., "--out", help="New Minari dataset id, e.g. me/quest-video-v0."),
+    threshold: float = typer.Option(
+        0.6, "--threshold", help="Steps whose confidence is under this are flagged (kept)."
+    ),
+    reward_model: Path | None = typer.Option(
+        None, "--reward-model", help="Rewards from a reward model (`train reward`)."
+    ),
+    obs_type: str | None = typer.Option(
+        None, "--obs-type", help="Stored frames: rgb or grayscale."
+    ),
+    downscale: int | None = typer.Option(None, "--downscale", help="Stored frames' downscale."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Label a video dataset with an IDM's actions into a Minari dataset for `train bc`."""
+    result = label(
+        video_dataset,
+        idm,
+        out,
+        threshold=threshold,
+        obs_type=obs_type,
+        downscale=downscale,
+        reward_model=reward_model,
+        log=err_console.print,
+    )
+    _print(result.to_dict(), as_json)
+
+
+def bench_video(
+    episodes: int | None = typer.Option(
+        None, "--episodes", help="Expert episodes per game (default: 300 BonkQuest, 50 BonkArena)."
+    ),
+    labelled_fraction: float = typer.Option(
+        0.1, "--labelled-fraction", help="Episodes whose actions the IDM trains on."
+    ),
+    epochs: int = typer.Option(15, "--epochs", help="IDM epochs."),
+    bc: bool = typer.Option(True, "--bc/--no-bc", help="Also BC from IDM labels vs true labels."),
+    out: Path | None = typer.Option(None, "--out", help="Write the figures as JSON here."),
+    work: Path | None = typer.Option(None, "--work", help="Keep videos and models here."),
+    noise: float = typer.Option(0.25, "--noise", help="Fraction of the expert's steps random."),
+    game: list[str] | None = typer.Option(
+        None, "--game", help="Env ids (default: BonkQuest and BonkArena), repeatable."
+    ),
+) -> None:
+    """IDM accuracy from expert videos, BC from IDM labels vs true labels, learned reward, speed."""
+    from metabonk_gym.bench.video_speed import GAMES, run
+
+    unknown = [g for g in game or [] if g not in GAMES]
+    if unknown:
+        err_console.print(f"error: --game {unknown[0]}: choose from {', '.join(GAMES)}")
+        raise typer.Exit(2)
+    result = run(
+        games=tuple(game or GAMES),
+        noise=noise,
+        episodes=episodes,
+        labelled_fraction=labelled_fraction,
+        epochs=epochs,
+        bc=bc,
+        work=work,
+        log=err_console.print,
+    )
+    console.print_json(json.dumps(result, default=str))
+    if out is not None:
+        atomic_write_text(out, json.dumps(result, indent=2, default=str))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(video_app, name="video")
+    app.command("label")(label_command)
+    train_app.command("idm")(idm_command)
+    train_app.command("reward")(reward_command)
+    bench_app.command("video")(bench_video)

@@ -1,0 +1,414 @@
+"""`train_idm`: an inverse dynamics model from Minari datasets with actions; `Idm` to apply it.
+
+The model (`metabonk_gym.video.model.IdmNet`) sees frames t-k .. t+k+1 of an episode and predicts
+the action taken between frames t and t+1. Frames are converted from each dataset's recording
+(obs_type, downscale) to the IDM's with `convert_frames` (full-size RGB recordings convert to
+anything). Held-out episodes (never seen in training) give the figures: per-step accuracy, per
+action and per button accuracy, a confusion matrix, and accuracy apart on steps where the screen
+moved and on steps where the true action was the no-op, so a model that always says no-op shows.
+Augmentations: brightness/contrast jitter, pixel noise and a one-pixel shift of the whole window
+(what a re-encoded video does to frames). TensorBoard: `idm/loss`, `idm/train_accuracy`,
+`idm/val_accuracy`, `idm/val_accuracy_moving` per epoch.
+
+>>> button_accuracy(np.array([1, 3]), np.array([1, 0]), ("noop", "UP", "DOWN", "UP+LEFT"))
+{'UP': 0.5, 'DOWN': 1.0, 'LEFT': 0.5}
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from metabonk_gym.registration import env_traits, short_id
+from metabonk_gym.training.datasets import dataset_env_kwargs, load_dataset
+from metabonk_gym.training.envs import convert_frames
+from metabonk_gym.training.errors import DatasetError
+from metabonk_gym.video.envfacts import env_facts
+from metabonk_gym.video.errors import ModelFileError
+from metabonk_gym.video.frames import Windows
+
+IDM_NAME = "idm"
+Log = Callable[[str], None]
+
+
+def button_accuracy(
+    predicted: np.ndarray, true: np.ndarray, names: Sequence[str]
+) -> dict[str, float]:
+    """Per button: the fraction of steps where predicted and true actions agree on pressing it
+    (action names are buttons joined by "+")."""
+    buttons: list[str] = []
+    for name in names:
+        for b in name.split("+"):
+            if b != "noop" and b not in buttons:
+                buttons.append(b)
+    sets = [set(n.split("+")) for n in names]
+    out = {}
+    for b in buttons:
+        has = np.array([b in s for s in sets])
+        out[b] = float(np.mean(has[predicted] == has[true])) if len(true) else float("nan")
+    return out
+
+
+@dataclass
+class IdmData:
+    """Frames and actions of episodes for the IDM (see `load_idm_data`).
+
+    Args:
+        env_id: the env the episodes were played on.
+        obs_type: the IDM's frames: "rgb" or "grayscale".
+        downscale: the IDM's frames' downscale factor.
+        action_n: actions of the Discrete action space.
+        episodes: per episode (frames (T+1, H, W, C) uint8, actions (T,) int64).
+        sources: dataset id per episode.
+    """
+
+    env_id: str
+    obs_type: str
+    downscale: int
+    action_n: int
+    episodes: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+
+def _source_obs(dataset: Any) -> tuple[str, int]:
+    kwargs = dataset_env_kwargs(dataset)
+    return str(kwargs.get("obs_type", "rgb")), int(kwargs.get("downscale", 1))
+
+
+def load_idm_data(
+    dataset_ids: Sequence[str], obs_type: str | None = None, downscale: int | None = None
+) -> IdmData:
+    """Episodes of Minari datasets with Discrete actions, frames converted to one obs spec.
+
+    The IDM's obs spec defaults to the first dataset's, or RGB downscale 2 for full-size RGB
+    recordings: at downscale 4 a GBA sprite's facing is lost (BonkQuest's held-out accuracy was
+    0.77 there, 0.89 at 2, on the same 40 episodes), and in grayscale BonkArena's player looks
+    like its enemies (held-out accuracy 0.2 in grayscale, 0.5 in RGB after 11 epochs on the
+    same 5 episodes).
+    """
+    if not dataset_ids:
+        raise DatasetError("no dataset given: pass one or more Minari dataset ids with actions")
+    data: IdmData | None = None
+    for dataset_id in dataset_ids:
+        if Path(dataset_id).expanduser().is_dir() and (Path(dataset_id) / "index.json").exists():
+            raise DatasetError(
+                f"{dataset_id} is a video dataset (frames without actions); the IDM learns from "
+                "Minari datasets with actions (`metabonk record ENV --agent scripted --dataset "
+                "ID`), then `metabonk label` labels the video dataset"
+            )
+        dataset = load_dataset(dataset_id)
+        env_id = str(dataset_env_kwargs(dataset).get("env_id", ""))
+        if not env_id:
+            raise DatasetError(f"dataset {dataset_id} does not say which env it was recorded on")
+        space = dataset.spec.action_space
+        if not isinstance(space, gym.spaces.Discrete):
+            raise DatasetError(
+                f"dataset {dataset_id} has actions {space}; the IDM predicts Discrete actions"
+            )
+        source = _source_obs(dataset)
+        if source[0] == "state":
+            raise DatasetError(
+                f"dataset {dataset_id} holds state vectors, not frames; record it with "
+                "--set obs_type=rgb --set downscale=1"
+            )
+        if data is None:
+            target = (obs_type or source[0], downscale or source[1])
+            if obs_type is None and downscale is None and source == ("rgb", 1):
+                target = ("rgb", 2)
+            data = IdmData(short_id(env_id), target[0], int(target[1]), int(space.n))
+        elif short_id(env_id) != data.env_id or int(space.n) != data.action_n:
+            raise DatasetError(
+                f"dataset {dataset_id} is of {short_id(env_id)} with {space}, the first dataset of "
+                f"{data.env_id} with Discrete({data.action_n}); train one IDM per env"
+            )
+        before = len(data.episodes)
+        for episode in dataset.iterate_episodes():
+            infos = episode.infos or {}
+            if "idm_confidence" in infos:
+                raise DatasetError(
+                    f"dataset {dataset_id} holds actions inferred by an IDM (`metabonk label`); "
+                    "train the IDM on datasets with the true actions"
+                )
+            actions = np.asarray(episode.actions, dtype=np.int64).reshape(-1)
+            if len(actions) == 0:
+                continue
+            frames = convert_frames(
+                np.asarray(episode.observations), source, (data.obs_type, data.downscale)
+            )
+            data.episodes.append((frames, actions))
+            data.sources.append(dataset_id)
+        if len(data.episodes) == before:
+            raise DatasetError(f"dataset {dataset_id} has no steps with actions")
+    assert data is not None
+    return data
+
+
+def _augment(batch: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Jitter brightness/contrast, add pixel noise, shift the window by up to one pixel."""
+    b = batch.shape[0]
+    x = batch.astype(np.float32)
+    gain = rng.uniform(0.85, 1.15, (b, 1, 1, 1, 1)).astype(np.float32)
+    bias = rng.uniform(-12, 12, (b, 1, 1, 1, 1)).astype(np.float32)
+    x = x * gain + bias + rng.normal(0, 3.0, x.shape).astype(np.float32)
+    for i in np.flatnonzero(rng.random(b) < 0.3):
+        dy, dx = rng.integers(-1, 2, 2)
+        x[i] = np.roll(x[i], (int(dy), int(dx)), axis=(1, 2))
+    return np.clip(x, 0, 255)
+
+
+@dataclass
+class IdmResult:
+    """Where the IDM went and its held-out figures."""
+
+    model_path: Path
+    metrics: dict[str, Any]
+    train_steps: int
+    val_steps: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model_path": str(self.model_path),
+            "train_steps": self.train_steps,
+            "val_steps": self.val_steps,
+            **self.metrics,
+        }
+
+
+def _to_torch(batch: np.ndarray) -> Any:
+    import torch
+
+    return torch.as_tensor(np.ascontiguousarray(batch.transpose(0, 1, 4, 2, 3)))
+
+
+def predict_windows(net: Any, windows: Windows, batch_size: int = 256) -> np.ndarray:
+    """Softmax probabilities (N, n_actions) of every step's window."""
+    import torch
+
+    out = []
+    net.eval()
+    with torch.no_grad():
+        for start in range(0, len(windows), batch_size):
+            rows = np.arange(start, min(start + batch_size, len(windows)))
+            logits = net(_to_torch(windows.batch(rows)))
+            out.append(torch.softmax(logits, dim=1).numpy())
+    return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
+
+
+def evaluate_predictions(
+    predicted: np.ndarray,
+    true: np.ndarray,
+    moving: np.ndarray,
+    names: Sequence[str],
+    noop: int | None,
+) -> dict[str, Any]:
+    """Accuracy overall, on moving/static steps, on no-op/other true actions; per action and
+    button; the confusion matrix (rows true, columns predicted)."""
+    n = len(names)
+
+    def acc(mask: np.ndarray) -> float | None:
+        return float(np.mean(predicted[mask] == true[mask])) if mask.any() else None
+
+    everything = np.ones(len(true), bool)
+    confusion = np.zeros((n, n), np.int64)
+    np.add.at(confusion, (true, predicted), 1)
+    out: dict[str, Any] = {
+        "accuracy": acc(everything),
+        "accuracy_moving": acc(moving),
+        "accuracy_static": acc(~moving),
+        "moving_fraction": float(np.mean(moving)) if len(moving) else None,
+        "per_action": {names[a]: acc(true == a) for a in range(n)},
+        "per_button": button_accuracy(predicted, true, names),
+        "confusion": confusion.tolist(),
+    }
+    if noop is not None:
+        out["accuracy_noop"] = acc(true == noop)
+        out["accuracy_not_noop"] = acc(true != noop)
+        out["noop_fraction"] = float(np.mean(true == noop)) if len(true) else None
+    return out
+
+
+def train_idm(
+    datasets: Sequence[str],
+    out: str | Path,
+    *,
+    window: int = 1,
+    epochs: int = 15,
+    batch_size: int = 64,
+    learning_rate: float = 1e-3,
+    val_fraction: float = 0.2,
+    obs_type: str | None = None,
+    downscale: int | None = None,
+    width: int = 32,
+    augment: bool = True,
+    seed: int = 0,
+    threads: int = 1,
+    log: Log | None = None,
+) -> IdmResult:
+    """Train an IDM on `datasets` (Minari ids with actions) into folder `out` (idm.pt, idm.json,
+    tensorboard/). `window` is k: each step sees frames t-k .. t+k+1."""
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+
+    from metabonk_gym.video.model import IdmNet, save_model_files
+
+    if window < 0:
+        raise DatasetError(f"--window must be >= 0, not {window}")
+    out = Path(out).expanduser()
+    if (out / f"{IDM_NAME}.pt").exists():
+        raise ModelFileError(f"{out} already holds an IDM; pick a new --out folder")
+    data = load_idm_data(datasets, obs_type, downscale)
+    facts = env_facts(data.env_id)
+    if facts.action_n != data.action_n:
+        raise DatasetError(
+            f"the datasets have Discrete({data.action_n}) actions, {data.env_id} has "
+            f"{facts.action_n}; record them again with this version of the game"
+        )
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    order = rng.permutation(len(data.episodes))
+    n_val = max(1, int(round(len(order) * val_fraction))) if len(order) >= 2 else 0
+    n_val = n_val if val_fraction > 0 else 0
+    train_w, val_w = Windows(window), Windows(window)
+    train_y: list[np.ndarray] = []
+    val_y: list[np.ndarray] = []
+    for rank, e in enumerate(order):
+        frames, actions = data.episodes[e]
+        (val_w if rank < n_val else train_w).add(frames)
+        (val_y if rank < n_val else train_y).append(actions)
+    train_w.build()
+    y = np.concatenate(train_y)
+    if n_val:
+        val_w.build()
+        yv = np.concatenate(val_y)
+    frame_shape = train_w.frames.shape[1:]
+    net = IdmNet(2 * window + 2, int(frame_shape[-1]), data.action_n, width=width)
+    optimizer = torch.optim.Adam(net.parameters(), lr=learning_rate)
+    out.mkdir(parents=True, exist_ok=True)
+    writer = SummaryWriter(str(out / "tensorboard"))
+    started = time.monotonic()
+    metrics: dict[str, Any] = {}
+    try:
+        for epoch in range(epochs):
+            net.train()
+            perm = rng.permutation(len(train_w))
+            loss_sum, hits, count = 0.0, 0, 0
+            for start in range(0, len(perm), batch_size):
+                rows = perm[start : start + batch_size]
+                batch = train_w.batch(rows)
+                x = _augment(batch, rng) if augment else batch.astype(np.float32)
+                logits = net(_to_torch(x))
+                target = torch.as_tensor(y[rows])
+                loss = torch.nn.functional.cross_entropy(logits, target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                loss_sum += loss.item() * len(rows)
+                hits += int((logits.argmax(1) == target).sum())
+                count += len(rows)
+            writer.add_scalar("idm/loss", loss_sum / max(count, 1), epoch + 1)
+            writer.add_scalar("idm/train_accuracy", hits / max(count, 1), epoch + 1)
+            line = f"epoch {epoch + 1}/{epochs}: loss {loss_sum / max(count, 1):.3f} train {hits / max(count, 1):.3f}"
+            if n_val:
+                pred = predict_windows(net, val_w).argmax(1)
+                metrics = evaluate_predictions(
+                    pred, yv, val_w.moving(), facts.action_names, facts.noop
+                )
+                writer.add_scalar("idm/val_accuracy", metrics["accuracy"], epoch + 1)
+                if metrics["accuracy_moving"] is not None:
+                    writer.add_scalar(
+                        "idm/val_accuracy_moving", metrics["accuracy_moving"], epoch + 1
+                    )
+                line += f" held-out {metrics['accuracy']:.3f}"
+            if log is not None:
+                log(line)
+        writer.flush()
+    finally:
+        writer.close()
+    metrics["train_seconds"] = round(time.monotonic() - started, 2)
+    val_steps = int(len(val_w)) if n_val else 0
+    meta = {
+        "kind": "idm",
+        "game": env_traits(data.env_id).game or data.env_id,
+        "env_id": data.env_id,
+        "obs": {
+            "obs_type": data.obs_type,
+            "downscale": data.downscale,
+            "shape": [int(v) for v in frame_shape],
+        },
+        "frameskip": facts.frameskip,
+        "action_space": {"type": "Discrete", "n": data.action_n},
+        "action_names": list(facts.action_names),
+        "noop": facts.noop,
+        "window": window,
+        "width": width,
+        "datasets": list(datasets),
+        "train_steps": int(len(train_w)),
+        "val_steps": val_steps,
+        "metrics": metrics,
+    }
+    path = save_model_files(out / IDM_NAME, net, meta)
+    return IdmResult(path, metrics, int(len(train_w)), val_steps)
+
+
+class Idm:
+    """A trained IDM loaded from its files (weights only), checked against an env's game.
+
+    Args:
+        path: the IDM folder (`train_idm`'s `out`), or its .pt/.json path.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        from metabonk_gym.video.model import IdmNet, load_state, read_metadata
+
+        self.meta = read_metadata(path, IDM_NAME, "idm")
+        try:
+            self.window = int(self.meta["window"])
+            self.obs_type = str(self.meta["obs"]["obs_type"])
+            self.downscale = int(self.meta["obs"]["downscale"])
+            self.shape = tuple(int(v) for v in self.meta["obs"]["shape"])
+            self.action_n = int(self.meta["action_space"]["n"])
+            self.net = IdmNet(
+                2 * self.window + 2, self.shape[-1], self.action_n, int(self.meta["width"])
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelFileError(f"IDM metadata of {path} is incomplete: {exc}") from None
+        load_state(path, IDM_NAME, self.net)
+        self.net.eval()
+
+    @property
+    def game(self) -> str:
+        return str(self.meta["game"])
+
+    @property
+    def env_id(self) -> str:
+        return str(self.meta["env_id"])
+
+    def check_game(self, game: str, env_id: str, what: str) -> None:
+        """A clear error when the IDM was made for another game or env."""
+        if game != self.game:
+            raise ModelFileError(
+                f"the IDM was trained on {self.game} ({self.env_id}), {what} is of {game}; "
+                f"train an IDM on {game} datasets (`metabonk train idm`)"
+            )
+        if short_id(env_id) != self.env_id:
+            raise ModelFileError(
+                f"the IDM was trained on {self.env_id}, {what} is of {short_id(env_id)}"
+            )
+
+    def probabilities(self, frames: np.ndarray, source: tuple[str, int] = ("rgb", 1)) -> np.ndarray:
+        """(T, n_actions) action probabilities of one episode's frames (T+1, H, W, C)."""
+        frames = convert_frames(np.asarray(frames), source, (self.obs_type, self.downscale))
+        if tuple(frames.shape[1:]) != self.shape:
+            raise ModelFileError(
+                f"frames become {tuple(frames.shape[1:])}, the IDM reads {self.shape}"
+            )
+        windows = Windows(self.window)
+        windows.add(frames)
+        return predict_windows(self.net, windows.build())

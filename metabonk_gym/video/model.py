@@ -1,0 +1,120 @@
+"""The inverse dynamics model's network and its files: a state_dict and JSON metadata, no pickle.
+
+`IdmNet` reads a window of 2k+2 frames and the 2k+1 differences between neighbours (the motion
+the action caused) through three small batch-normalised convolutions and a max-pooled head, sized for a 2-core
+CPU. `save_model_files` writes `NAME.pt` (`torch.save` of the state_dict only) and `NAME.json`
+(game, env id, observation spec, action space, window, training figures); `load_model_files`
+reads them back with `weights_only=True`, so a model file can hold tensors and nothing that runs.
+
+>>> import torch
+>>> net = IdmNet(frames=4, channels=1, n_actions=6)
+>>> net(torch.zeros(2, 4, 1, 20, 30, dtype=torch.uint8)).shape
+torch.Size([2, 6])
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
+from metabonk_gym.video.errors import ModelFileError
+
+MODEL_FORMAT = "metabonk-video-model"
+
+
+class IdmNet(nn.Module):
+    """Frames and their differences -> logits over actions (or one score, `n_actions=1`).
+
+    Args:
+        frames: frames in a window (2k+2 for the IDM, 1 for a reward model).
+        channels: channels per frame (1 grayscale, 3 RGB).
+        n_actions: outputs.
+        width: convolution channels.
+    """
+
+    def __init__(self, frames: int, channels: int, n_actions: int, width: int = 32) -> None:
+        super().__init__()
+        inputs = frames * channels + (frames - 1) * channels
+        self.frames, self.channels = frames, channels
+        self.conv = nn.Sequential(
+            nn.Conv2d(inputs, width // 2, 4, stride=2, padding=1),
+            nn.BatchNorm2d(width // 2),
+            nn.ReLU(),
+            nn.Conv2d(width // 2, width, 3, stride=2, padding=1),
+            nn.BatchNorm2d(width),
+            nn.ReLU(),
+            nn.Conv2d(width, width, 3, padding=1),
+            nn.BatchNorm2d(width),
+            nn.ReLU(),
+            nn.AdaptiveMaxPool2d((3, 4)),
+            nn.Flatten(),
+        )
+        self.head = nn.Sequential(nn.Linear(width * 12, 128), nn.ReLU(), nn.Linear(128, n_actions))
+
+    def forward(self, windows: torch.Tensor) -> torch.Tensor:
+        """(B, F, C, H, W) uint8 or float in 0..255 -> (B, n_actions)."""
+        x = windows.float() / 255.0
+        b, f, c, h, w = x.shape
+        parts = [x.reshape(b, f * c, h, w)]
+        if f > 1:
+            parts.append((x[:, 1:] - x[:, :-1]).reshape(b, (f - 1) * c, h, w) * 4.0)
+        return self.head(self.conv(torch.cat(parts, dim=1)))
+
+
+def save_model_files(path: Path, net: nn.Module, metadata: dict[str, Any]) -> Path:
+    """Write `path.pt` and `path.json` atomically; returns the .pt path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    torch.save(net.state_dict(), buffer)
+    weights = path.with_suffix(".pt")
+    atomic_write_bytes(weights, buffer.getvalue())
+    atomic_write_text(
+        path.with_suffix(".json"), json.dumps({"format": MODEL_FORMAT, **metadata}, indent=2)
+    )
+    return weights
+
+
+def model_paths(path: str | Path, default_name: str) -> tuple[Path, Path]:
+    """(.pt, .json) of a model given as a folder, a .pt or a .json path."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        path = path / default_name
+    return path.with_suffix(".pt"), path.with_suffix(".json")
+
+
+def read_metadata(path: str | Path, default_name: str, kind: str) -> dict[str, Any]:
+    """A model's JSON metadata, checked to be of `kind` ("idm" or "reward")."""
+    weights, meta_path = model_paths(path, default_name)
+    if not meta_path.is_file() or not weights.is_file():
+        raise ModelFileError(
+            f"{kind} model not found: need {weights} and {meta_path} (made by `metabonk train "
+            f"{kind}`)"
+            if kind == "idm"
+            else f"{kind} model not found: need {weights} and {meta_path}"
+        )
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelFileError(f"{meta_path} cannot be read (corrupt?): {exc}") from None
+    if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
+        raise ModelFileError(f"{meta_path} is not a metabonk video model's metadata")
+    if meta.get("kind") != kind:
+        raise ModelFileError(f"{meta_path} is a {meta.get('kind')} model, not an {kind} model")
+    return meta
+
+
+def load_state(path: str | Path, default_name: str, net: nn.Module) -> None:
+    """Load weights into `net` with `weights_only=True` (tensors only, never pickle)."""
+    weights, _ = model_paths(path, default_name)
+    try:
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+        net.load_state_dict(state)
+    except Exception as exc:
+        raise ModelFileError(f"{weights} cannot be loaded as this model's weights: {exc}") from None
