@@ -8,7 +8,9 @@ rigidly over mostly still backgrounds, which block motion captures well.
 - `linear`: per-pixel extrapolation `f_t + k (f_t - f_{t-1})`, clipped;
 - `flow`: block motion on 8x8 cells, then the moving foreground is pasted k motion steps ahead
   over a running estimate of the static background;
-- `learned`: a tiny conv net (`LearnedPredictor`, trained by `metabonk train predictor`).
+- `learned`: a tiny conv net (`LearnedPredictor`, trained by `metabonk train predictor`);
+- `world-model`: an action-conditioned world model (`metabonk_gym.worldmodel.predictor`, trained
+  by `metabonk train world-model`), imported only when asked for.
 
 All share one interface: `reset()`, `update(frame)` with each real frame, `predict(steps)` ->
 (steps, H, W, C) uint8.
@@ -28,7 +30,14 @@ from typing import Any
 
 import numpy as np
 
-PREDICTORS = ("copy", "linear", "flow", "learned")
+PREDICTORS = ("copy", "linear", "flow", "learned", "world-model")
+
+#: Predictors living in higher layers, by name: a "module:attribute" entry point imported when
+#: first asked for (as gymnasium's `entry_point`), so this module imports neither torch nor the
+#: training layer. `register_predictor` adds more.
+PREDICTOR_ENTRY_POINTS: dict[str, str] = {
+    "world-model": "metabonk_gym.worldmodel.predictor:WorldModelPredictor",
+}
 
 
 class Predictor:
@@ -291,10 +300,27 @@ class LearnedPredictor(Predictor):
         )
 
 
+def register_predictor(name: str, entry_point: str) -> None:
+    """Make `make_predictor(name)` build `entry_point` ("module:Class", a `Predictor`)."""
+    PREDICTOR_ENTRY_POINTS[name] = entry_point
+
+
 def make_predictor(predictor: str | Predictor, **kwargs: Any) -> Predictor:
-    """A predictor by name (`copy`, `linear`, `flow`, `learned`) or the instance given."""
+    """A predictor by name (`copy`, `linear`, `flow`, `learned`, `world-model`, or one registered
+    with `register_predictor`) or the instance given."""
     if isinstance(predictor, Predictor):
         return predictor
+    if isinstance(predictor, str) and predictor in PREDICTOR_ENTRY_POINTS:
+        import importlib
+
+        module, _, attribute = PREDICTOR_ENTRY_POINTS[predictor].partition(":")
+        factory = getattr(importlib.import_module(module), attribute)
+        made = factory(**kwargs)
+        if not isinstance(made, Predictor):
+            raise TypeError(
+                f"predictor {predictor!r} ({PREDICTOR_ENTRY_POINTS[predictor]}) is not a Predictor"
+            )
+        return made
     classes: dict[str, type[Predictor]] = {
         "copy": CopyPredictor,
         "linear": LinearPredictor,

@@ -6,7 +6,9 @@ single frame, and a slow thinker needs the predicted frames to make up for its o
 
 `obs["strip"]` is (past + 1 + future, H, W, C) uint8: indices 0..past-1 the past frames (oldest
 first), index `past` the present, then the predictions t+1..t+future. After a reset the past is
-the first frame repeated.
+the first frame repeated. An action-conditioned predictor ("world-model") is told each action and
+the step's info (which may hold `planned_actions`); its uncertainty per predicted frame goes into
+`info["predicted_uncertainty"]`.
 
 >>> import gymnasium as gym, metabonk_gym
 >>> env = TemporalStrip(gym.make("MetaBonk/BonkQuest-v0"), past=2, future=1, predictor="flow")
@@ -19,7 +21,8 @@ the first frame repeated.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from pathlib import Path
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -80,11 +83,15 @@ class TemporalStrip(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     Args:
         env: an env with an image observation (Box, or Dict with `pixels_key`).
         past, future: frames before and after the present.
-        predictor: "copy", "linear", "flow", "learned" or a `Predictor` instance.
+        predictor: "copy", "linear", "flow", "learned", "world-model" or a `Predictor`.
         predictor_kwargs: arguments of the predictor (e.g. `{"path": "predictor.pt"}` for
             "learned").
+        model: shorthand for `predictor_kwargs={"path": model}` ("learned", "world-model").
         key, pixels_key: observation keys.
     """
+
+    #: info keys this wrapper adds (vector envs send them every step by default)
+    added_info_keys: tuple[str, ...] = ('predicted_uncertainty',)
 
     def __init__(
         self,
@@ -95,6 +102,7 @@ class TemporalStrip(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         predictor_kwargs: dict[str, Any] | None = None,
         key: str = "strip",
         pixels_key: str = "pixels",
+        model: str | Path | None = None,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
@@ -104,6 +112,7 @@ class TemporalStrip(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
             predictor_kwargs=predictor_kwargs,
             key=key,
             pixels_key=pixels_key,
+            model=None if model is None else str(model),  # the spec stays JSON
         )
         gym.ObservationWrapper.__init__(self, env)
         if past < 0 or future < 0:
@@ -115,7 +124,13 @@ class TemporalStrip(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
             )
         self.past, self.future = int(past), int(future)
         self.key, self.pixels_key = key, pixels_key
-        self.predictor = make_predictor(predictor, **(predictor_kwargs or {}))
+        kwargs = dict(predictor_kwargs or {})
+        if model is not None:
+            kwargs.setdefault("path", model)
+        self.predictor = make_predictor(predictor, **kwargs)
+        bind = getattr(self.predictor, "bind", None)  # a predictor that checks the env it serves
+        if callable(bind):
+            bind(env, pixels_key)
         self._history: deque[np.ndarray] = deque(maxlen=self.past + 1)
         self.observation_space = extend_space(
             env.observation_space,
@@ -130,6 +145,17 @@ class TemporalStrip(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         self._history.clear()
         self.predictor.reset()
         return super().reset(seed=seed, options=options)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        observe = getattr(self.predictor, "observe_action", None)  # action-conditioned predictors
+        if callable(observe):
+            observe(action, info)
+        out = self.observation(obs)
+        spread = getattr(self.predictor, "uncertainty", None)
+        if spread is not None and len(spread):
+            info["predicted_uncertainty"] = [float(v) for v in spread]
+        return out, reward, terminated, truncated, info
 
     def observation(self, observation: Any) -> dict[str, Any]:
         frame = np.asarray(pixels(observation, self.pixels_key))

@@ -1,0 +1,193 @@
+"""`metabonk dream`: what a world model imagines from a start state under a plan or a policy.
+
+The env the model was trained on is made from its metadata and reset (seed, optional start
+state); from its first frame the model imagines `steps` frames, `horizon` at a time, feeding its
+own frames back. The same actions are played in the real env beside it (the emulators are
+deterministic), so the video shows real | imagined | uncertainty side by side, with the PSNR of
+each imagined frame against the real one. A plan is text: `ACTION*N` items separated by commas,
+an action being its index or its buttons (`RIGHT`, `RIGHT+A`, `NOOP`).
+
+>>> parse_plan("2*3,0,1*2", n_actions=4)
+[2, 2, 2, 0, 1, 1]
+>>> side_by_side([np.zeros((4, 6, 1), np.uint8)] * 2, scale=2).shape
+(8, 26, 3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from metabonk_gym.training.predictor import sticky_actions
+from metabonk_gym.training.video import write_mp4
+from metabonk_gym.worldmodel.files import WorldModelError, load_world_model
+from metabonk_gym.worldmodel.model import CONTEXT, imagine
+
+
+def _button_actions(env: Any) -> list[set[str]] | None:
+    combos = getattr(getattr(env.unwrapped, "integration", None), "discrete_actions", None)
+    return None if combos is None else [set(c) for c in combos]
+
+
+def parse_plan(text: str, n_actions: int, env: Any = None) -> list[int]:
+    """Actions of a plan text (`ACTION*N,...`; buttons need `env` to name its actions)."""
+    out: list[int] = []
+    combos = _button_actions(env) if env is not None else None
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, _, count = item.partition("*")
+        try:
+            repeat = int(count) if count else 1
+        except ValueError:
+            raise WorldModelError(
+                f"plan item {item!r}: the count after * must be a number"
+            ) from None
+        name = name.strip()
+        if name.lstrip("-").isdigit():
+            action = int(name)
+        elif combos is not None:
+            buttons = set() if name.upper() == "NOOP" else set(name.upper().split("+"))
+            if buttons not in combos:
+                shown = ", ".join("+".join(sorted(c)) or "NOOP" for c in combos)
+                raise WorldModelError(
+                    f"plan item {item!r}: no action presses {name}; actions: {shown}"
+                )
+            action = combos.index(buttons)
+        else:
+            raise WorldModelError(f"plan item {item!r}: name actions by index 0..{n_actions - 1}")
+        if not 0 <= action < n_actions:
+            raise WorldModelError(
+                f"plan item {item!r}: action {action} is outside 0..{n_actions - 1}"
+            )
+        out.extend([action] * repeat)
+    if not out:
+        raise WorldModelError("the plan is empty; e.g. --plan 'RIGHT*10,UP*5' or --plan '3*10'")
+    return out
+
+
+def side_by_side(frames: Sequence[np.ndarray], scale: int = 1, gap: int = 2) -> np.ndarray:
+    """Frames (H, W, C) next to each other, RGB, each scaled `scale` times, `gap` pixels apart."""
+    tiles = []
+    for frame in frames:
+        f = np.asarray(frame)
+        f = f[..., None] if f.ndim == 2 else f
+        f = np.repeat(f, 3, axis=-1) if f.shape[-1] == 1 else f
+        tiles.append(f.repeat(scale, axis=0).repeat(scale, axis=1))
+        tiles.append(np.full((tiles[-1].shape[0], gap, 3), 40, np.uint8))
+    return np.concatenate(tiles[:-1], axis=1).astype(np.uint8)
+
+
+def dream(
+    model_path: str | Path,
+    steps: int = 60,
+    plan: Sequence[int] | str | None = None,
+    policy: Callable[[np.ndarray], int] | None = None,
+    seed: int = 0,
+    state: str | None = None,
+    video: str | Path | None = None,
+    fps: float = 15.0,
+    real: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Imagine `steps` frames; returns figures (PSNR per step vs the real env when `real`) and,
+    with `video`, writes real | imagined | uncertainty as an mp4.
+
+    Args:
+        model_path: the model file or run directory.
+        steps: frames to imagine.
+        plan: actions (or plan text), its last action held; with neither plan nor policy, the
+            sticky random policy of the training rollouts.
+        policy: an imagined frame -> action callable, used instead of a plan.
+        seed, state: the reset seed and start state of the env.
+        video, fps: the mp4 to write and its frame rate.
+        real: also play the actions in the real env and compare.
+        log: progress messages.
+    """
+    import metabonk_gym  # noqa: F401  (registers the envs)
+
+    model, meta = load_world_model(model_path)
+    env_id = str(meta.get("env_id") or "")
+    kwargs = dict(meta.get("env_kwargs") or {})
+    n = model.config.n_actions
+    horizon = max(1, model.config.horizon)
+    try:
+        env = gym.make(env_id, **kwargs)
+    except Exception as exc:
+        raise WorldModelError(f"cannot make the model's env {env_id} {kwargs}: {exc}") from exc
+    try:
+        options = {"state": state} if state else None
+        obs, _ = env.reset(seed=seed, options=options)
+        first = np.asarray(obs)
+        first = first[..., None] if first.ndim == 2 else first
+        if list(first.shape) != list(meta.get("obs_shape", first.shape)):
+            raise WorldModelError(
+                f"{env_id} gives {first.shape} frames, the model was trained on {tuple(meta['obs_shape'])}"
+            )
+        if isinstance(plan, str):
+            plan = parse_plan(plan, n, env)
+        if plan is None and policy is None:
+            plan = sticky_actions(np.random.default_rng(seed), n, steps).tolist()
+        frames = [first] * CONTEXT
+        imagined: list[np.ndarray] = []
+        spreads: list[np.ndarray] = []
+        actions: list[int] = []
+        while len(imagined) < steps:
+            k = min(horizon, steps - len(imagined))
+            if policy is not None:
+                chunk = [int(policy(frames[-1]))] * k
+            else:
+                assert plan is not None
+                chunk = [int(plan[min(len(actions) + i, len(plan) - 1)]) for i in range(k)]
+            pred, std = imagine(model, np.stack(frames[-CONTEXT:]), chunk)
+            for i in range(k):
+                imagined.append(pred[i].numpy())
+                spreads.append(std[i].numpy())
+            frames.extend(imagined[-k:])
+            actions.extend(chunk)
+        truth: list[np.ndarray] = []
+        if real:
+            for action in actions:
+                obs, _, terminated, truncated, _ = env.step(action)
+                o = np.asarray(obs)
+                truth.append(o[..., None] if o.ndim == 2 else o)
+                if terminated or truncated:
+                    break
+    finally:
+        env.close()
+    psnr = [
+        float(10 * np.log10(255.0**2 / max(np.mean((a.astype(float) - b) ** 2), 1e-10)))
+        for a, b in zip(imagined, truth)
+    ]
+    result: dict[str, Any] = {
+        "env_id": env_id,
+        "steps": len(imagined),
+        "actions": actions,
+        "mean_uncertainty": float(np.mean([s.mean() for s in spreads])),
+    }
+    if psnr:
+        result["psnr_first"] = psnr[0]
+        result["psnr_last"] = psnr[-1]
+        result["psnr_mean"] = float(np.mean(psnr))
+    if video is not None:
+        h = first.shape[0]
+        scale = max(1, -(-160 // h))
+        blank = np.zeros_like(first)
+        composite = []
+        for i, frame in enumerate(imagined):
+            spread = np.clip(spreads[i] * 4, 0, 255).astype(np.uint8)[..., None]
+            shown = (
+                [truth[i] if i < len(truth) else blank, frame, spread] if real else [frame, spread]
+            )
+            tile = side_by_side(shown, scale)
+            pad_h, pad_w = -tile.shape[0] % 8, -tile.shape[1] % 8
+            composite.append(np.pad(tile, ((0, pad_h), (0, pad_w), (0, 0))))
+        write_mp4(Path(video), composite, fps)
+        result["video"] = str(video)
+        if log:
+            log(f"wrote {video} ({'real | ' if real else ''}imagined | uncertainty)")
+    return result

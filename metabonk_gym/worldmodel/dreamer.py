@@ -1,0 +1,366 @@
+"""`metabonk train dreamer`: DreamerV3 on the project's envs through sheeprl (PyTorch, Lightning).
+
+sheeprl (the `world` extra) is driven through its hydra config API: `exp=dreamer_v3` with a model
+size (`algo=dreamer_v3_XS` ...), the env made by `gymnasium.make(ENV_ID, **env_kwargs)` in the
+training process (`env.sync_env=True`, so the project's one-emulator-per-process envs work), on
+the CPU unless told otherwise. The run directory holds metabonk's `config.yaml` and `run.json`
+as `train ppo`'s does, and sheeprl's own log directory `sheeprl/` (TensorBoard events, its
+config, `checkpoint/ckpt_<step>_0.ckpt`). Replay buffers are not checkpointed: sheeprl pickles
+them, and a file that would need unpickling is never loaded here. `--resume` first checks the
+newest checkpoint loads with `torch.load(weights_only=True)` (tensors and plain values only),
+then lets sheeprl continue from it (it refills its buffer for `learning_starts` steps).
+`DreamerPolicy` plays a trained run's actor on the env's own observations (resized as in
+training), and `evaluate_dreamer` plays episodes with it.
+
+>>> overrides = dreamer_overrides("MetaBonk/BonkQuest-v0", Path("/tmp/run"), {"total_steps": 300})
+>>> "exp=dreamer_v3" in overrides, "algo.total_steps=300" in overrides
+(True, True)
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from metabonk_gym.errors import UntrustedFileError
+from metabonk_gym.training.config import config_to_yaml
+from metabonk_gym.training.errors import CheckpointError, RunDirError
+from metabonk_gym.training.rundir import RunDir
+
+#: Options of `train_dreamer` and their defaults (what `config.yaml` records).
+DREAMER_DEFAULTS: dict[str, Any] = {
+    "total_steps": 100_000,
+    "size": "XS",
+    "learning_starts": 1024,
+    "batch_size": 16,
+    "sequence_length": 64,
+    "replay_ratio": 0.5,
+    "checkpoint_every": 10_000,
+    "screen_size": 64,
+    "grayscale": False,
+    "num_envs": 1,
+    "seed": 0,
+    "accelerator": "cpu",
+    "log_every": 1000,
+    "env_kwargs": {},
+}
+SIZES = ("XS", "S", "M", "L", "XL")
+SHEEPRL_DIR = "sheeprl"
+_CKPT_RE = re.compile(r"^ckpt_(\d+)_0\.ckpt$")
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def dreamer_overrides(env_id: str, out: Path, options: dict[str, Any]) -> list[str]:
+    """sheeprl's hydra overrides for a run of `env_id` logging into `out/sheeprl`."""
+    opts = {**DREAMER_DEFAULTS, **options}
+    if opts["size"] not in SIZES:
+        raise RunDirError(
+            f"unknown Dreamer size {opts['size']!r}; choose one of {', '.join(SIZES)}"
+        )
+    out = Path(out).expanduser().resolve()
+    overrides = [
+        "exp=dreamer_v3",
+        f"algo=dreamer_v3_{opts['size']}",
+        "env=gym",
+        f"env.id={env_id}",
+        "env.wrapper._target_=gymnasium.make",
+        "env.sync_env=true",
+        "env.capture_video=false",
+        f"env.num_envs={int(opts['num_envs'])}",
+        f"env.screen_size={int(opts['screen_size'])}",
+        f"env.grayscale={_value(bool(opts['grayscale']))}",
+        f"algo.total_steps={int(opts['total_steps'])}",
+        f"algo.learning_starts={int(opts['learning_starts'])}",
+        f"algo.per_rank_batch_size={int(opts['batch_size'])}",
+        f"algo.per_rank_sequence_length={int(opts['sequence_length'])}",
+        f"algo.replay_ratio={float(opts['replay_ratio'])}",
+        "algo.cnn_keys.encoder=[rgb]",
+        "algo.cnn_keys.decoder=[rgb]",
+        "algo.mlp_keys.encoder=[]",
+        "algo.mlp_keys.decoder=[]",
+        "algo.run_test=false",
+        f"checkpoint.every={int(opts['checkpoint_every'])}",
+        "checkpoint.save_last=true",
+        "buffer.checkpoint=false",
+        f"buffer.size={max(int(opts['total_steps']), int(opts['learning_starts']) + 1)}",
+        f"fabric.accelerator={opts['accelerator']}",
+        "fabric.devices=1",
+        f"seed={int(opts['seed'])}",
+        f"metric.log_every={int(opts['log_every'])}",
+        # sheeprl logs into <log_root>/<root_dir>/<run_name>/<version>: here `out/sheeprl/`
+        f"log_root={out}",
+        "root_dir=.",
+        f"run_name={SHEEPRL_DIR}",
+        "metric.logger.version=''",
+    ]
+    for key, value in dict(opts["env_kwargs"] or {}).items():
+        overrides.append(f"+env.wrapper.{key}={_value(value)}")
+    return overrides
+
+
+def list_dreamer_checkpoints(run: RunDir) -> list[tuple[int, Path]]:
+    """(policy step, path) of sheeprl's checkpoints in a run, oldest first."""
+    folder = run.path / SHEEPRL_DIR / "checkpoint"
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _CKPT_RE.match(p.name))]
+    return sorted(found)
+
+
+def check_checkpoint(path: Path) -> dict[str, Any]:
+    """A sheeprl checkpoint's contents, read with `weights_only=True` (no code unpickled)."""
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise UntrustedFileError(
+            f"{path} holds more than tensors and plain values (or is corrupt): loading it would "
+            f"unpickle code, so it is refused; start a new run ({str(exc).splitlines()[0]})"
+        ) from None
+    if not isinstance(state, dict) or "actor" not in state or "world_model" not in state:
+        raise CheckpointError(f"{path} is not a DreamerV3 checkpoint of sheeprl")
+    return state
+
+
+def _sheeprl() -> Any:
+    try:
+        import sheeprl  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise RunDirError(
+            "Dreamer needs sheeprl: pip install 'metabonk-gym[world]' (sheeprl 0.8, lightning, hydra)"
+        ) from exc
+    return sheeprl
+
+
+def train_dreamer(
+    env_id: str,
+    out: str | Path,
+    *,
+    resume: bool = False,
+    log: Callable[[str], None] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """Train DreamerV3 on `env_id` in run directory `out` (or continue it with `resume`).
+
+    Args:
+        env_id: a registered env id with image observations and discrete actions.
+        out: the run directory.
+        resume: continue from the newest checkpoint, up to `total_steps` (a new value is taken).
+        log: progress messages.
+        options: `DREAMER_DEFAULTS` keys (total_steps, size, learning_starts, batch_size, ...).
+    """
+    import gymnasium as gym
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf, open_dict
+
+    import metabonk_gym  # noqa: F401  (registers the envs)
+
+    _sheeprl()
+    from sheeprl.cli import check_configs, resume_from_checkpoint, run_algorithm
+    from sheeprl.utils.utils import dotdict
+
+    log = log or (lambda _msg: None)
+    unknown = sorted(set(options) - set(DREAMER_DEFAULTS))
+    if unknown:
+        raise RunDirError(
+            f"unknown Dreamer option(s) {', '.join(unknown)}; known: {', '.join(DREAMER_DEFAULTS)}"
+        )
+    run = RunDir(Path(out))
+    given = {k: v for k, v in options.items() if v is not None}
+    checkpoint: Path | None = None
+    if resume:
+        run.check_resumable()
+        note = run.check_not_running()
+        if note:
+            log(note)
+        stored = run.read_config()
+        if stored.get("env_id") != env_id:
+            raise RunDirError(f"{run.path} trains {stored.get('env_id')}, not {env_id}")
+        opts = {**DREAMER_DEFAULTS, **dict(stored.get("dreamer") or {}), **given}
+        found = list_dreamer_checkpoints(run)
+        if not found:
+            raise CheckpointError(
+                f"cannot resume {run.path}: no {SHEEPRL_DIR}/checkpoint/ckpt_*_0.ckpt"
+            )
+        step, checkpoint = found[-1]
+        check_checkpoint(checkpoint)
+        log(f"resuming {run.path} from step {step} ({checkpoint.name})")
+    else:
+        run.check_new()
+        opts = {**DREAMER_DEFAULTS, **given}
+        probe = gym.make(env_id, **dict(opts["env_kwargs"] or {}))
+        try:
+            if not isinstance(probe.action_space, gym.spaces.Discrete):
+                raise RunDirError(
+                    f"{env_id} has actions {probe.action_space}; Dreamer here needs Discrete"
+                )
+            space = probe.observation_space
+            if not (isinstance(space, gym.spaces.Box) and len(space.shape) in (2, 3)):
+                raise RunDirError(f"{env_id} has observations {space}; Dreamer needs image frames")
+        finally:
+            probe.close()
+    overrides = dreamer_overrides(env_id, run.path, opts)
+    if checkpoint is not None:
+        overrides.append(f"checkpoint.resume_from={checkpoint.resolve()}")
+    with initialize_config_module("sheeprl.configs", version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    if checkpoint is not None:
+        cfg = resume_from_checkpoint(cfg)
+        with open_dict(cfg):  # the run may have moved since: log where it is now
+            cfg.log_root = str(run.path.resolve())
+            cfg.root_dir, cfg.run_name = ".", SHEEPRL_DIR
+            cfg.metric.logger.version = ""
+    cfg = dotdict(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))
+    check_configs(cfg)
+    run.path.mkdir(parents=True, exist_ok=True)
+    run.write_config(config_to_yaml({"env_id": env_id, "algo": "dreamer_v3", "dreamer": opts}))
+    run.write_state(env_id=env_id, algo="dreamer_v3", status="running", **run.owner())
+    started = time.perf_counter()
+    status = "failed"
+    try:
+        run_algorithm(cfg)
+        status = "finished"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        found = list_dreamer_checkpoints(run)
+        steps = found[-1][0] if found else 0
+        run.write_state(status=status, num_timesteps=steps, pid=None)
+    return {
+        "run_dir": str(run.path),
+        "num_timesteps": steps,
+        "checkpoint": str(found[-1][1]) if found else None,
+        "seconds": time.perf_counter() - started,
+        "tensorboard": str(run.path / SHEEPRL_DIR),
+    }
+
+
+class DreamerPolicy:
+    """A trained Dreamer run's actor as an observation -> action callable (recurrent: call
+    `reset()` at each episode start). Frames are resized as in training; the checkpoint is read
+    with `weights_only=True`.
+
+    Args:
+        run_dir: a `metabonk train dreamer` run directory.
+        greedy: take the most likely action (else sample).
+    """
+
+    def __init__(self, run_dir: str | Path, greedy: bool = True) -> None:
+        import gymnasium as gym
+        import numpy as np
+        from hydra import compose, initialize_config_module
+        from lightning import Fabric
+        from omegaconf import OmegaConf
+
+        _sheeprl()
+        from sheeprl.algos.dreamer_v3.agent import build_agent
+        from sheeprl.utils.utils import dotdict
+
+        run = RunDir(Path(run_dir))
+        run.check_resumable()
+        stored = run.read_config()
+        found = list_dreamer_checkpoints(run)
+        if not found:
+            raise CheckpointError(f"{run.path} has no {SHEEPRL_DIR}/checkpoint/ckpt_*_0.ckpt yet")
+        state = check_checkpoint(found[-1][1])
+        self.env_id = str(stored.get("env_id"))
+        self.options = {**DREAMER_DEFAULTS, **dict(stored.get("dreamer") or {})}
+        with initialize_config_module("sheeprl.configs", version_base="1.3"):
+            cfg = compose(
+                "config", overrides=dreamer_overrides(self.env_id, run.path, self.options)
+            )
+        self.cfg = dotdict(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))
+        self.fabric = Fabric(devices=1, accelerator="cpu")
+        size = int(self.options["screen_size"])
+        channels = 1 if self.options["grayscale"] else 3
+        obs_space = gym.spaces.Dict(
+            {"rgb": gym.spaces.Box(0, 255, (channels, size, size), np.uint8)}
+        )
+        head = state["actor"].get("mlp_heads.0.weight")  # (actions, units): a Discrete actor
+        if head is None:
+            raise CheckpointError(f"{found[-1][1]} has no discrete actor head (mlp_heads.0)")
+        n = int(head.shape[0])
+        *_, self.player = build_agent(
+            self.fabric, (n,), False, self.cfg, obs_space, state["world_model"], state["actor"]
+        )
+        self.greedy = greedy
+        self.n_actions = n
+        self.steps = found[-1][0]
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the recurrent state (a new episode)."""
+        self.player.num_envs = 1
+        self.player.init_states()
+
+    def frame(self, obs: Any) -> Any:
+        """The env's observation as the net sees it: (C, S, S) uint8, resized as in training."""
+        import cv2
+        import numpy as np
+
+        frame = np.asarray(obs["pixels"] if isinstance(obs, dict) else obs)
+        frame = frame[..., None] if frame.ndim == 2 else frame
+        size = int(self.options["screen_size"])
+        if frame.shape[:2] != (size, size):
+            frame = cv2.resize(frame, (size, size), interpolation=cv2.INTER_AREA)
+        frame = frame[..., None] if frame.ndim == 2 else frame
+        if self.options["grayscale"] and frame.shape[-1] == 3:
+            frame = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)[..., None]
+        elif not self.options["grayscale"] and frame.shape[-1] == 1:
+            frame = np.repeat(frame, 3, axis=-1)
+        return frame.transpose(2, 0, 1)
+
+    def __call__(self, obs: Any) -> int:
+        import torch
+        from sheeprl.algos.dreamer_v3.utils import prepare_obs
+
+        with torch.no_grad():
+            torch_obs = prepare_obs(self.fabric, {"rgb": self.frame(obs)}, cnn_keys=["rgb"])
+            actions = self.player.get_actions(torch_obs, self.greedy, {})
+        return int(actions[0].argmax(dim=-1).reshape(-1)[0])
+
+
+def evaluate_dreamer(
+    run_dir: str | Path, episodes: int = 1, seed: int = 0, max_steps: int | None = None
+) -> dict[str, Any]:
+    """Play `episodes` episodes (seeds `seed`, `seed + 1`, ...) with a Dreamer run's policy."""
+    import gymnasium as gym
+    import numpy as np
+
+    import metabonk_gym  # noqa: F401  (registers the envs)
+
+    policy = DreamerPolicy(run_dir)
+    returns, lengths = [], []
+    env = gym.make(policy.env_id, **dict(policy.options["env_kwargs"] or {}))
+    try:
+        for i in range(episodes):
+            obs, _ = env.reset(seed=seed + i)
+            policy.reset()
+            total, steps, done = 0.0, 0, False
+            while not done:
+                obs, reward, terminated, truncated, _ = env.step(policy(obs))
+                total += float(reward)
+                steps += 1
+                done = terminated or truncated or (max_steps is not None and steps >= max_steps)
+            returns.append(total)
+            lengths.append(steps)
+    finally:
+        env.close()
+    return {
+        "env_id": policy.env_id,
+        "checkpoint_steps": policy.steps,
+        "episodes": episodes,
+        "mean_return": float(np.mean(returns)),
+        "mean_length": float(np.mean(lengths)),
+        "returns": returns,
+    }

@@ -1,0 +1,325 @@
+"""`metabonk train world-model`: fit a `WorldModel` to episodes, in a run directory.
+
+The run directory is laid out as `train ppo`'s: `config.yaml`, `run.json`, `tensorboard/`,
+`checkpoints/step_<N>.pt` (+ `.json`), and the final `model.pt` with `model.json` (weights only,
+read with `weights_only=True`; the JSON has the game, env id, frame shape and action space).
+`--resume` continues from the newest checkpoint (weights and optimizer) to the new step count.
+Training minimises the squared error of frames t+1..t+horizon (what PSNR measures) plus the
+Gaussian likelihood of the error under the predicted variance, on random crops; TensorBoard gets
+the losses, held-out PSNR against `copy` per horizon, and real vs imagined strips side by side.
+
+>>> clip_psnr(np.zeros((2, 4, 4, 1), np.uint8), np.full((2, 4, 4, 1), 255, np.uint8))
+0.0
+>>> sorted(TRAIN_DEFAULTS)[:3]
+['action_dim', 'batch_size', 'checkpoint_every']
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from metabonk_gym.training.config import config_to_yaml
+from metabonk_gym.training.errors import CheckpointError, RunDirError
+from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.worldmodel.data import EnvFacts, Episode, split_heldout, windows
+from metabonk_gym.worldmodel.files import (
+    MODEL_NAME,
+    WorldModelError,
+    build_model,
+    read_metadata,
+    read_weights,
+    save_weights,
+)
+from metabonk_gym.worldmodel.model import CONTEXT, WorldModel, imagine, to_tensor
+from metabonk_gym.wrappers.temporal_strip import strip_image
+
+#: Training options and their defaults (what `config.yaml` records).
+TRAIN_DEFAULTS: dict[str, Any] = {
+    "steps": 2000,
+    "batch_size": 16,
+    "crop": 64,
+    "lr": 1e-3,
+    "width": 8,
+    "action_dim": 16,
+    "horizon": 3,
+    "nll_weight": 1.0,
+    "checkpoint_every": 500,
+    "eval_every": 250,
+    "seed": 0,
+    "time_limit_s": None,
+}
+_STEP_RE = re.compile(r"^step_(\d+)\.pt$")
+
+
+def clip_psnr(pred: np.ndarray, real: np.ndarray) -> float:
+    """PSNR in dB of uint8 frames (from the mean squared error over all of them)."""
+    mse = float(np.mean((pred.astype(np.float64) - real.astype(np.float64)) ** 2))
+    return float(10 * np.log10(255.0**2 / max(mse, 1e-10)))
+
+
+def heldout_scores(
+    model: WorldModel, episodes: Sequence[Episode], horizon: int, every: int = 3
+) -> dict[str, float]:
+    """PSNR at t+1..t+horizon of the model and of `copy` over held-out episodes."""
+    err = np.zeros(horizon)
+    err_copy = np.zeros(horizon)
+    n = 0
+    for ep in episodes:
+        for t in range(CONTEXT - 1, len(ep.frames) - horizon, every):
+            pred, _ = imagine(
+                model, ep.frames[t - CONTEXT + 1 : t + 1], ep.actions[t : t + horizon]
+            )
+            real = ep.frames[t + 1 : t + 1 + horizon].astype(np.float64)
+            err += ((pred.numpy().astype(np.float64) - real) ** 2).mean(axis=(1, 2, 3))
+            err_copy += ((ep.frames[t].astype(np.float64)[None] - real) ** 2).mean(axis=(1, 2, 3))
+            n += 1
+    out: dict[str, float] = {}
+    for k in range(horizon):
+        out[f"psnr_t{k + 1}"] = float(10 * np.log10(255.0**2 / max(err[k] / max(n, 1), 1e-10)))
+        copy = float(10 * np.log10(255.0**2 / max(err_copy[k] / max(n, 1), 1e-10)))
+        out[f"copy_psnr_t{k + 1}"] = copy
+        out[f"psnr_vs_copy_db_t{k + 1}"] = out[f"psnr_t{k + 1}"] - copy
+    out["heldout_clips"] = float(n)
+    return out
+
+
+def comparison_image(model: WorldModel, episode: Episode, t: int, horizon: int) -> np.ndarray:
+    """Real frames t..t+horizon above the imagined ones and the model's uncertainty (RGB)."""
+    context = episode.frames[t - CONTEXT + 1 : t + 1]
+    pred, std = imagine(model, context, episode.actions[t : t + horizon])
+    real = episode.frames[t : t + horizon + 1]
+    imagined = np.concatenate([real[:1], pred.numpy()])
+    spread = np.clip(std.numpy() * 4, 0, 255).astype(np.uint8)[..., None]
+    spread = np.concatenate([np.zeros_like(spread[:1]), spread])
+    rows = [
+        strip_image(np.asarray(r), past=0, labels=i == 0)
+        for i, r in enumerate((real, imagined, spread))
+    ]
+    width = max(r.shape[1] for r in rows)
+    return np.concatenate([np.pad(r, ((0, 0), (0, width - r.shape[1]), (0, 0))) for r in rows])
+
+
+def list_checkpoints(run: RunDir) -> list[tuple[int, Path]]:
+    """(step, path) of `checkpoints/step_<N>.pt`, oldest first."""
+    if not run.checkpoints.is_dir():
+        return []
+    found = []
+    for path in run.checkpoints.iterdir():
+        match = _STEP_RE.match(path.name)
+        if match and path.with_suffix(".json").is_file():
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def _options(overrides: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(overrides) - set(TRAIN_DEFAULTS))
+    if unknown:
+        raise RunDirError(
+            f"unknown world-model option(s) {', '.join(unknown)}; known: {', '.join(TRAIN_DEFAULTS)}"
+        )
+    opts = {**TRAIN_DEFAULTS, **{k: v for k, v in overrides.items() if v is not None}}
+    for key in ("steps", "batch_size", "width", "action_dim", "horizon"):
+        if int(opts[key]) < 1:
+            raise RunDirError(f"{key} must be at least 1, not {opts[key]}")
+    if int(opts["crop"]) < 0:
+        raise RunDirError(f"crop must be 0 (whole frames) or a size in pixels, not {opts['crop']}")
+    return opts
+
+
+def train_world_model(
+    episodes: list[Episode],
+    facts: EnvFacts,
+    out: str | Path,
+    *,
+    resume: bool = False,
+    source: dict[str, Any] | None = None,
+    threads: int | None = None,
+    log: Callable[[str], None] | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Train (or with `resume`, continue) a world model in run directory `out`.
+
+    Args:
+        episodes, facts: the training episodes and the env they come from (`dataset_episodes`,
+            `rollout_episodes`); the last fifth of the episodes is held out for evaluation.
+        out: the run directory.
+        resume: continue the run in `out` from its newest checkpoint, up to `steps`.
+        source: where the episodes came from (`data.load_source`'s description; recorded in
+            `config.yaml` and the metadata, so `--resume` can load them again).
+        threads: torch threads (None: leave as is).
+        log: progress messages.
+        overrides: `TRAIN_DEFAULTS` keys (steps, batch_size, crop, lr, width, ...).
+
+    Returns the figures also written into `model.json`.
+    """
+    from torch.utils.tensorboard import SummaryWriter
+
+    log = log or (lambda _msg: None)
+    run = RunDir(Path(out))
+    start_step = 0
+    state: dict[str, Any] | None = None
+    if resume:
+        run.check_resumable()
+        note = run.check_not_running()
+        if note:
+            log(note)
+        stored = run.read_config()
+        opts = _options({**{k: v for k, v in stored.items() if k in TRAIN_DEFAULTS}, **overrides})
+        for key in ("width", "action_dim", "horizon"):
+            if (
+                key in overrides
+                and overrides[key] is not None
+                and overrides[key] != stored.get(key)
+            ):
+                raise RunDirError(
+                    f"--resume cannot change {key} (the model's shape); start a new run"
+                )
+        checkpoints = list_checkpoints(run)
+        if not checkpoints:
+            raise CheckpointError(
+                f"cannot resume {run.path}: no checkpoints/step_*.pt; start a new run"
+            )
+        start_step, latest = checkpoints[-1]
+        meta = read_metadata(latest)
+        if meta.get("game") != facts.game or list(meta.get("obs_shape", [])) != list(
+            facts.obs_shape
+        ):
+            raise WorldModelError(
+                f"{run.path} trains a model of {meta.get('game')} on {tuple(meta.get('obs_shape', []))} "
+                f"frames; these episodes are {facts.game} {facts.obs_shape}"
+            )
+        state = read_weights(latest)
+        log(f"resuming {run.path} from step {start_step} ({latest.name})")
+        existed = True
+    else:
+        opts = _options(overrides)
+        existed = run.path.exists()
+        run.check_new()
+    if len(episodes) < 1:
+        raise WorldModelError("no episodes to train on")
+    train_eps, heldout = split_heldout(episodes)
+    horizon = int(opts["horizon"])
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    torch.manual_seed(int(opts["seed"]) + start_step)
+    rng = np.random.default_rng(int(opts["seed"]) + start_step)
+    meta_config = {
+        "channels": facts.obs_shape[2],
+        "n_actions": facts.n_actions,
+        "width": int(opts["width"]),
+        "action_dim": int(opts["action_dim"]),
+        "horizon": horizon,
+    }
+    model = build_model({"config": meta_config})
+    optimizer = torch.optim.Adam(model.parameters(), lr=float(opts["lr"]))
+    if state is not None:
+        try:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+        except (KeyError, RuntimeError, ValueError) as exc:
+            raise CheckpointError(
+                f"checkpoint of {run.path} does not fit this model: {exc}"
+            ) from exc
+    run.path.mkdir(parents=True, exist_ok=True)
+    run.write_config(config_to_yaml({**opts, "env_id": facts.env_id, "source": dict(source or {})}))
+    run.write_state(algo="world-model", env_id=facts.env_id, status="running", **run.owner())
+    crop = None if int(opts["crop"]) <= 0 else (int(opts["crop"]), int(opts["crop"]))
+    base_meta = {
+        **facts.to_dict(),
+        "config": meta_config,
+        "source": dict(source or {}),
+        "context": CONTEXT,
+    }
+
+    def save(step: int, path: Path, with_optimizer: bool, extra: dict[str, Any]) -> None:
+        payload: dict[str, Any] = {"model": model.state_dict()}
+        if with_optimizer:
+            payload["optimizer"] = optimizer.state_dict()
+        save_weights(
+            payload if with_optimizer else model.state_dict(),
+            path,
+            {**base_meta, "steps": step, **extra},
+        )
+
+    writer = SummaryWriter(str(run.tensorboard))
+    steps_total = int(opts["steps"])
+    time_limit = opts["time_limit_s"]
+    started = time.perf_counter()
+    step = start_step
+    losses: list[float] = []
+    scores: dict[str, float] = {}
+    status = "failed"
+    try:
+        model.train()
+        while step < steps_total:
+            x, a, y = windows(train_eps, rng, int(opts["batch_size"]), horizon, crop)
+            frames, target = to_tensor(x), to_tensor(y)
+            present = frames[:, -1:]
+            mean, logvar = model(frames, torch.as_tensor(a))
+            diff = target - present
+            mse = (mean - diff).pow(2).mean()
+            nll = 0.5 * (logvar + (mean.detach() - diff).pow(2) / logvar.exp()).mean()
+            loss = mse + float(opts["nll_weight"]) * nll
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            step += 1
+            losses.append(float(mse.detach()))
+            writer.add_scalar("world_model/mse", losses[-1], step)
+            writer.add_scalar("world_model/nll", float(nll.detach()), step)
+            if step % int(opts["eval_every"]) == 0 or step == steps_total:
+                log(f"step {step}/{steps_total}: mse {np.mean(losses[-50:]):.6f}")
+                if heldout:
+                    model.eval()
+                    scores = heldout_scores(model, heldout, horizon)
+                    for key, value in scores.items():
+                        writer.add_scalar(f"world_model/{key}", value, step)
+                    ep = max(heldout, key=lambda e: len(e.frames))
+                    if len(ep.frames) > CONTEXT + horizon:
+                        t = int(rng.integers(CONTEXT - 1, len(ep.frames) - horizon))
+                        image = comparison_image(model, ep, t, horizon)
+                        writer.add_image(
+                            "world_model/real_vs_imagined", image, step, dataformats="HWC"
+                        )
+                    model.train()
+            if step % int(opts["checkpoint_every"]) == 0 or step == steps_total:
+                save(step, run.checkpoints / f"step_{step:09d}.pt", True, {})
+            if time_limit is not None and time.perf_counter() - started > float(time_limit):
+                log(f"time limit of {time_limit} s reached at step {step}")
+                save(step, run.checkpoints / f"step_{step:09d}.pt", True, {})
+                break
+        model.eval()
+        if heldout and not scores:
+            scores = heldout_scores(model, heldout, horizon)
+        figures: dict[str, Any] = {
+            "steps": step,
+            "train_seconds": time.perf_counter() - started,
+            "final_mse": float(np.mean(losses[-50:])) if losses else None,
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "train_episodes": len(train_eps),
+            "heldout_episodes": len(heldout),
+            **scores,
+        }
+        save(step, run.path / MODEL_NAME, False, {"figures": figures})
+        status = "finished"
+        figures["path"] = str(run.path / MODEL_NAME)
+        return figures
+    except KeyboardInterrupt:
+        save(step, run.checkpoints / f"step_{step:09d}.pt", True, {})
+        status = "interrupted"
+        raise
+    finally:
+        writer.close()
+        if status == "failed" and not resume and not list_checkpoints(run):
+            for path in (run.config_file, run.state_file):
+                path.unlink(missing_ok=True)
+            run.discard_new(existed)
+        else:
+            run.write_state(status=status, num_timesteps=step, pid=None)
