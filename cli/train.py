@@ -3,7 +3,9 @@
 A thin typer layer: each command parses flags into config overrides and calls the library
 function research code can call too (`metabonk_gym.training`). Errors in the input print one line
 that names the problem and the fix (exit code 2) and leave run directories untouched; Ctrl-C
-during training saves a checkpoint and exits with 130.
+during training saves a checkpoint and exits with 130; a dead env worker, a game gone or a full
+disk saves a checkpoint where it can, marks `run.json` failed and exits with 1 and one line that
+names the cause and `--resume` (docs/training.md, "When training fails").
 """
 
 from __future__ import annotations
@@ -18,6 +20,18 @@ from typing import Any, TypeVar
 
 import typer
 from metabonk_gym.cli.bench import bench_app
+from metabonk_gym.cli.errors import exit_with_error
+from metabonk_gym.cli.rayopts import (
+    ADDRESS_OPTION,
+    ENGINE_OPTION,
+    ENVS_PER_RUNNER_OPTION,
+    GAME_OPTION,
+    NUM_ENV_RUNNERS_OPTION,
+    NUM_LEARNERS_OPTION,
+    check_engine,
+    ray_options,
+    train_with_rllib,
+)
 from rich.console import Console
 from rich.table import Table
 
@@ -66,8 +80,8 @@ def guarded(fn: Callable[[], T]) -> T:
     try:
         return fn()
     except MetabonkError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        exit_with_error(exc)
+        raise  # not reached: exit_with_error raises typer.Exit
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -117,6 +131,25 @@ ENV_HELP = (
     "Env id, e.g. MetaBonk/BonkQuest-v0 (see `metabonk list`); your own game: MetaBonk/GBA-v0 "
     "--integration FOLDER."
 )
+
+#: `--trust-model`: load a model zip the usual SB3 way, pickled entries included (docs/trust.md).
+TRUST_MODEL_OPTION: Any = typer.Option(
+    False,
+    "--trust-model",
+    help="Load model zips that hold pickled entries (can run code: only files you trust; "
+    "docs/trust.md).",
+)
+
+
+def trust_kwargs(agent: str, trust_model: bool) -> dict[str, Any]:
+    """Agent keyword arguments for `--trust-model` (only a model file takes one).
+
+    >>> trust_kwargs("random", True)
+    {}
+    """
+    if trust_model and Path(agent).expanduser().is_file():
+        return {"trust": True}
+    return {}
 
 
 def _print_result(result: Any, as_json: bool) -> None:
@@ -188,12 +221,31 @@ def ppo_command(
     rom: Path | None = ROM_OPTION,
     env_kwarg: list[str] | None = ENV_KWARG_OPTION,
     set_options: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    progress: bool = typer.Option(
+        True,
+        "--progress/--no-progress",
+        help="Show progress: a bar on a terminal, else a line on stderr every --progress-every s.",
+    ),
+    progress_every: float = typer.Option(
+        30.0,
+        "--progress-every",
+        min=0.1,
+        help="Seconds between progress lines when stdout is not a terminal (logs, nohup, CI).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    trust_model: bool = TRUST_MODEL_OPTION,
+    engine: str = ENGINE_OPTION,
+    address: str | None = ADDRESS_OPTION,
+    num_env_runners: int | None = NUM_ENV_RUNNERS_OPTION,
+    envs_per_runner: int | None = ENVS_PER_RUNNER_OPTION,
+    num_learners: int | None = NUM_LEARNERS_OPTION,
+    game: list[str] | None = GAME_OPTION,
 ) -> None:
     """PPO (stable-baselines3) on subprocess envs with Atari-style preprocessing.
 
     Writes DIR/tensorboard/, DIR/checkpoints/, DIR/videos/ and DIR/model.zip.
+    `--engine rllib`: RLlib env runners on a Ray cluster, same configs and run directory
+    (docs/distributed.md).
 
     MetaBonk/Megabonk-v0 trains against running games, env i on port BASE_PORT + i: start them
     first, e.g. `metabonk bonklink-sim --lockstep --instances 4 --port 5560 --jpeg-hz 0`.
@@ -212,6 +264,21 @@ def ppo_command(
         video_every=video_every,
         base_port=base_port,
     )
+    ray_flags = (address, num_env_runners, envs_per_runner, num_learners, game)
+    guarded(lambda: check_engine(engine, init_from, *ray_flags))
+    if engine == "rllib":
+        opts = guarded(
+            lambda: ray_options(address, num_env_runners, envs_per_runner, num_learners, game)
+        )
+        _finish(
+            guarded(
+                lambda: train_with_rllib(
+                    "ppo", env_id, run_dir, config, flags, resume, opts, progress
+                )
+            ),
+            as_json,
+        )
+        return
     result = guarded(
         lambda: train_ppo(
             env_id,
@@ -221,6 +288,8 @@ def ppo_command(
             resume=resume,
             init_from=init_from,
             progress=progress,
+            trust_model=trust_model,
+            progress_every_s=progress_every,
         )
     )
     _finish(result, as_json)
@@ -354,7 +423,8 @@ def curriculum_command(
 def eval_command(
     env_id: str = typer.Argument(..., help=ENV_HELP),
     model: str = typer.Argument(
-        ..., help="A model PATH.zip, or an agent: scripted, random, think."
+        ..., help="A model PATH.zip, a `train dreamer` run directory, or an agent: scripted, "
+        "random, think."
     ),
     episodes: int = typer.Option(10, help="Episodes (episode i is reset with seed SEED+i)."),
     seed: int = typer.Option(0, help="First reset seed."),
@@ -390,8 +460,12 @@ def eval_command(
         None, "--server", help="think: a model server's URL (see `metabonk serve-vlm`)."
     ),
     n_envs: int = typer.Option(
-        1, "--n-envs", help="Episodes at once, one process each (no --video or --ladder)."
+        1,
+        "--n-envs",
+        help="Episodes at once (no --video or --ladder): a deterministic model or the random "
+        "agent on one shared-memory vector env, other agents one process each.",
     ),
+    trust_model: bool = TRUST_MODEL_OPTION,
 ) -> None:
     """Evaluate a model or agent on fixed seeds: mean/std return, win rate, final game variables."""
 
@@ -403,7 +477,7 @@ def eval_command(
         max_episode_steps=max_steps,
         base_port=base_port,
     )
-    agent_kwargs = parse_agent_options(agent_opt)
+    agent_kwargs = parse_agent_options(agent_opt) | trust_kwargs(model, trust_model)
     if server is not None:
         agent_kwargs["base_url"] = server
     if n_envs != 1:

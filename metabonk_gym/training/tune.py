@@ -1,0 +1,369 @@
+"""`tune_pbt`: population-based training (Ray Tune's PBT) of RLlib PPO over the config's PPO
+hyperparameters and, where the game has them, start states.
+
+A PBT file (YAML/TOML/JSON) sets `population_size`, `perturbation_interval` (env steps),
+`total_steps` (per member), `mutations` (config key -> `[low, high]` range or list of choices),
+optional `quantile_fraction`, `resample_probability`, `seed`, plus `train:` (config keys, as
+`--set`) and `ray:` (`RayOptions` keys). Each member logs the SB3 path's scalars to
+`DIR/members/<member>/`; the best member's policy (by win rate, else mean return) lands in
+`DIR/best/model.zip`, which `metabonk eval` loads.
+
+>>> spec = PBTSpec.from_dict({"population_size": 2, "mutations": {"learning_rate": [1e-4, 1e-3]}})
+>>> spec.population_size, rllib_key("learning_rate"), rllib_key("state")
+(2, 'lr', ('env_config', 'cfg', 'state'))
+>>> PBTSpec.from_dict({"mutations": {"gama": [0.9, 0.99]}})
+Traceback (most recent call last):
+...
+metabonk_gym.training.errors.ConfigError: PBT cannot mutate 'gama' (did you mean 'gamma'?); mutable keys: batch_size, clip_range, ent_coef, gae_lambda, gamma, learning_rate, max_grad_norm, n_epochs, state, vf_coef
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from metabonk_gym.configfile import ConfigFileError, load_config_file
+from metabonk_gym.training.config import check_env_fit, config_to_yaml, resolve_config, traits_of
+from metabonk_gym.training.errors import ConfigError, RunDirError
+from metabonk_gym.training.rllib import (
+    RayOptions,
+    build_config,
+    check_options,
+    connect,
+    one_line,
+    probe,
+    register_env,
+    with_env_count,
+)
+from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.utils import atomic_write_text
+
+#: Config keys PBT may mutate -> the RLlib config key they set.
+MUTABLE: dict[str, str] = {
+    "learning_rate": "lr",
+    "ent_coef": "entropy_coeff",
+    "clip_range": "clip_param",
+    "gamma": "gamma",
+    "gae_lambda": "lambda_",
+    "vf_coef": "vf_loss_coeff",
+    "n_epochs": "num_epochs",
+    "batch_size": "minibatch_size",
+    "max_grad_norm": "grad_clip",
+}
+#: Keys of a PBT file.
+SPEC_KEYS = (
+    "population_size",
+    "perturbation_interval",
+    "total_steps",
+    "mutations",
+    "quantile_fraction",
+    "resample_probability",
+    "seed",
+    "train",
+    "ray",
+)
+
+
+def rllib_key(key: str) -> str | tuple[str, ...]:
+    """Where a mutated config key lives in RLlib's config (`state`: the envs' config)."""
+    if key == "state":
+        return ("env_config", "cfg", "state")
+    return MUTABLE[key]
+
+
+@dataclass
+class PBTSpec:
+    """A PBT run's settings (see the module docstring).
+
+    Args:
+        population_size: members trained at once.
+        perturbation_interval: env steps between exploit/explore decisions.
+        total_steps: env steps per member.
+        mutations: config key -> [low, high] (sampled, learning rate log-uniformly) or a list
+            of choices.
+        quantile_fraction: the share of members that copy a top member at each decision.
+        resample_probability: chance to resample a value rather than perturb it.
+        seed: seed of the members' initial samples.
+        train: config keys for every member (as `--set`).
+        ray: `RayOptions` keys.
+    """
+
+    population_size: int = 4
+    perturbation_interval: int = 20_000
+    total_steps: int = 200_000
+    mutations: dict[str, Any] = field(
+        default_factory=lambda: {
+            "learning_rate": [1e-4, 1e-3],
+            "ent_coef": [0.0, 0.05],
+            "clip_range": [0.1, 0.3],
+        }
+    )
+    quantile_fraction: float = 0.25
+    resample_probability: float = 0.25
+    seed: int = 0
+    train: dict[str, Any] = field(default_factory=dict)
+    ray: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "PBT file") -> PBTSpec:
+        unknown = sorted(set(data) - set(SPEC_KEYS))
+        if unknown:
+            raise ConfigError(
+                f"unknown PBT key(s) {unknown} [{source}]; valid: {', '.join(SPEC_KEYS)}"
+            )
+        spec = cls(**dict(data))
+        if spec.population_size < 2:
+            raise ConfigError(
+                f"population_size must be >= 2, not {spec.population_size} [{source}]"
+            )
+        if spec.perturbation_interval < 1 or spec.total_steps < spec.perturbation_interval:
+            raise ConfigError(
+                f"perturbation_interval ({spec.perturbation_interval}) must be >= 1 and at most "
+                f"total_steps ({spec.total_steps}) [{source}]"
+            )
+        if not spec.mutations:
+            raise ConfigError(f"mutations is empty: name at least one key to mutate [{source}]")
+        valid = sorted([*MUTABLE, "state"])
+        for key, value in spec.mutations.items():
+            if key not in valid:
+                close = difflib.get_close_matches(key, valid, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(
+                    f"PBT cannot mutate {key!r}{hint}; mutable keys: {', '.join(valid)}"
+                )
+            if not isinstance(value, list) or not value:
+                raise ConfigError(
+                    f"mutation {key} must be [low, high] or a list of choices, not {value!r} [{source}]"
+                )
+        return spec
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> PBTSpec:
+        """The spec in a YAML/TOML/JSON file (None: the defaults)."""
+        if path is None:
+            return cls.from_dict({})
+        path = Path(path).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"PBT file not found: {path}")
+        try:
+            data = load_config_file(path)
+        except ConfigFileError as exc:
+            raise ConfigError(f"PBT file: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"PBT file {path} must hold a mapping of keys")
+        return cls.from_dict(data, str(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _search_space(key: str, value: list[Any]) -> Any:
+    from ray import tune
+
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    if len(value) == 2 and numeric and key not in ("n_epochs", "batch_size"):
+        low, high = float(min(value)), float(max(value))
+        if key == "learning_rate" and low > 0:
+            return tune.loguniform(low, high)
+        return tune.uniform(low, high)
+    return tune.choice(list(value))
+
+
+def _set(space: dict[str, Any], key: str | tuple[str, ...], value: Any) -> None:
+    if isinstance(key, str):
+        space[key] = value
+        return
+    node = space
+    for part in key[:-1]:
+        node = node.setdefault(part, {})
+    node[key[-1]] = value
+
+
+@dataclass
+class TuneResult:
+    """What `tune_pbt` did; `to_dict()` is what the CLI prints."""
+
+    run_dir: Path
+    best_model: Path
+    best_member: str
+    best_score: float
+    members: list[dict[str, Any]]
+    exploits: int
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["run_dir"], data["best_model"] = str(self.run_dir), str(self.best_model)
+        return data
+
+
+def tune_pbt(
+    env_id: str,
+    run_dir: str | Path,
+    *,
+    spec: PBTSpec | None = None,
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    ray: RayOptions | None = None,
+) -> TuneResult:
+    """Population-based training of RLlib PPO on `env_id` in `run_dir` (a new directory)."""
+    spec = spec or PBTSpec()
+    run = RunDir(Path(run_dir))
+    run.check_new()
+    flags = {**spec.train, **dict(overrides or {}), "total_steps": spec.total_steps}
+    flags.setdefault("lr_schedule", "constant")  # PBT sets the learning rate itself
+    flags.setdefault("checkpoint_every", 0)
+    cfg = resolve_config(env_id, config_file, flags)
+    if "state" in spec.mutations and not traits_of(env_id).start_states:
+        raise ConfigError(f"{env_id} cannot choose its start state; drop 'state' from mutations")
+    opts = ray or RayOptions.from_dict({"num_env_runners": 0, **spec.ray})
+    check_options(env_id, cfg, opts)
+    cfg = with_env_count(cfg, opts)
+    obs_space, action_space, info_names = probe(env_id, cfg, opts)
+    check_env_fit(cfg, env_id, info_names)
+    started = connect(opts)
+    existed = run.path.exists()
+    try:
+        run.path.mkdir(parents=True, exist_ok=True)
+        run.write_config(config_to_yaml(cfg))
+        atomic_write_text(run.path / "pbt.yaml", config_to_yaml(spec.to_dict()))
+        run.write_state(env_id=env_id, algo="ppo", engine="rllib-pbt", status="running")
+        result = _fit(env_id, run, cfg, spec, opts, obs_space, action_space, info_names)
+        run.write_state(
+            status="finished", best_member=result.best_member, best_score=result.best_score
+        )
+        return result
+    except Exception:
+        if not existed:
+            shutil.rmtree(run.path, ignore_errors=True)
+        raise
+    finally:
+        if started:
+            import ray as ray_module
+
+            ray_module.shutdown()
+
+
+def _fit(
+    env_id: str,
+    run: RunDir,
+    cfg: Any,
+    spec: PBTSpec,
+    opts: RayOptions,
+    obs_space: Any,
+    action_space: Any,
+    info_names: list[str],
+) -> TuneResult:
+    from ray import tune
+    from ray.tune.schedulers import PopulationBasedTraining
+    from ray.tune.search.sample import Categorical
+
+    from metabonk_gym.training import rllib_module as rm
+
+    register_env()
+    members = run.path / "members"
+    config = build_config(
+        env_id, cfg, opts, "ppo", obs_space, action_space, info_names, members, per_trial=True
+    )
+    space = config.to_dict()
+    mutations: dict[str, Any] = {}
+    for key, value in spec.mutations.items():
+        sample = _search_space(key, value)
+        _set(space, rllib_key(key), sample)
+        # PBT perturbs a range by x0.8/x1.2 and moves a list's choice to a neighbour
+        _set(mutations, rllib_key(key), list(value) if isinstance(sample, Categorical) else sample)
+    scheduler = PopulationBasedTraining(
+        time_attr="metabonk_steps",
+        metric="metabonk_score",
+        mode="max",
+        perturbation_interval=spec.perturbation_interval,
+        hyperparam_mutations=mutations,
+        quantile_fraction=min(spec.quantile_fraction, 0.5),
+        resample_probability=spec.resample_probability,
+        synch=True,
+        log_config=True,
+        require_attrs=True,
+    )
+
+    def stop(_trial_id: str, result: Mapping[str, Any]) -> bool:
+        return int(result.get("metabonk_steps", 0)) >= spec.total_steps
+
+    tuner = tune.Tuner(
+        rm.MetabonkPPO,
+        param_space=space,
+        tune_config=tune.TuneConfig(
+            num_samples=spec.population_size, scheduler=scheduler, reuse_actors=False
+        ),
+        run_config=tune.RunConfig(
+            name="tune",
+            storage_path=str(run.path.resolve()),
+            stop=stop,
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True, num_to_keep=4),
+            failure_config=tune.FailureConfig(max_failures=1),
+            verbose=0,
+        ),
+    )
+    try:
+        grid = tuner.fit()
+    except Exception as exc:
+        raise RunDirError(f"PBT stopped: {one_line(exc)}") from exc
+    rows: list[dict[str, Any]] = []
+    for res in list(grid):  # type: ignore[call-overload]
+        metrics = res.metrics or {}
+        rows.append(
+            {
+                "member": Path(res.path).name if res.path else "?",
+                "score": metrics.get("metabonk_score"),
+                "steps": metrics.get("metabonk_steps"),
+                "error": one_line(res.error) if res.error else None,
+                "checkpoint": res.checkpoint.path if res.checkpoint else None,
+                "hyperparameters": {
+                    k: _get(res.config or {}, rllib_key(k)) for k in spec.mutations
+                },
+            }
+        )
+    scored = [r for r in rows if r["checkpoint"] and r["score"] is not None]
+    if not scored:
+        errors = "; ".join(str(r["error"]) for r in rows if r["error"]) or "no member finished"
+        raise RunDirError(f"PBT produced no member with a checkpoint: {errors}")
+    best = max(scored, key=lambda r: float(r["score"]))
+    best_dir = run.path / "best"
+    best_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(best["checkpoint"]) / "model.zip", best_dir / ".model.zip.tmp")
+    (best_dir / ".model.zip.tmp").replace(best_dir / "model.zip")
+    atomic_write_text(best_dir / "best.json", json.dumps(best, indent=2, default=str))
+    best_cfg = {
+        **cfg.to_dict(),
+        **{k: v for k, v in best["hyperparameters"].items() if v is not None},
+    }
+    atomic_write_text(best_dir / "config.yaml", config_to_yaml(best_cfg))
+    return TuneResult(
+        run_dir=run.path,
+        best_model=best_dir / "model.zip",
+        best_member=best["member"],
+        best_score=float(best["score"]),
+        members=rows,
+        exploits=count_exploits(run.path / "tune"),
+    )
+
+
+def _get(config: Mapping[str, Any], key: str | tuple[str, ...]) -> Any:
+    if isinstance(key, str):
+        return config.get(key)
+    node: Any = config
+    for part in key:
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def count_exploits(experiment: Path) -> int:
+    """Exploit steps PBT logged (`pbt_global.txt`: one JSON line per member that copied another)."""
+    log = experiment / "pbt_global.txt"
+    if not log.is_file():
+        return 0
+    return sum(1 for line in log.read_text().splitlines() if line.strip())
