@@ -158,6 +158,10 @@ OPTIONAL_DEPS = {
     "gguf": "think",
     "jsonschema": "think",
     "httpx": "think",
+    "ray": "ray",
+    "ladybug": "memory",
+    "neo4j": "memory",
+    "sheeprl": "world",
 }
 _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 

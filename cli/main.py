@@ -15,6 +15,7 @@ True
 from __future__ import annotations
 
 import typer
+from metabonk_gym.cli.errors import guard_commands
 
 app = typer.Typer(
     name="metabonk",
@@ -25,7 +26,21 @@ app = typer.Typer(
 
 
 #: Each module has `register(app)`; benchmarks add themselves to `metabonk_gym.cli.bench.bench_app`.
-COMMAND_MODULES = ("envs", "bench", "play", "train", "think", "bonklink", "skyemu", "observe")
+COMMAND_MODULES = (
+    "envs",
+    "bench",
+    "play",
+    "train",
+    "think",
+    "bonklink",
+    "skyemu",
+    "observe",
+    "tune",
+    "vector",
+    "memory",
+    "video",
+    "world",
+)
 
 
 def _register_commands() -> None:
@@ -40,6 +55,7 @@ def _register_commands() -> None:
 
 
 _register_commands()
+guard_commands(app)  # the one place a MetabonkError becomes one line and exit code 2
 
 if __name__ == "__main__":
     app()

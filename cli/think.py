@@ -21,6 +21,7 @@ from pathlib import Path
 
 import typer
 from metabonk_gym.cli.bench import _print, bench_app
+from metabonk_gym.cli.errors import exit_with_error
 from metabonk_gym.cli.train import guarded
 from rich.console import Console
 
@@ -75,6 +76,7 @@ def serve_vlm(
 
     signal.signal(signal.SIGTERM, stop)
     try:
+        check_engine_installed(engine)
         server = ServerProcess(
             model,
             mmproj,
@@ -89,8 +91,7 @@ def serve_vlm(
             n_threads=threads,
         )
     except MetabonkError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        exit_with_error(exc)
     console.print(f"starting {server.engine}: {' '.join(server.cmd)}")
     try:
         url = server.start()
@@ -106,12 +107,25 @@ def serve_vlm(
         console.print(server.child.log_tail())
         raise typer.Exit(1)
     except MetabonkError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from None
+        exit_with_error(exc, code=1)  # the input was fine; the server failed
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     finally:
         server.stop()
+
+
+def check_engine_installed(engine: str | None) -> None:
+    """vllm and sglang run as `python -m MODULE`: say so in one line when it is not installed.
+
+    >>> check_engine_installed("llama-server")
+    """
+    import importlib.util
+
+    if engine in ("vllm", "sglang") and importlib.util.find_spec(engine) is None:
+        raise MetabonkError(
+            f"--engine {engine}: {engine} is not installed in this Python (pip install {engine}, "
+            "on a GPU machine), or use --engine llama-server"
+        )
 
 
 def distill_command(

@@ -64,3 +64,16 @@ class EnvWorkerError(MetabonkError, RuntimeError):
 class UntrustedFileError(MetabonkError, ValueError):
     """A file (model, state, dataset) that could run code or exhaust memory when loaded, refused
     unless the user says they trust it (`--trust-model` / `trust=True`)."""
+
+
+class MissingFolderError(MetabonkError, FileNotFoundError):
+    """A file would be written into a folder that does not exist (never created on the fly: a
+    typo in a path should not make folders)."""
+
+
+class EnvClosedError(MetabonkError, RuntimeError):
+    """An env was used after `close()`: make a new one."""
+
+
+class RomLoadError(MetabonkError, ValueError):
+    """The emulator could not load the ROM file (not a GBA ROM, or damaged)."""

@@ -78,10 +78,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "3 wrappers, think, expert machinery",
-        ("metabonk_gym.wrappers", "metabonk_gym.think", "metabonk_gym.experts"),
+        (
+            "metabonk_gym.wrappers",
+            "metabonk_gym.think",
+            "metabonk_gym.experts",
+            "metabonk_gym.memory",  # the long-term memory (generic, read by think's prompt)
+        ),
     ),
     ("4 games", ("metabonk_gym.games",)),
-    ("5 training", ("metabonk_gym.training",)),
+    ("5 training", ("metabonk_gym.training", "metabonk_gym.video", "metabonk_gym.worldmodel")),
     (
         "6 agents",
         ("metabonk_gym.agents",),

@@ -44,6 +44,9 @@ from metabonk_gym.think.prompts import PromptBuilder, system_prompt
 from metabonk_gym.think.strategist import Strategist
 from metabonk_gym.think.view import GameView
 
+#: Engine arguments kept out of `env.spec` (it is serialised and logged).
+SECRET_KWARGS = frozenset({"api_key"})
+
 
 class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
     """See the module docstring.
@@ -70,8 +73,12 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         max_tokens: the longest answer.
         game_card: replaces the integration's `game_card.md` in the system prompt.
         **engine_kwargs: go to the engine (`n_ctx`, `n_gpu_layers`, `api_key`,
-            `response_format`, `temperature`, ...).
+            `response_format`, `temperature`, ...); `api_key` is left out of `env.spec`
+            (better: set METABONK_API_KEY or OPENAI_API_KEY).
     """
+
+    #: info keys this wrapper adds (vector envs send them every step by default)
+    added_info_keys: tuple[str, ...] = ('think', 'directive')
 
     def __init__(
         self,
@@ -114,7 +121,9 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
             log_frames=log_frames,
             max_tokens=max_tokens,
             game_card=game_card,
-            **engine_kwargs,  # so that `env.spec` rebuilds the same engine
+            # so that `env.spec` rebuilds the same engine; never secrets: the spec is serialised
+            # and logged (the engine reads the key from METABONK_API_KEY / OPENAI_API_KEY)
+            **{k: v for k, v in engine_kwargs.items() if k not in SECRET_KWARGS},
         )
         gym.Wrapper.__init__(self, env)
         self.adapter = adapter_for(env)

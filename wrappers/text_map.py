@@ -188,6 +188,9 @@ class TextMap(gym.Wrapper, gym.utils.RecordConstructorArgs):
         pixels_key: where a Box observation goes in the Dict.
     """
 
+    #: info keys this wrapper adds (vector envs send them every step by default)
+    added_info_keys: tuple[str, ...] = ('text_map', 'spatial')
+
     def __init__(
         self,
         env: gym.Env,

@@ -32,6 +32,46 @@ from metabonk_gym.training.video import Mp4Stream
 from metabonk_gym.utils import atomic_write_text
 
 
+def check_writable(path: str | Path | None, flag: str, folder: bool = False) -> None:
+    """Before any work: `ConfigError` unless a file can be written at `path` (or, `folder`,
+    inside the folder `path`), so a long evaluation never ends in a failed write.
+
+    >>> check_writable("/dev/null/report.json", "--out")
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.training.errors.ConfigError: --out /dev/null/report.json: /dev/null is a file, not a folder; choose a path in a folder you can write to
+    """
+    import tempfile
+
+    if path is None:
+        return
+    path = Path(path).expanduser()
+    target = path if folder else path.parent
+    if not folder and path.is_dir():
+        raise ConfigError(f"{flag} {path} is a folder; give a file name, e.g. {path}/report.json")
+    missing = [p for p in (target, *target.parents) if not p.exists()]
+    existing = next(p for p in (target, *target.parents) if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(
+            f"{flag} {path}: {existing} is a file, not a folder; choose a path in a folder "
+            "you can write to"
+        )
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target, prefix=".metabonk-write-check-"):
+            pass
+    except OSError as exc:
+        reason = f"{exc.strerror}: {exc.filename!r}" if exc.filename else str(exc)
+        raise ConfigError(
+            f"{flag} {path}: cannot write there ({reason}); choose a path in a folder you can "
+            "write to"
+        ) from None
+    finally:
+        for made in missing:  # leave no empty folders behind from the check
+            if made.is_dir() and not any(made.iterdir()):
+                made.rmdir()
+
+
 def summarize(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     returns = np.asarray([e["return"] for e in episodes], dtype=np.float64)
     return {
@@ -69,6 +109,9 @@ def evaluate(
         raise ConfigError(f"--episodes must be >= 1, not {episodes}")
     if ladder is not None and Path(ladder).suffix != ".json":
         raise ConfigError(f"--ladder {ladder} must be a .json file")
+    check_writable(out, "--out")
+    check_writable(ladder, "--ladder")
+    check_writable(video_dir, "--video", folder=True)
     cfg = episode_config(env_id, agent, config_file, overrides)
     env = make_env(env_id, cfg)
     if env_traits(env_id).port_per_env:  # a quick clear error when no game answers
@@ -79,7 +122,7 @@ def evaluate(
             raise
     results: list[EpisodeResult] = []
     actor: Any = None
-    videos: dict[str, str] = {}
+    videos: dict[str, Any] = {}
     kwargs = dict(agent_kwargs or {})
     is_model = Path(agent).expanduser().is_file()
     if is_model:
@@ -143,9 +186,9 @@ def _keep_extremes(kept: dict[int, Path], results: list[EpisodeResult]) -> None:
 
 def _publish_videos(
     kept: dict[int, Path], results: list[EpisodeResult], folder: Path
-) -> dict[str, str]:
+) -> dict[str, Any]:
     order = _order(results)
-    out: dict[str, str] = {}
+    out: dict[str, Any] = {}
     for label, index in (("worst", order[0]), ("best", order[-1])):
         source = kept.get(index)
         if source is None or not source.exists():
@@ -153,7 +196,7 @@ def _publish_videos(
         target = folder / f"{label}.mp4"
         target.write_bytes(source.read_bytes())
         out[label] = str(target)
-        out[f"{label}_episode"] = str(index)
+        out[f"{label}_episode"] = int(index)
     for path in kept.values():
         path.unlink(missing_ok=True)
     return out

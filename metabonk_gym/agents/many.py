@@ -6,8 +6,10 @@ What: `play_many(env_id, agent, n_envs, ...)` and `evaluate_many(...)` split the
 so the report is the one a single process would give. With `--agent think --server URL` every
 worker's think agent sends its requests to that one server (`metabonk serve-vlm`), which batches
 them.
-Why processes: stable-retro runs one emulator per process, and each think agent waits for its own
-answers while the others play on.
+Why processes: each agent that reads the emulator (scripted experts) or waits for its own
+answers (think) plays beside its env. A deterministic model and the random agent, which act on
+observations alone, instead play all episodes from this process on the shared-memory vector
+engine (`metabonk_gym.agents.parallel`).
 
 >>> split_episodes(10, 4)
 [(0, 3), (3, 3), (6, 2), (8, 2)]
@@ -24,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from metabonk_gym.agents.episode import episode_config
-from metabonk_gym.agents.evaluate import evaluate, make_report
+from metabonk_gym.agents.evaluate import check_writable, evaluate, make_report
+from metabonk_gym.agents.parallel import parallel_ok, play_parallel
 from metabonk_gym.agents.record import RecordResult, play
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.rollout import EpisodeResult
@@ -119,7 +122,28 @@ def evaluate_many(
     `out` as JSON when given). Videos and ladders need one process: use `evaluate`."""
     import json
 
+    check_writable(out, "--out")
     parts = split_episodes(episodes, n_envs)
+    if agent == "random" or (parallel_ok(agent) and deterministic):
+        # acts from observations alone and repeats without per-process torch seeds: all envs
+        # on one shared-memory vector engine, the agent in this process
+        cfg = episode_config(env_id, agent, config_file, overrides)
+        results = play_parallel(
+            env_id,
+            agent,
+            cfg,
+            seeds=[seed + i for i in range(episodes)],
+            n_envs=n_envs,
+            agent_kwargs={**dict(agent_kwargs or {}), "deterministic": deterministic}
+            if agent != "random"
+            else agent_kwargs,
+        )
+        report = make_report(env_id, agent, cfg.to_dict(), seed, results)
+        report["n_envs"] = len(parts)
+        report["deterministic"] = deterministic if agent != "random" else None
+        if out is not None:
+            atomic_write_text(Path(out), json.dumps(report, indent=2))
+        return report
     kwargs = {
         "config_file": config_file,
         "overrides": dict(overrides or {}),

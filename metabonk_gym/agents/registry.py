@@ -1,4 +1,5 @@
-"""Agents by name: `make_agent("random" | "scripted" | "think" | "human" | PATH.zip, env)`.
+"""Agents by name: `make_agent("random" | "scripted" | "think" | "human" | PATH.zip | RUN_DIR, env)`
+(a model zip of `train ppo`/`train bc`, or a run directory of `train dreamer`).
 
 The scripted expert of an env is its game folder's `Expert` (the folder's `game.py`, found
 through `env.unwrapped.game_data`), so a user's game folder can ship one too; no game is named
@@ -17,6 +18,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from metabonk_gym.agents.dreamer import DreamerAgent, is_dreamer_run
 from metabonk_gym.agents.human import HumanAgent
 from metabonk_gym.agents.model import ModelAgent, model_env_overrides
 from metabonk_gym.experts.base import Agent, AgentError, RandomAgent
@@ -36,7 +38,7 @@ def _is_model_path(spec: str) -> bool:
 
 def check_agent_spec(spec: str) -> str:
     """`spec` itself when it names an agent or an existing model file, else a clear error."""
-    if spec in AGENT_NAMES or _is_model_path(spec):
+    if spec in AGENT_NAMES or _is_model_path(spec) or is_dreamer_run(spec):
         return spec
     raise unknown_agent(spec)
 
@@ -44,8 +46,8 @@ def check_agent_spec(spec: str) -> str:
 def agent_env_overrides(spec: str) -> dict[str, Any]:
     """Env kwargs an agent needs (a model sees frames as it was trained: obs_type, downscale,
     frameskip); `{}` for agents that read RAM or take any frame."""
-    if spec in AGENT_NAMES:
-        return {}
+    if spec in AGENT_NAMES or is_dreamer_run(spec):
+        return {}  # a Dreamer policy resizes the env's own frames as in its training
     if _is_model_path(spec):
         return model_env_overrides(Path(spec).expanduser())
     raise unknown_agent(spec)
@@ -57,7 +59,8 @@ def unknown_agent(spec: str) -> AgentError:
     if spec.endswith(".zip") and not path.exists():
         return AgentError(f"model file not found: {path}")
     return AgentError(
-        f"unknown agent {spec!r}; use one of {', '.join(AGENT_NAMES)} or a model PATH.zip"
+        f"unknown agent {spec!r}; use one of {', '.join(AGENT_NAMES)}, a model PATH.zip or a "
+        "`train dreamer` run directory"
     )
 
 
@@ -87,6 +90,8 @@ def make_agent(spec: str, env: gym.Env, seed: int | None = None, **kwargs: Any) 
     if spec == "think":
         agent: Agent = make_think_agent(env, **kwargs)
         return agent
+    if is_dreamer_run(spec):
+        return DreamerAgent(Path(spec).expanduser(), env, **kwargs)
     if _is_model_path(spec):
         return ModelAgent(Path(spec).expanduser(), env, **kwargs)
     raise unknown_agent(spec)

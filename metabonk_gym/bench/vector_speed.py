@@ -140,7 +140,9 @@ def collection(
 
     from metabonk_gym.training.vecenv import SharedMemoryVecEnv
 
-    fns = [partial(make_one, env_id, (), dict(kwargs)) for _ in range(n_envs)]
+    fns: list[Callable[[], gym.Env]] = [
+        partial(make_one, env_id, (), dict(kwargs)) for _ in range(n_envs)
+    ]
     result: dict[str, Any] = {"env_id": env_id, "policy": policy, "n_envs": n_envs}
     rates: dict[str, list[float]] = {"subproc": [], "engine": []}
     for _ in range(2):  # alternate, so that load changes hit both alike

@@ -301,7 +301,8 @@ class OpenAIEngine(Engine):
     Args:
         base_url: the server's URL (`/v1` is appended when missing).
         model: the model name sent with each request (llama.cpp's servers ignore it).
-        api_key: sent as a bearer token when given.
+        api_key: sent as a bearer token; default: the environment's METABONK_API_KEY, else
+            OPENAI_API_KEY (keeps the key out of configs and `env.spec`), else none.
         vision: send the frame as an image (the server needs a vision projector).
         temperature: sampling temperature (0: greedy).
         response_format: `"json_object"` sends `{"type": "json_object", "schema": ...}` (llama.cpp's
@@ -343,6 +344,8 @@ class OpenAIEngine(Engine):
             response_format == "json_object" if cache_prompt is None else cache_prompt
         )
         self.max_connections = int(max_connections)
+        if api_key is None:
+            api_key = os.environ.get("METABONK_API_KEY") or os.environ.get("OPENAI_API_KEY")
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client: Any = None  # an httpx.AsyncClient, made on the loop at the first request
         self._client_loop: asyncio.AbstractEventLoop | None = None

@@ -14,6 +14,7 @@ while a video is being recorded.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
+from metabonk_gym.memory.scalars import log_memory_scalars
 from metabonk_gym.think.metrics import log_think_scalars, merge_think_infos
 from metabonk_gym.training.rundir import RunDir, save_model
 from metabonk_gym.training.video import add_gif_summary, tensorboard_writer, write_mp4
@@ -140,9 +142,11 @@ class ThinkScalarsCallback(BaseCallback):
     steps, the `infos[i]["think"]` of all envs are merged (`merge_think_infos`) and written with
     `log_think_scalars` to the SB3 logger (`think/calls`, `think/fallbacks`,
     `think/fallbacks_<reason>`, `think/fallback_rate`, `think/latency_p50_s`,
-    `think/latency_p95_s`, `think/directive_success_rate`, `think/latency_frames_p50`); they reach
-    TensorBoard with the logger's next dump. Envs without a `PauseToThink` wrapper have no
-    `info["think"]`: the callback then logs nothing, so training can always add it."""
+    `think/latency_p95_s`, `think/directive_success_rate`, `think/latency_frames_p50`), and
+    the long-term memory's counters (`info["memory"]` of a `Memory` wrapper, `memory/*` through
+    `log_memory_scalars`); they reach TensorBoard with the logger's next dump. Envs without
+    these wrappers have neither key: the callback then logs nothing, so training can always
+    add it."""
 
     def __init__(self, every: int = 1) -> None:
         super().__init__()
@@ -150,16 +154,29 @@ class ThinkScalarsCallback(BaseCallback):
             raise ValueError(f"every must be >= 1, not {every}")
         self.every = int(every)
         self.latest: dict[int, dict[str, Any]] = {}
+        self.memory: dict[int, dict[str, Any]] = {}
         self.scalars: dict[str, float] = {}
 
     def _on_step(self) -> bool:
         for i, info in enumerate(self.locals.get("infos") or ()):
-            think = info.get("think") if isinstance(info, dict) else None
-            if isinstance(think, dict):
-                self.latest[i] = think  # cumulative per env: the newest counts
-        if self.latest and self.n_calls % self.every == 0:
-            merged = merge_think_infos(list(self.latest.values()))
-            self.scalars = log_think_scalars(_RecordWriter(self.logger), merged, self.num_timesteps)
+            if not isinstance(info, dict):
+                continue
+            if isinstance(info.get("think"), dict):
+                self.latest[i] = info["think"]  # cumulative per env: the newest counts
+            if isinstance(info.get("memory"), dict):
+                self.memory[i] = info
+        if self.n_calls % self.every == 0:
+            writer = _RecordWriter(self.logger)
+            scalars: dict[str, float] = {}
+            if self.latest:
+                merged = merge_think_infos(list(self.latest.values()))
+                scalars.update(log_think_scalars(writer, merged, self.num_timesteps))
+            if self.memory:
+                scalars.update(
+                    log_memory_scalars(writer, list(self.memory.values()), self.num_timesteps)
+                )
+            if scalars:
+                self.scalars = scalars
         return True
 
 
@@ -327,3 +344,77 @@ class RichProgressCallback(BaseCallback):
             self._progress.update(self._task, completed=self.num_timesteps)
             self._progress.stop()
             self._progress = None
+
+
+def progress_text(stats: EpisodeStats) -> str:
+    """Episodes, recent mean return and win rate, as the progress bar and lines show them.
+
+    >>> stats = EpisodeStats(); stats.add(2.0, 5, True)
+    >>> progress_text(stats)
+    'episodes 1, return 2.00, win 1.00'
+    """
+    text = f"episodes {stats.episodes}"
+    mean = stats.mean_return()
+    if mean is not None:
+        text += f", return {mean:.2f}"
+    win = stats.win_rate()
+    if win is not None:
+        text += f", win {win:.2f}"
+    return text
+
+
+class LineProgressCallback(BaseCallback):
+    """Progress as a plain line every `every_s` seconds (and at the end), for logs and pipes
+    where a live bar shows nothing until the run ends: steps, percent, steps/s, episodes,
+    recent return and win rate.
+
+    Args:
+        total_steps: the run's length.
+        stats: the episode statistics to show.
+        description: the label each line starts with.
+        every_s: seconds between lines.
+        write: where lines go (default: stderr, flushed, so stdout keeps only results).
+    """
+
+    def __init__(
+        self,
+        total_steps: int,
+        stats: EpisodeStats,
+        description: str = "training",
+        every_s: float = 30.0,
+        write: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.total_steps = total_steps
+        self.stats = stats
+        self.description = description
+        self.every_s = every_s
+        self.write = write or (lambda line: print(line, file=sys.stderr, flush=True))
+        self._start = (0.0, 0)
+        self._last = 0.0
+
+    def _on_training_start(self) -> None:
+        self._start = (time.monotonic(), int(self.num_timesteps))
+        self._last = self._start[0]
+
+    def line(self) -> str:
+        steps = int(self.num_timesteps)
+        elapsed = max(time.monotonic() - self._start[0], 1e-9)
+        fps = (steps - self._start[1]) / elapsed
+        pct = 100.0 * steps / self.total_steps if self.total_steps else 100.0
+        return (
+            f"{self.description}: {steps}/{self.total_steps} steps ({pct:.0f}%), "
+            f"{fps:.0f} steps/s, {progress_text(self.stats)}"
+        )
+
+    def _on_step(self) -> bool:
+        now = time.monotonic()
+        if now - self._last >= self.every_s:
+            self._last = now
+            self.write(self.line())
+        return True
+
+    def _on_training_end(self) -> None:
+        if self._start[0] > 0.0:
+            self.write(self.line())
+            self._start = (0.0, 0)

@@ -34,6 +34,7 @@ from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.errors import ConfigError, DatasetError
 from metabonk_gym.training.megabonk import check_reachable
 from metabonk_gym.vector import default_envs_per_worker
+from metabonk_gym.video.bind import bind_learned_terms
 
 #: The smallest image side NatureCNN (SB3's `MultiInputPolicy` image extractor) accepts.
 MIN_FRAME_SIDE = 36
@@ -202,6 +203,11 @@ def make_env(env_id: str, cfg: TrainConfig, index: int = 0, **extra: Any) -> gym
         env = gym.make(env_id, **{**cfg.env_kwargs_for_make(env_id, index), **extra})
     except TypeError as exc:  # an unknown env_kwargs key
         raise ConfigError(f"{env_id} does not take these env_kwargs: {exc}") from exc
+    try:
+        bind_learned_terms(env)  # `learned` reward terms score frames with their model
+    except BaseException:
+        env.close()
+        raise
     base: Any = env.unwrapped
     if cfg.goal is not None:
         known = set(base.variable_names if traits.ram_variables else base.info_names)
@@ -228,7 +234,7 @@ def make_env(env_id: str, cfg: TrainConfig, index: int = 0, **extra: Any) -> gym
 
 #: Info keys training's callbacks read every step (`ThinkScalarsCallback`); an episode's final
 #: info, with the return of each reward term (`episode_reward_terms`), always arrives whole.
-TRAIN_INFO_KEYS = ("think",)
+TRAIN_INFO_KEYS = ("think", "memory")
 
 
 def start_method() -> str:

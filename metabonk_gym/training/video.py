@@ -58,7 +58,7 @@ def write_mp4(path: Path, frames: Sequence[np.ndarray] | np.ndarray, fps: float)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.mp4")
     try:
-        writer: Any = imageio.get_writer(tmp, fps=fps, codec="libx264", macro_block_size=8)
+        writer: Any = imageio.get_writer(tmp, fps=fps, codec="libx264", macro_block_size=2)
         with writer:
             for frame in array:
                 writer.append_data(frame)
@@ -82,7 +82,7 @@ class Mp4Stream:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer: Any = imageio.get_writer(
-            self.path, fps=fps, codec="libx264", macro_block_size=8
+            self.path, fps=fps, codec="libx264", macro_block_size=2
         )
 
     def add(self, frame: np.ndarray) -> None:

@@ -274,7 +274,7 @@ class VecEngine:
     def _fail(self, message: str) -> EnvWorkerError:
         """Close everything and return the error to raise."""
         self.close(timeout_s=2.0)
-        return EnvWorkerError(message + "; the vector env is closed: build a new one")
+        return EnvWorkerError(f"{message} (the vector env is closed)")
 
     def _read_completions(self, deadline: float, what: str) -> None:
         """Block until at least one pending env completes (or fail at the deadline)."""
@@ -572,6 +572,22 @@ def _raise_worker_error(error: tuple[bytes | None, str, str], where: str) -> Non
     raise EnvWorkerError(f"{where} raised {type_name}:\n{text}")
 
 
+def declared_info_names(env: gym.Env) -> list[str]:
+    """The info keys an env declares: the base env's `info_names` (its variables), then the
+    `added_info_keys` of each wrapper around it, outermost first.
+
+    >>> import gymnasium as gym
+    >>> declared_info_names(gym.make("CartPole-v1"))
+    []
+    """
+    names = list(getattr(env.unwrapped, "info_names", None) or [])
+    layer: Any = env
+    while isinstance(layer, gym.Wrapper):
+        names += [k for k in getattr(layer, "added_info_keys", ()) if k not in names]
+        layer = layer.env
+    return names
+
+
 def _describe_env(env_fn: Callable[[], gym.Env], conn: Any, parent: int) -> None:
     """Run in a short-lived process: build one env and send back its spaces and spec."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -579,7 +595,6 @@ def _describe_env(env_fn: Callable[[], gym.Env], conn: Any, parent: int) -> None
     try:
         env = env_fn()
         try:
-            names = getattr(env.unwrapped, "info_names", None)
             answer: tuple[str, Any] = (
                 "ok",
                 (
@@ -588,7 +603,7 @@ def _describe_env(env_fn: Callable[[], gym.Env], conn: Any, parent: int) -> None
                     env.spec,
                     env.metadata,
                     env.render_mode,
-                    list(names) if names is not None else [],
+                    declared_info_names(env),
                 ),
             )
         finally:

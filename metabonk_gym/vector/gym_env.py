@@ -77,7 +77,8 @@ class SharedMemoryVectorEnv(gym.vector.VectorEnv):
         envs_per_worker: envs per worker process (1 where an emulator allows one per process).
         autoreset_mode: gymnasium's autoreset mode (default NEXT_STEP: the step after an
             episode's end resets that env and returns its first observation, with reward 0).
-        info_keys: info keys returned every step (None: the env's variables, its `info_names`;
+        info_keys: info keys returned every step (None: the env's variables, its `info_names`,
+            and its wrappers' `added_info_keys`;
             the rest: `last_infos()`, and whole at an episode's end).
         copy: return copies of the observations (False: views of shared memory that the next
             step overwrites).

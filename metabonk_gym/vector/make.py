@@ -96,7 +96,7 @@ def make_vec(
     `wrappers` apply inside each worker (picklable callables); `kwargs` go to every `gym.make`.
     Envs with one port per copy (`MetaBonk/Megabonk-v0`) talk to `base_port + i` (default 5560).
     `info_keys` (default: the env's variables, `info_names`, which hold the contract's `hp`,
-    `max_hp`, `won`, `lost`) reach this process every step through shared memory (pass `()` for
+    `max_hp`, `won`, `lost`, and the `added_info_keys` of its wrappers) reach this process every step through shared memory (pass `()` for
     the fastest steps); the whole info arrives at an episode's end and from `envs.last_infos()`. `context` is
     the multiprocessing start method (`spawn` is the safe choice in a process that holds
     threads); a worker that dies or takes longer than `step_timeout_s` raises `EnvWorkerError`.

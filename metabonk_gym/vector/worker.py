@@ -119,7 +119,7 @@ class _Worker:
         self.buffers = buffers
         self.observations = buffers.observations
         self.final_observations = buffers.final_observations
-        self.actions = read_from_shared_memory(self.envs[0].action_space, buffers.actions, n)
+        self.actions: Any = read_from_shared_memory(self.envs[0].action_space, buffers.actions, n)
         self.rewards = np.frombuffer(buffers.rewards.get_obj(), np.float64)
         self.terminations = np.frombuffer(buffers.terminations.get_obj(), np.bool_)
         self.truncations = np.frombuffer(buffers.truncations.get_obj(), np.bool_)
@@ -183,13 +183,13 @@ class _Worker:
             gid = self.ids[i]
             env = self.envs[i]
             try:
+                reward: Any
                 if mode is AutoresetMode.NEXT_STEP and self.needs_reset[i]:
                     obs, info = env.reset()
                     reward, terminated, truncated = 0.0, False, False
                     self.needs_reset[i] = False
                 else:
-                    action = self.actions[gid]
-                    obs, reward, terminated, truncated, info = env.step(action)
+                    obs, reward, terminated, truncated, info = env.step(self.actions[gid])
                 self._track_terms(i, info)
                 payload: dict[str, Any] = {}
                 if terminated or truncated:
@@ -276,8 +276,9 @@ class _Worker:
 def pickled_error(exc: BaseException) -> tuple[bytes | None, str, str]:
     """An exception as (pickled exception or None, its type name, its formatted traceback)."""
     text = "".join(traceback.format_exception(exc))
+    blob: bytes | None
     try:
-        blob: bytes | None = pickle.dumps(exc)
+        blob = pickle.dumps(exc)
         pickle.loads(blob)  # some exceptions pickle but do not unpickle
     except Exception:
         blob = None
