@@ -423,8 +423,9 @@ def curriculum_command(
 def eval_command(
     env_id: str = typer.Argument(..., help=ENV_HELP),
     model: str = typer.Argument(
-        ..., help="A model PATH.zip, a `train dreamer` run directory, or an agent: scripted, "
-        "random, think."
+        ...,
+        help="A model PATH.zip, a `train dreamer` run directory, or an agent: scripted, "
+        "random, think.",
     ),
     episodes: int = typer.Option(10, help="Episodes (episode i is reset with seed SEED+i)."),
     seed: int = typer.Option(0, help="First reset seed."),

@@ -81,7 +81,17 @@ def test_metabonk_eval_and_play_load_a_dreamer_run(dreamer_run: Path, tmp_path: 
     report = tmp_path / "report.json"
     result = runner.invoke(
         app,
-        ["eval", QUEST, str(dreamer_run), "--episodes", "2", "--max-steps", "15", "--out", str(report)],
+        [
+            "eval",
+            QUEST,
+            str(dreamer_run),
+            "--episodes",
+            "2",
+            "--max-steps",
+            "15",
+            "--out",
+            str(report),
+        ],
     )
     assert result.exit_code == 0, result.output
     data = json.loads(report.read_text())
@@ -90,6 +100,11 @@ def test_metabonk_eval_and_play_load_a_dreamer_run(dreamer_run: Path, tmp_path: 
         app, ["eval", "MetaBonk/BonkArena-v0", str(dreamer_run), "--episodes", "1"]
     )
     assert other.exit_code == 2 and "was trained on MetaBonk/BonkQuest-v0" in other.output
+    played = runner.invoke(
+        app,
+        ["play", QUEST, "--agent", str(dreamer_run), "--episodes", "1", "--max-steps", "10"],
+    )
+    assert played.exit_code == 0, played.output
 
 
 def test_bad_input_is_refused_with_one_line(dreamer_run: Path, tmp_path: Path) -> None:

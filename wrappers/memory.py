@@ -53,7 +53,7 @@ class Memory(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
     """
 
     #: info keys this wrapper adds (vector envs send them every step by default)
-    added_info_keys: tuple[str, ...] = ('memory',)
+    added_info_keys: tuple[str, ...] = ("memory",)
 
     def __init__(
         self,

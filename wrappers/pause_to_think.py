@@ -78,7 +78,7 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
     """
 
     #: info keys this wrapper adds (vector envs send them every step by default)
-    added_info_keys: tuple[str, ...] = ('think', 'directive')
+    added_info_keys: tuple[str, ...] = ("think", "directive")
 
     def __init__(
         self,

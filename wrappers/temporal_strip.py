@@ -91,7 +91,7 @@ class TemporalStrip(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """
 
     #: info keys this wrapper adds (vector envs send them every step by default)
-    added_info_keys: tuple[str, ...] = ('predicted_uncertainty',)
+    added_info_keys: tuple[str, ...] = ("predicted_uncertainty",)
 
     def __init__(
         self,

@@ -189,7 +189,7 @@ class TextMap(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """
 
     #: info keys this wrapper adds (vector envs send them every step by default)
-    added_info_keys: tuple[str, ...] = ('text_map', 'spatial')
+    added_info_keys: tuple[str, ...] = ("text_map", "spatial")
 
     def __init__(
         self,

@@ -17,16 +17,45 @@ from typing import Any
 import gymnasium as gym
 
 from metabonk_gym.experts.base import AgentError
+from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.worldmodel.dreamer import SHEEPRL_DIR, DreamerPolicy
 
-#: The folder of sheeprl's logs and checkpoints inside a Dreamer run directory.
-_SHEEPRL_DIR = "sheeprl"
+#: How `train dreamer` makes its env: `gym.make(ENV_ID, **env_kwargs)`, so the env's own
+#: defaults for the settings a training config would otherwise change.
+_ENV_DEFAULTS = {"obs_type": "rgb", "downscale": 1, "frameskip": 4}
 
 
 def is_dreamer_run(spec: str | Path) -> bool:
     """Whether `spec` is a run directory of `metabonk train dreamer` (its `config.yaml` and
     sheeprl's folder)."""
     path = Path(spec).expanduser()
-    return path.is_dir() and (path / "config.yaml").is_file() and (path / _SHEEPRL_DIR).is_dir()
+    return path.is_dir() and (path / "config.yaml").is_file() and (path / SHEEPRL_DIR).is_dir()
+
+
+def dreamer_base_config(run_dir: str | Path, env_id: str) -> dict[str, Any]:
+    """The config base an episode of a Dreamer run needs: the frames it was trained on (the
+    env's own defaults, then the run's `env_kwargs`) and no frame stack; `AgentError` when the
+    run was made for another env."""
+    stored = RunDir(Path(run_dir).expanduser()).read_config()
+    theirs = str(stored.get("env_id", "")).split(":")[-1]
+    if theirs and theirs != env_id.split(":")[-1]:
+        raise AgentError(f"{run_dir} was trained on {theirs}, not {env_id}")
+    env_kwargs = dict((stored.get("dreamer") or {}).get("env_kwargs") or {})
+    base: dict[str, Any] = {k: env_kwargs.pop(k, v) for k, v in _ENV_DEFAULTS.items()}
+    base["frame_stack"] = 1
+    if "state" in env_kwargs:
+        base["state"] = env_kwargs.pop("state")
+    if env_kwargs:
+        base["env_kwargs"] = env_kwargs
+    return base
+
+
+def dreamer_env_overrides(run_dir: str | Path) -> dict[str, Any]:
+    """The env kwargs a Dreamer run needs to see frames as in training (as
+    `model_env_overrides` for a model zip)."""
+    stored = RunDir(Path(run_dir).expanduser()).read_config()
+    base = dreamer_base_config(run_dir, str(stored.get("env_id", "")))
+    return {k: base[k] for k in _ENV_DEFAULTS}
 
 
 class DreamerAgent:
@@ -43,8 +72,6 @@ class DreamerAgent:
     def __init__(
         self, run_dir: str | Path, env: gym.Env, deterministic: bool = True, trust: bool = False
     ) -> None:
-        from metabonk_gym.worldmodel.dreamer import DreamerPolicy
-
         del trust  # nothing in a Dreamer checkpoint needs unpickling
         self.name = str(run_dir)
         self.policy = DreamerPolicy(run_dir, greedy=deterministic)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.agents.dreamer import dreamer_base_config, is_dreamer_run
 from metabonk_gym.agents.model import model_config
 from metabonk_gym.agents.registry import AGENT_NAMES, check_agent_spec
 from metabonk_gym.training.config import MODEL_KEYS, TrainConfig, resolve_config
@@ -31,6 +32,9 @@ def episode_config(
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     if agent in AGENT_NAMES:
         return resolve_config(env_id, config_file, overrides)
+    if is_dreamer_run(agent):
+        base = dreamer_base_config(agent, env_id)
+        return resolve_config(env_id, config_file, overrides, base=base)
     base = model_config(Path(agent).expanduser(), env_id)
     cfg = resolve_config(env_id, config_file, overrides, base=base)
     changed = [k for k in MODEL_KEYS if getattr(cfg, k) != base.get(k, getattr(cfg, k))]

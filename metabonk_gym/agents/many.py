@@ -128,7 +128,7 @@ def evaluate_many(
         # acts from observations alone and repeats without per-process torch seeds: all envs
         # on one shared-memory vector engine, the agent in this process
         cfg = episode_config(env_id, agent, config_file, overrides)
-        results = play_parallel(
+        played = play_parallel(
             env_id,
             agent,
             cfg,
@@ -138,7 +138,7 @@ def evaluate_many(
             if agent != "random"
             else agent_kwargs,
         )
-        report = make_report(env_id, agent, cfg.to_dict(), seed, results)
+        report = make_report(env_id, agent, cfg.to_dict(), seed, played)
         report["n_envs"] = len(parts)
         report["deterministic"] = deterministic if agent != "random" else None
         if out is not None:

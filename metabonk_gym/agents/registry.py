@@ -18,7 +18,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from metabonk_gym.agents.dreamer import DreamerAgent, is_dreamer_run
+from metabonk_gym.agents.dreamer import DreamerAgent, dreamer_env_overrides, is_dreamer_run
 from metabonk_gym.agents.human import HumanAgent
 from metabonk_gym.agents.model import ModelAgent, model_env_overrides
 from metabonk_gym.experts.base import Agent, AgentError, RandomAgent
@@ -46,8 +46,10 @@ def check_agent_spec(spec: str) -> str:
 def agent_env_overrides(spec: str) -> dict[str, Any]:
     """Env kwargs an agent needs (a model sees frames as it was trained: obs_type, downscale,
     frameskip); `{}` for agents that read RAM or take any frame."""
-    if spec in AGENT_NAMES or is_dreamer_run(spec):
-        return {}  # a Dreamer policy resizes the env's own frames as in its training
+    if spec in AGENT_NAMES:
+        return {}
+    if is_dreamer_run(spec):
+        return dreamer_env_overrides(spec)
     if _is_model_path(spec):
         return model_env_overrides(Path(spec).expanduser())
     raise unknown_agent(spec)

@@ -273,7 +273,7 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
             self.render()
         return self._observation(), reward, terminated, False, info
 
-    def render(self) -> np.ndarray | None:
+    def render(self) -> np.ndarray | None:  # type: ignore[override]  # gymnasium 1.2 types it as its RenderFrame TypeVar
         if self._frame is None:
             return None
         if self.render_mode == "human":

@@ -105,7 +105,7 @@ def current_frame(env: gym.Env, obs: Any = None) -> np.ndarray:
     when they are RGB (wrappers may have downscaled or stacked them)."""
     base = env.unwrapped
     if base.render_mode != "human":
-        frame = base.render()
+        frame: Any = base.render()
         if isinstance(frame, np.ndarray):
             return frame
     if isinstance(obs, dict):
