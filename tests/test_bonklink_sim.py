@@ -294,14 +294,9 @@ def test_binds_loopback_by_default() -> None:
 
 
 def _cli_app() -> typer.Typer:
-    from metabonk_gym.cli.bonklink import register
-
-    app = typer.Typer()
-    register(app)
-
-    @app.command()
-    def other() -> None:  # a second command keeps typer in multi-command mode
-        """Nothing."""
+    """The real `metabonk` app (registering the command group again would add unguarded
+    duplicates to the shared `metabonk bench` group)."""
+    from metabonk_gym.cli.main import app
 
     return app
 

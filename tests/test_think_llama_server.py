@@ -280,7 +280,10 @@ def test_envs_in_make_vec_workers_share_one_batching_server(
     )
     with server as url:
         envs = make_vec(
-            "MetaBonk/BonkQuest-v0", n_envs, wrappers=[functools.partial(think, base_url=url)]
+            "MetaBonk/BonkQuest-v0",
+            n_envs,
+            envs_per_worker=1,
+            wrappers=[functools.partial(think, base_url=url)],
         )
         try:
             _, info = envs.reset(seed=0)
@@ -312,4 +315,4 @@ def test_envs_in_make_vec_workers_share_one_batching_server(
             envs.close()
             closed_in = time.monotonic() - started
     assert closed_in < 5.0, f"close took {closed_in:.1f} s"
-    assert [p.exitcode for p in envs.processes] == [0] * n_envs  # exited on their own
+    assert envs.engine.exitcodes() == [0] * n_envs  # exited on their own

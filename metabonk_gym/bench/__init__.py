@@ -3,5 +3,5 @@ same process, because absolute timings on shared machines are noise.
 
 >>> import pkgutil
 >>> sorted(m.name for m in pkgutil.iter_modules(__path__))[:2]
-['bonklink_speed', 'env_speed']
+['bonklink_speed', 'distributed_speed']
 """

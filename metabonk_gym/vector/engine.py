@@ -514,6 +514,11 @@ class VecEngine:
         """The worker processes' ids."""
         return [h.process.pid for h in self._workers]
 
+    def exitcodes(self) -> list[int | None]:
+        """The worker processes' exit codes (None while one runs; negative: killed by that
+        signal)."""
+        return [h.process.exitcode for h in self._workers]
+
     def close(self, timeout_s: float = 10.0) -> None:
         """Close every env and worker: a worker that does not finish within `timeout_s` (a step
         in progress counts) is killed. Idempotent."""
