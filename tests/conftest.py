@@ -4,6 +4,7 @@ first of a process runs on a private copy of stable-retro; closing frees its slo
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 
 import gymnasium as gym
@@ -13,6 +14,12 @@ import metabonk_gym  # noqa: F401  (registers the envs)
 
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+# A test run started in the background of a script (`.ci/run &`, nohup) inherits SIGINT ignored,
+# and so would every process the tests start: the Ctrl-C tests would then test nothing a user at
+# a terminal meets. Give this process, and through it its children, the terminal's default.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
