@@ -2,8 +2,8 @@
 measured in the same process:
 
 * **ppo-room1**: PPO from scratch on BonkQuest room1; target win rate >= 0.8 within 500k steps;
-* **bc-room1**: BC from 50 scripted-expert episodes (target >= 70% of the expert's mean return),
-  then BC+PPO against PPO from scratch at equal env steps;
+* **bc-room1**: BC from 200 scripted-expert episodes on 3 seeds (target >= 70% of the expert's
+  mean return on the worst seed), then BC+PPO against PPO from scratch at equal env steps;
 * **arena**: PPO on BonkArena for 1M steps against a random agent (target: survives 2x longer);
   **arena-bc**: the same, PPO starting from a BC clone of 16 scripted-expert episodes;
 * **megabonk**: PPO on MetaBonk/Megabonk-v0 against lockstep `bonklink-sim` games it starts

@@ -573,6 +573,7 @@ def bench_learning(
     ),
     out: Path = typer.Option(Path("runs/proof"), help="Folder of the runs (they resume)."),
     steps: int | None = typer.Option(None, help="Env steps (default: each part's target)."),
+    seeds: int = typer.Option(3, min=1, help="bc-room1: clones trained, each on its own data."),
 ) -> None:
     """Proof that it learns: PPO on room1, BC vs the expert, PPO vs random on BonkArena, Megabonk.
 
@@ -591,6 +592,8 @@ def bench_learning(
         kwargs: dict[str, Any] = {}
         if steps is not None:
             kwargs["finetune_steps" if part == "bc-room1" else "total_steps"] = steps
+        if part == "bc-room1":
+            kwargs["seeds"] = seeds
         results[part] = guarded(partial(PARTS[part], out, **kwargs))
     console.print_json(json.dumps(results, default=str))
 

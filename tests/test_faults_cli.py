@@ -1,9 +1,10 @@
 """Training survives what goes wrong around it (issue 12, items 1, 15 and 16).
 
-Real faults, no mocks: a `SubprocVecEnv` worker killed with SIGKILL, a file size limit
-(RLIMIT_FSIZE, the kernel's EFBIG: what a full disk does to a write), a trainer killed with
-SIGKILL, and a bonklink-sim game stopped mid-training. Each time the trainer ends within a
-bounded time with one line naming the cause and `--resume`, a checkpoint to continue from, and
+Real faults, no mocks: an env worker of the shared-memory engine (`SharedMemoryVecEnv`)
+killed with SIGKILL, a file size limit (RLIMIT_FSIZE, the kernel's EFBIG: what a full disk
+does to a write), a trainer killed with SIGKILL, and a bonklink-sim game stopped
+mid-training. Each time the trainer ends within a bounded time with one line naming the
+cause and `--resume`, a checkpoint to continue from, and
 `run.json` saying what happened.
 """
 

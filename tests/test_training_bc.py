@@ -200,3 +200,30 @@ def test_arena_state_vector_record_bc_ppo_and_eval(tmp_path: Path) -> None:
     assert all(e["length"] <= 150 and "time_s" in e["variables"] for e in report["episodes"])
     with pytest.raises(DatasetError, match="state"):
         train_bc(arena, dataset_id, tmp_path / "pix", overrides={"obs_type": "grayscale"})
+
+
+def test_bc_proof_reports_the_median_and_the_worst_of_its_seeds(tmp_path: Path) -> None:
+    from metabonk_gym.agents.proof import bc_room1
+
+    lines: list[str] = []
+    figures = bc_room1(
+        tmp_path, expert_episodes=2, eval_episodes=2, finetune_steps=0, seeds=3, log=lines.append
+    )
+    per_seed = figures["seeds"]
+    assert [s["seed"] for s in per_seed] == [0, 1, 2]
+    assert len({s["dataset"] for s in per_seed}) == 3  # each seed records its own episodes
+    ratios = sorted(s["bc_to_expert_return"] for s in per_seed)
+    assert figures["bc_to_expert_return_median"] == pytest.approx(ratios[1])
+    assert figures["bc_to_expert_return_worst"] == pytest.approx(ratios[0])
+    assert figures["passed_bc"] is (ratios[0] >= 0.7)
+    assert (tmp_path / "bc" / "model.zip").is_file() and (
+        tmp_path / "bc-seed2" / "model.zip"
+    ).is_file()
+    assert len(lines) == 4  # one line per seed, then the figures
+    # a re-run keeps the clones already trained (it resumes) and reports the same datasets
+    again = bc_room1(
+        tmp_path, expert_episodes=2, eval_episodes=2, finetune_steps=0, seeds=3, log=lines.append
+    )
+    assert [s["dataset"] for s in again["seeds"]] == [s["dataset"] for s in per_seed]
+    with pytest.raises(ValueError, match="seeds"):
+        bc_room1(tmp_path, seeds=0)

@@ -4,8 +4,9 @@ same process:
 * `ppo_room1`: PPO from scratch on BonkQuest room1; target: win rate (left room 1 with the key)
   >= 0.8 within 500k env steps. Reports the first step where the rolling win rate (last 100
   training episodes) reached 0.8 and a fixed-seed evaluation of the final model.
-* `bc_room1`: behavioural cloning from 50 scripted-expert episodes; target: >= 70% of the expert's
-  mean return. Then BC + PPO against PPO from scratch for the same number of env steps.
+* `bc_room1`: behavioural cloning from 200 scripted-expert episodes on 3 seeds; target: >= 70% of
+  the expert's mean return on the worst seed (the median is reported too). Then BC + PPO
+  against PPO from scratch for the same number of env steps.
 * `arena_survival`: PPO on BonkArena for 1M env steps; target: survives >= 2x as long as a random
   agent (mean `time_s` at episode end, same 30 seeds). Part `arena-bc` starts PPO from a BC
   clone of 16 scripted-expert episodes instead of from scratch.
@@ -113,39 +114,78 @@ def ppo_room1(
 
 def bc_room1(
     out_dir: Path,
-    expert_episodes: int = 50,
+    expert_episodes: int = 200,
     eval_episodes: int = 50,
     finetune_steps: int = 100_000,
     noise: float = 0.2,
+    seeds: int = 3,
     log: Log = print,
 ) -> dict[str, Any]:
-    """BC from scripted-expert episodes vs the expert; then BC+PPO vs PPO for the same steps."""
+    """BC from scripted-expert episodes vs the expert, on `seeds` seeds; then BC+PPO vs PPO.
+
+    Each seed records its own expert episodes (episode seeds `seed * 10_000 + i`) and trains its
+    own clone (the config's `seed`); every clone is evaluated greedily on the same fixed seeds as
+    the expert. The figure is the median and the worst clone-to-expert return ratio (target: the
+    worst >= 0.7). The fine-tuning comparison starts from seed 0's clone.
+
+    Data volume is what limits the clone here: an expert episode of room 1 is ~25 steps, so 50
+    episodes are ~1.2k samples and gave 0.61 / 0.24 / 0.23 of the expert's return on 3 seeds
+    (300 epochs instead of 100: 0.74 / 0.59 / 0.87); 200 episodes (~5k samples) gave 0.99 /
+    0.93 / 0.99 (docs/training.md).
+    """
+    import numpy as np
+
     from metabonk_gym.training.bc import train_bc
 
+    if seeds < 1:
+        raise ValueError(f"seeds must be >= 1, not {seeds}")
     out_dir = Path(out_dir)
-    dataset = f"metabonk/bench-room1-expert-{time.strftime('%Y%m%d%H%M%S')}-v0"
-    # DART: 20% random actions while recording, labels = the expert's choices, so the data shows
-    # how to recover from mistakes (plain demonstrations give ~45% of the expert's return)
-    record(QUEST, "scripted", dataset, episodes=expert_episodes, seed=0, noise=noise)
     expert = evaluate(QUEST, "scripted", episodes=eval_episodes, seed=100_000)
-    train_bc(QUEST, dataset, out_dir / "bc", progress=True)
-    bc_model = str(out_dir / "bc" / "model.zip")
-    sampled = evaluate(QUEST, bc_model, episodes=eval_episodes, seed=100_000)
-    greedy = evaluate(QUEST, bc_model, episodes=eval_episodes, seed=100_000, deterministic=True)
-    bc = max(sampled, greedy, key=lambda r: r["mean_return"])  # both are reported
-    ratio = bc["mean_return"] / expert["mean_return"] if expert["mean_return"] else 0.0
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    per_seed: list[dict[str, Any]] = []
+    for seed in range(seeds):
+        bc_dir = out_dir / ("bc" if seed == 0 else f"bc-seed{seed}")
+        dataset = f"metabonk/bench-room1-expert-{stamp}-s{seed}-v0"
+        if RunDir(bc_dir).is_run():  # a re-run resumes: the clones already trained are kept
+            dataset = str(RunDir(bc_dir).read_state().get("dataset", "?"))
+        else:
+            # DART: `noise` random actions while recording, labels = the expert's choices, so
+            # the data shows how to recover from mistakes (plain demonstrations give ~45% of
+            # the expert's return)
+            record(
+                QUEST,
+                "scripted",
+                dataset,
+                episodes=expert_episodes,
+                seed=seed * 10_000,
+                noise=noise,
+            )
+            train_bc(QUEST, dataset, bc_dir, overrides={"seed": seed}, progress=True)
+        model = str(bc_dir / "model.zip")
+        greedy = evaluate(QUEST, model, episodes=eval_episodes, seed=100_000, deterministic=True)
+        sampled = evaluate(QUEST, model, episodes=eval_episodes, seed=100_000)
+        ratio = greedy["mean_return"] / expert["mean_return"] if expert["mean_return"] else 0.0
+        per_seed.append(
+            {
+                "seed": seed,
+                "dataset": dataset,
+                "bc_mean_return": greedy["mean_return"],
+                "bc_win_rate": greedy["win_rate"],
+                "bc_mean_return_sampled": sampled["mean_return"],
+                "bc_to_expert_return": round(ratio, 3),
+            }
+        )
+        log(f"bc_room1 seed {seed}: {per_seed[-1]}")
+    ratios = [s["bc_to_expert_return"] for s in per_seed]
     figures: dict[str, Any] = {
-        "dataset": dataset,
         "expert_mean_return": expert["mean_return"],
-        "bc_mean_return": bc["mean_return"],
-        "bc_mean_return_sampled": sampled["mean_return"],
-        "bc_mean_return_deterministic": greedy["mean_return"],
-        "bc_to_expert_return": ratio,
-        "bc_win_rate": bc["win_rate"],
         "expert_win_rate": expert["win_rate"],
+        "seeds": per_seed,
+        "bc_to_expert_return_median": round(float(np.median(ratios)), 3),
+        "bc_to_expert_return_worst": round(float(min(ratios)), 3),
         "record_noise": noise,
-        "target_bc": "bc >= 0.7 x expert mean return",
-        "passed_bc": ratio >= 0.7,
+        "target_bc": "bc >= 0.7 x expert mean return on every seed (greedy policy)",
+        "passed_bc": min(ratios) >= 0.7,
     }
     if finetune_steps > 0:
         _train(
