@@ -20,6 +20,7 @@ QUEST = "MetaBonk/BonkQuest-v0"
 TINY = [
     "--downscale", "4", "--learning-starts", "64", "--batch-size", "2", "--sequence-length", "16",
     "--replay-ratio", "0.1", "--checkpoint-every", "100", "--log-every", "50",
+    "--env-kwarg", "max_episode_steps=60",  # episodes end within the run: game scalars
 ]  # fmt: skip
 runner = CliRunner()
 
@@ -46,6 +47,20 @@ def test_a_tiny_dreamer_trains_and_checkpoints(dreamer_run: Path) -> None:
     ckpt = torch.load(dreamer_run / "sheeprl" / "checkpoint" / "ckpt_200_0.ckpt", weights_only=True)
     assert {"world_model", "actor", "critic"} <= set(ckpt) and "rb" not in ckpt
     assert any(torch.is_tensor(v) and v.abs().sum() > 0 for v in ckpt["actor"].values())
+    # `train ppo`'s episode and game scalars, in `train ppo`'s folder
+    scalars = _scalars(dreamer_run / "tensorboard")
+    assert [s for s, _ in scalars["episode/length_mean"]] == [60, 120, 180]
+    assert {v for _, v in scalars["episode/length_mean"]} == {60.0}
+    assert "episode/return_mean" in scalars and "game/rooms_visited" in scalars
+    assert scalars["episode/count"][-1] == (180, 3.0)
+
+
+def _scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
 
 
 def test_resume_continues_from_the_newest_checkpoint(dreamer_run: Path, tmp_path: Path) -> None:
@@ -60,6 +75,8 @@ def test_resume_continues_from_the_newest_checkpoint(dreamer_run: Path, tmp_path
     after = torch.load(run / "sheeprl" / "checkpoint" / "ckpt_300_0.ckpt", weights_only=True)
     assert after["iter_num"] > before["iter_num"]
     assert json.loads((run / "run.json").read_text())["num_timesteps"] == 300
+    steps = [s for s, _ in _scalars(run / "tensorboard")["episode/length_mean"]]
+    assert steps[:3] == [60, 120, 180] and steps[3] > 200  # the curves continue after step 200
 
 
 def test_the_trained_policy_plays_the_env(dreamer_run: Path) -> None:

@@ -41,6 +41,7 @@ def dreamer_base_config(run_dir: str | Path, env_id: str) -> dict[str, Any]:
     if theirs and theirs != env_id.split(":")[-1]:
         raise AgentError(f"{run_dir} was trained on {theirs}, not {env_id}")
     env_kwargs = dict((stored.get("dreamer") or {}).get("env_kwargs") or {})
+    env_kwargs.pop("max_episode_steps", None)  # training's episode limit: eval sets its own
     base: dict[str, Any] = {k: env_kwargs.pop(k, v) for k, v in _ENV_DEFAULTS.items()}
     base["frame_stack"] = 1
     if "state" in env_kwargs:

@@ -65,6 +65,36 @@ class EpisodeStats:
         return float(np.mean(self.returns)) if self.returns else None
 
 
+def episode_number(value: Any) -> float | None:
+    """A game variable's value as a float for logging; None for what is not a plain number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    return float(value)
+
+
+def episode_scalars(records: list[dict[str, Any]], stats: Any) -> dict[str, float]:
+    """The SB3 path's episode scalars (`episode/*`, `rollout/*`, `game/*`, `reward_terms/*`)
+    from finished episodes' records (`{"vars": {...}, "terms": {...}}`) and rolling stats: what
+    training paths that do not run SB3's callbacks (RLlib, Dreamer) write."""
+    out: dict[str, float] = {}
+    if stats.episodes:
+        out["episode/count"] = float(stats.episodes)
+        out["episode/return_mean"] = float(stats.mean_return())
+        out["episode/length_mean"] = float(np.mean(stats.lengths))
+        out["rollout/ep_rew_mean"] = out["episode/return_mean"]
+        out["rollout/ep_len_mean"] = out["episode/length_mean"]
+        if stats.win_rate() is not None:
+            out["episode/win_rate"] = float(stats.win_rate())
+    for group, prefix in (("vars", "game/"), ("terms", "reward_terms/")):
+        sums: dict[str, list[float]] = defaultdict(list)
+        for rec in records:
+            for name, value in rec[group].items():
+                sums[name].append(float(value))
+        for name, values in sums.items():
+            out[prefix + name] = float(np.mean(values))
+    return out
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 

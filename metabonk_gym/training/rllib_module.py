@@ -36,6 +36,8 @@ from ray.rllib.core.rl_module.apis import (
 )
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
+from metabonk_gym.training.callbacks import episode_number as _number
+from metabonk_gym.training.callbacks import episode_scalars
 from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.rllib_envs import SpacesEnv
 from metabonk_gym.training.rundir import model_metadata, save_model
@@ -194,12 +196,6 @@ def lifetime_steps(algo: Any) -> int:
 # ---------------------------------------------------------------------------- callbacks
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        return None
-    return float(value)
-
-
 class MetabonkCallbacks(RLlibCallback):
     """Per episode (in the runners): its return, length, `success`, the game variables at its end
     and each reward term's sum, as one record of the `metabonk_episodes` item series. Per training
@@ -306,27 +302,6 @@ def _now() -> float:
     import time
 
     return time.monotonic()
-
-
-def episode_scalars(records: list[dict[str, Any]], stats: Any) -> dict[str, float]:
-    """The SB3 path's episode scalars from this iteration's episode records and rolling stats."""
-    out: dict[str, float] = {}
-    if stats.episodes:
-        out["episode/count"] = float(stats.episodes)
-        out["episode/return_mean"] = float(stats.mean_return())
-        out["episode/length_mean"] = float(np.mean(stats.lengths))
-        out["rollout/ep_rew_mean"] = out["episode/return_mean"]
-        out["rollout/ep_len_mean"] = out["episode/length_mean"]
-        if stats.win_rate() is not None:
-            out["episode/win_rate"] = float(stats.win_rate())
-    for group, prefix in (("vars", "game/"), ("terms", "reward_terms/")):
-        sums: dict[str, list[float]] = defaultdict(list)
-        for rec in records:
-            for name, value in rec[group].items():
-                sums[name].append(float(value))
-        for name, values in sums.items():
-            out[prefix + name] = float(np.mean(values))
-    return out
 
 
 #: RLlib learner results -> the SB3 path's `train/*` names.

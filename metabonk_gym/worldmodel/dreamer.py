@@ -4,8 +4,10 @@ sheeprl (the `world` extra) is driven through its hydra config API: `exp=dreamer
 size (`algo=dreamer_v3_XS` ...), the env made by `gymnasium.make(ENV_ID, **env_kwargs)` in the
 training process (`env.sync_env=True`, so the project's one-emulator-per-process envs work), on
 the CPU unless told otherwise. The run directory holds metabonk's `config.yaml` and `run.json`
-as `train ppo`'s does, and sheeprl's own log directory `sheeprl/` (TensorBoard events, its
-config, `checkpoint/ckpt_<step>_0.ckpt`). Replay buffers are not checkpointed: sheeprl pickles
+as `train ppo`'s does, `tensorboard/` with `train ppo`'s episode and game scalars (`episode/*`,
+`game/*`, `reward_terms/*`, written by the env: `metabonk_gym.worldmodel.scalars`), and sheeprl's
+own log directory `sheeprl/` (its losses as TensorBoard events, its config,
+`checkpoint/ckpt_<step>_0.ckpt`; sheeprl fixes these names). Replay buffers are not checkpointed: sheeprl pickles
 them, and a file that would need unpickling is never loaded here. `--resume` first checks the
 newest checkpoint loads with `torch.load(weights_only=True)` (tensors and plain values only),
 then lets sheeprl continue from it (it refills its buffer for `learning_starts` steps).
@@ -49,6 +51,7 @@ DREAMER_DEFAULTS: dict[str, Any] = {
 }
 SIZES = ("XS", "S", "M", "L", "XL")
 SHEEPRL_DIR = "sheeprl"
+LOGGED_ENV = "metabonk_gym.worldmodel.scalars.make_logged_env"
 _CKPT_RE = re.compile(r"^ckpt_(\d+)_0\.ckpt$")
 
 
@@ -71,7 +74,10 @@ def dreamer_overrides(env_id: str, out: Path, options: dict[str, Any]) -> list[s
         f"algo=dreamer_v3_{opts['size']}",
         "env=gym",
         f"env.id={env_id}",
-        "env.wrapper._target_=gymnasium.make",
+        # gymnasium.make plus the project's episode scalars into `out/tensorboard`
+        f"env.wrapper._target_={LOGGED_ENV}",
+        f"+env.wrapper.scalars_dir={out / 'tensorboard'}",
+        "+env.wrapper.scalars_step=0",
         "env.sync_env=true",
         "env.capture_video=false",
         f"env.num_envs={int(opts['num_envs'])}",
@@ -219,6 +225,9 @@ def train_dreamer(
             cfg.log_root = str(run.path.resolve())
             cfg.root_dir, cfg.run_name = ".", SHEEPRL_DIR
             cfg.metric.logger.version = ""
+            cfg.env.wrapper._target_ = LOGGED_ENV  # the game scalars continue at `step`
+            cfg.env.wrapper.scalars_dir = str(run.path.resolve() / "tensorboard")
+            cfg.env.wrapper.scalars_step = int(step)
     cfg = dotdict(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))
     check_configs(cfg)
     run.path.mkdir(parents=True, exist_ok=True)
@@ -241,7 +250,8 @@ def train_dreamer(
         "num_timesteps": steps,
         "checkpoint": str(found[-1][1]) if found else None,
         "seconds": time.perf_counter() - started,
-        "tensorboard": str(run.path / SHEEPRL_DIR),
+        "tensorboard": str(run.path / "tensorboard"),
+        "sheeprl_logs": str(run.path / SHEEPRL_DIR),
     }
 
 
