@@ -271,3 +271,39 @@ def test_bench_world_model_scores_copy_flow_and_the_model(tmp_path: Path) -> Non
     # 26 frames: presents t = 2..22 have their context and three real frames after them
     assert figures["BonkQuest_train_steps"] == 20 and figures["BonkQuest_frames"] == 21
     assert isinstance(figures["BonkQuest_world_model_above_flow_every_horizon"], bool)
+
+
+def test_the_think_agent_gives_its_follower_plan_to_the_world_model(
+    trained: dict, make_env
+) -> None:
+    """The directive follower's next moves (A* on BonkQuest) condition the predicted frames."""
+    from metabonk_gym.think.agent import make_think_agent, share_plan
+
+    env = TemporalStrip(
+        make_env(QUEST, **SMALL_ENV),
+        past=2,
+        future=3,
+        predictor="world-model",
+        model=trained["run"],
+    )
+    agent = make_think_agent(env, model_path="oracle")
+    obs, info = env.reset(seed=0)
+    predictor = env.predictor
+    walks = 0
+    for _ in range(40):
+        action = agent.act(obs, info)
+        plan = agent.follower.plan
+        assert plan and all(0 <= a < 6 for a in plan)
+        assert predictor.plan == plan  # handed over before the step
+        obs, _, terminated, truncated, info = env.step(action)
+        assert predictor.plan == plan  # and used for the frames this step predicts
+        assert predictor.planned(3).tolist() == [plan[min(i, len(plan) - 1)] for i in range(3)]
+        walks += len(plan) == 3 and action != 0
+        if terminated or truncated:
+            break
+    assert walks > 0, "the follower walked an A* path and planned three moves"
+    # a step whose info has no plan and no plan was set: the last action, repeated
+    env.step(2)
+    assert predictor.planned(3).tolist() == [2, 2, 2]
+    assert share_plan(env, [1]) == 1 and share_plan(env.unwrapped, [1]) == 0
+    agent.close()

@@ -66,6 +66,20 @@ def strategist_kind(model_path: str | Path | None, base_url: str | None, engine:
     return "llama_cpp"
 
 
+def share_plan(env: Any, plan: list[int]) -> int:
+    """Give `plan` (the actions after the one about to be taken) to every action-conditioned
+    predictor in `env`'s wrapper stack (a wrapper's `predictor` with `set_plan`, such as
+    `TemporalStrip(predictor="world-model")`); returns how many took it."""
+    taken, layer = 0, env
+    while layer is not None:
+        set_plan = getattr(getattr(layer, "predictor", None), "set_plan", None)
+        if callable(set_plan):
+            set_plan(list(plan))
+            taken += 1
+        layer = getattr(layer, "env", None)
+    return taken
+
+
 class ThinkAgent:
     """Strategist + follower over one env; see the module docstring.
 
@@ -122,7 +136,9 @@ class ThinkAgent:
             self._step += 1
             view = GameView.capture(self.env, info, self._step, obs)
             self.director.update(view, reward)
-        return self.follower.act(view, self.director.directive)
+        action = self.follower.act(view, self.director.directive)
+        share_plan(self.env, self.follower.plan)
+        return action
 
     __call__ = act
 

@@ -56,10 +56,15 @@ class DirectiveFollower:
         self.env = env
         self.last_action = 0
         self.rng = np.random.default_rng(0)
+        #: The actions it expects to take after this step's (first: the next step's), for
+        #: action-conditioned predictors; a follower that walks a path sets it, else it is this
+        #: step's action (held).
+        self.plan: list[int] = []
 
     def reset(self, seed: int | None = None) -> None:
         """Forget per-episode state (enemy tracks, explore targets)."""
         self.last_action = 0
+        self.plan = []
         self.rng = np.random.default_rng(seed)
 
     def action_for(self, *buttons: str) -> int:
@@ -72,9 +77,12 @@ class DirectiveFollower:
         return 0 if self.last_action == action else action
 
     def act(self, view: GameView, directive: Directive) -> Any:
-        """The action for this step (records it for `press_fresh`)."""
+        """The action for this step (records it for `press_fresh`, and `plan`)."""
+        self.plan = []
         action = self._act(view, directive)
         self.last_action = action
+        if not self.plan and isinstance(action, (int, np.integer)):
+            self.plan = [int(action)]
         return action
 
     def _act(self, view: GameView, directive: Directive) -> int:

@@ -77,6 +77,7 @@ class WorldModelPredictor(Predictor):
         self.plan_key = plan_key
         self.last_action = 0
         self.plan: list[int] | None = None
+        self._pending: list[int] | None = None
         self.uncertainty: np.ndarray = np.zeros(0)
         self.uncertainty_map: np.ndarray | None = None
 
@@ -107,6 +108,7 @@ class WorldModelPredictor(Predictor):
         super().reset()
         self.last_action = 0
         self.plan = None
+        self._pending = None
         self.uncertainty = np.zeros(0)
         self.uncertainty_map = None
 
@@ -114,11 +116,18 @@ class WorldModelPredictor(Predictor):
         """The action just taken and the step's info (which may hold the plan ahead)."""
         self.last_action = int(np.asarray(action).reshape(-1)[0])
         plan = (info or {}).get(self.plan_key)
-        self.plan = None if plan is None else [int(a) for a in np.asarray(plan).reshape(-1)]
+        if plan is not None:
+            self.plan = [int(a) for a in np.asarray(plan).reshape(-1)]
+        else:  # a plan given before this step (an agent's `set_plan`), else none
+            self.plan = self._pending
+        self._pending = None
 
     def set_plan(self, actions: Sequence[int] | None) -> None:
-        """Use these actions (first: the next step's) until the next step's info replaces them."""
+        """Use these actions (first: the step after the one about to be taken) now and for the
+        coming step's prediction; a plan in that step's info takes precedence. An agent calls
+        it before `env.step` (`ThinkAgent` does, with its follower's plan)."""
         self.plan = None if actions is None else [int(a) for a in actions]
+        self._pending = self.plan
 
     def planned(self, steps: int) -> np.ndarray:
         """The actions the prediction assumes: the plan (its last action held), else the last

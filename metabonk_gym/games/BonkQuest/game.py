@@ -304,6 +304,8 @@ class QuestFollower(DirectiveFollower):
         path = path_cells(grid, cell, safe_goals, cost) if safe_goals else None
         if path is None or len(path) < 2:
             return 0  # wait for the way to clear
+        # the plan: this move (held until its tile is reached), then the path's next moves
+        self.plan = [self._step_towards(a, b) for a, b in zip(path[:3], path[1:4])]
         return self._step_towards(cell, path[1])
 
     def _step_towards(self, cell: tuple[int, int], nxt: tuple[int, int]) -> int:
