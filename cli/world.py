@@ -17,6 +17,7 @@ from typing import Any
 
 import typer
 from metabonk_gym.cli.bench import _print, bench_app, console
+from metabonk_gym.cli.errors import err_console
 from metabonk_gym.cli.train import guarded, train_app
 
 from metabonk_gym.bench.worldmodel_speed import DEFAULT_ENVS, run_world_model_bench
@@ -188,15 +189,34 @@ def dream_command(
         True, "--real/--no-real", help="Play the same actions for real beside it."
     ),
     fps: float = typer.Option(15.0, help="Video frame rate."),
+    agent: Path | None = typer.Option(
+        None, help="A model zip (train ppo/bc on the model's frames) that acts on imagined frames."
+    ),
+    trust_model: bool = typer.Option(
+        False, help="Load an --agent zip that needs unpickling (only one you trust)."
+    ),
 ) -> None:
-    """Render what a world model imagines from a start state under a scripted plan."""
-    from metabonk_gym.worldmodel.dream import dream
+    """Render what a world model imagines from a start state under a plan or a policy."""
+    from metabonk_gym.worldmodel.dream import dream, model_policy
+    from metabonk_gym.worldmodel.files import load_world_model
+
+    if agent is not None and plan is not None:
+        err_console.print("[bold red]error:[/] give --plan or --agent, not both")
+        raise typer.Exit(2)
+
+    def policy() -> Any:
+        if agent is None:
+            return None
+        world, meta = load_world_model(model)
+        shape = meta.get("obs_shape") or ()
+        return model_policy(agent, shape, world.config.n_actions, trust=trust_model)
 
     result = guarded(
         lambda: dream(
             model,
             steps=steps,
             plan=plan,
+            policy=policy(),
             seed=seed,
             state=state,
             video=video,

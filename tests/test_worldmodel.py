@@ -307,3 +307,35 @@ def test_the_think_agent_gives_its_follower_plan_to_the_world_model(
     assert predictor.planned(3).tolist() == [2, 2, 2]
     assert share_plan(env, [1]) == 1 and share_plan(env.unwrapped, [1]) == 0
     agent.close()
+
+
+def test_dream_under_a_model_policy(trained: dict, tmp_path: Path) -> None:
+    """`metabonk dream --agent MODEL.zip`: a BC model trained on the world model's frames acts
+    on the imagined frames; its actions are the ones dreamed."""
+    from metabonk_gym.training.bc import train_bc
+    from metabonk_gym.worldmodel.dream import dream, model_policy
+
+    overrides = {**SMALL_ENV, "frame_stack": 2, "features_dim": 32, "bc_epochs": 2}
+    train_bc(QUEST, trained["quest"][0], tmp_path / "bc", overrides=overrides)
+    model = tmp_path / "bc" / "model.zip"
+    policy = model_policy(model, (20, 30, 1), 6)
+    shown: list[np.ndarray] = []
+
+    def watched(frame: np.ndarray) -> int:
+        shown.append(frame)
+        return policy(frame)
+
+    result = dream(trained["run"], steps=9, policy=watched, real=False)
+    assert result["steps"] == 9 and len(shown) == 3  # one decision per imagined chunk of 3
+    again = model_policy(model, (20, 30, 1), 6)
+    assert result["actions"] == [again(f) for f in shown for _ in range(3)]
+    out = runner.invoke(
+        app, ["dream", str(trained["run"]), "--agent", str(model), "--steps", "6", "--no-real"]
+    )
+    assert out.exit_code == 0, out.output
+    both = runner.invoke(
+        app, ["dream", str(trained["run"]), "--agent", str(model), "--plan", "RIGHT*3"]
+    )
+    assert both.exit_code == 2 and "not both" in both.output
+    with pytest.raises(WorldModelError, match="expects observations of shape"):
+        model_policy(model, (40, 60, 1), 6)  # a model of other frames

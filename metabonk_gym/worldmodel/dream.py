@@ -28,6 +28,43 @@ from metabonk_gym.worldmodel.files import WorldModelError, load_world_model
 from metabonk_gym.worldmodel.model import CONTEXT, imagine
 
 
+def model_policy(
+    path: str | Path, frame_shape: Sequence[int], n_actions: int, *, trust: bool = False
+) -> Callable[[np.ndarray], int]:
+    """A model zip of `train ppo`/`train bc` as `dream`'s frame -> action policy (greedy).
+
+    The model must have been trained on the world model's frames (same obs type and downscale);
+    its frame stack is filled with the frames it is shown (one per imagined chunk, the first
+    repeated), and it is loaded without unpickling unless `trust`.
+    """
+    from collections import deque
+
+    from metabonk_gym.training.errors import CheckpointError
+    from metabonk_gym.training.safeload import load_ppo, model_train_config, policy_venv
+
+    path = Path(path).expanduser()
+    cfg = model_train_config(path)
+    space = gym.spaces.Box(0, 255, tuple(int(d) for d in frame_shape), np.uint8)
+    venv = policy_venv(space, gym.spaces.Discrete(n_actions), cfg.frame_stack)
+    try:
+        model = load_ppo(path, venv, cfg, trust=trust)
+    except CheckpointError as exc:
+        raise WorldModelError(f"{exc} (the world model's frames are {tuple(space.shape)})") from exc
+    finally:
+        venv.close()
+    stack: deque[np.ndarray] = deque(maxlen=max(1, cfg.frame_stack))
+
+    def policy(frame: np.ndarray) -> int:
+        frame = np.asarray(frame, np.uint8).reshape(space.shape)
+        while len(stack) < stack.maxlen - 1:  # type: ignore[operator]
+            stack.append(frame)
+        stack.append(frame)
+        action, _ = model.predict(np.concatenate(list(stack), axis=-1), deterministic=True)
+        return int(np.asarray(action).reshape(-1)[0])
+
+    return policy
+
+
 def _button_actions(env: Any) -> list[set[str]] | None:
     combos = getattr(getattr(env.unwrapped, "integration", None), "discrete_actions", None)
     return None if combos is None else [set(c) for c in combos]
@@ -102,7 +139,8 @@ def dream(
         steps: frames to imagine.
         plan: actions (or plan text), its last action held; with neither plan nor policy, the
             sticky random policy of the training rollouts.
-        policy: an imagined frame -> action callable, used instead of a plan.
+        policy: an imagined frame -> action callable, used instead of a plan (`model_policy`
+            makes one of a model zip: `metabonk dream --agent MODEL.zip`).
         seed, state: the reset seed and start state of the env.
         video, fps: the mp4 to write and its frame rate.
         real: also play the actions in the real env and compare.
