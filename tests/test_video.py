@@ -230,16 +230,29 @@ def test_cli_chain_end_to_end(tmp_path, quest_dataset, quest_frames):
     assert r.exit_code == 0, r.output
     r = runner.invoke(
         app,
+        ["train", "reward", str(tmp_path / "v"), "--out", str(tmp_path / "rm"), "--epochs", "1"],
+    )
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "rm" / "reward_model.pt").is_file()
+    r = runner.invoke(
+        app,
         [
             "label",
             str(tmp_path / "v"),
             "--idm",
             str(tmp_path / "idm"),
+            "--reward-model",
+            str(tmp_path / "rm"),
             "--out",
             "test/cli-labelled-v0",
         ],
     )
     assert r.exit_code == 0, r.output
+    import minari
+
+    labelled = minari.load_dataset("test/cli-labelled-v0")
+    rewards = np.concatenate([e.rewards for e in labelled.iterate_episodes()])
+    assert np.isfinite(rewards).all() and np.abs(rewards).sum() > 0  # the reward model's scores
     r = runner.invoke(
         app,
         [
@@ -257,6 +270,29 @@ def test_cli_chain_end_to_end(tmp_path, quest_dataset, quest_frames):
     )
     assert r.exit_code == 0, r.output
     assert (tmp_path / "bc" / "model.zip").is_file()
+    r = runner.invoke(  # and RL on top of the clone
+        app,
+        [
+            "train",
+            "ppo",
+            QUEST,
+            "--init-from",
+            str(tmp_path / "bc" / "model.zip"),
+            "--run-dir",
+            str(tmp_path / "ppo"),
+            "--total-steps",
+            "256",
+            "--set",
+            "n_envs=2",
+            "--set",
+            "n_steps=64",
+            "--set",
+            "batch_size=64",
+            "--no-progress",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "ppo" / "model.zip").is_file()
     bad = tmp_path / "bad.mp4"
     bad.write_bytes(b"not a video at all")
     r = runner.invoke(
