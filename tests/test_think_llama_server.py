@@ -316,3 +316,28 @@ def test_envs_in_make_vec_workers_share_one_batching_server(
             closed_in = time.monotonic() - started
     assert closed_in < 5.0, f"close took {closed_in:.1f} s"
     assert envs.engine.exitcodes() == [0] * n_envs  # exited on their own
+
+
+def test_metabonk_eval_think_in_two_processes_against_one_server(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """`metabonk eval ENV think --n-envs 2 --server URL`: two games in two processes think with
+    one llama-server (through the CLI), and every episode is reported."""
+    from metabonk_gym.cli.main import app
+    from typer.testing import CliRunner
+
+    before = server_metrics(server.root_url).get("prompt_tokens_total", 0.0)
+    report = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval", "MetaBonk/BonkQuest-v0", "think", "--n-envs", "2", "--server", server.base_url,
+            "--episodes", "2", "--max-steps", "6", "--agent-opt", "timeout_s=60",
+            "--out", str(report),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(report.read_text())
+    assert data["n_episodes"] == 2 and [e["length"] for e in data["episodes"]] == [6, 6]
+    # the strategists' prompts reached the shared server
+    assert server_metrics(server.root_url)["prompt_tokens_total"] > before

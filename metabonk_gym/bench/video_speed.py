@@ -16,7 +16,9 @@ kept aside), converted with `to_dataset` and labelled with `label`. Figures:
   score's Spearman correlation with the game's progress (BonkQuest: quest stage, rooms, keys;
   BonkArena: survival seconds) on the other half;
 * BonkQuest only, with `bc`: BC from the IDM's labels vs BC from the true actions of the same
-  video episodes, mean return of each over `eval_episodes` (target: ratio >= 0.8).
+  video episodes, mean return of each greedy clone over `eval_episodes` (target: ratio >= 0.8).
+  A video shows the actions taken, random ones included, so both clones learn the noisy
+  policy; the greedy clone takes the expert's most frequent choice.
 
 Defaults (`EPISODES`) take ~15 minutes on 2 cores; `--episodes` and `--epochs` scale it.
 
@@ -186,6 +188,7 @@ def _bc_compare(
             episodes=eval_episodes,
             seed=10_000,
             overrides=GAMES[QUEST],
+            deterministic=True,  # the clone's most likely action: the noise is not cloned
         )
         returns[name] = float(report["mean_return"])
         returns[f"{name}_win_rate"] = float(report.get("win_rate", math.nan))
@@ -212,7 +215,7 @@ def run_game(
     epochs: int = 15,
     noise: float = 0.25,
     bc: bool = True,
-    bc_epochs: int = 30,
+    bc_epochs: int = 100,
     eval_episodes: int = 20,
     log: Log = print,
 ) -> dict[str, Any]:
