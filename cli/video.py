@@ -185,6 +185,7 @@ def bench_video(
         0.1, "--labelled-fraction", help="Episodes whose actions the IDM trains on."
     ),
     epochs: int = typer.Option(15, "--epochs", help="IDM epochs."),
+    window: int = typer.Option(1, "--window", min=0, help="IDM window k: frames t-k .. t+k+1."),
     bc: bool = typer.Option(True, "--bc/--no-bc", help="Also BC from IDM labels vs true labels."),
     out: Path | None = typer.Option(None, "--out", help="Write the figures as JSON here."),
     work: Path | None = typer.Option(None, "--work", help="Keep videos and models here."),
@@ -206,6 +207,7 @@ def bench_video(
         episodes=episodes,
         labelled_fraction=labelled_fraction,
         epochs=epochs,
+        window=window,
         bc=bc,
         work=work,
         log=err_console.print,

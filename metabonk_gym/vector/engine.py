@@ -229,6 +229,10 @@ class VecEngine:
         self._poll = select.poll()  # the completion pipe only: a sentinel per worker would
         # make every wait cost more; a dead worker is found when a wait times out (LIVENESS_S)
         self._poll.register(self._done_r, select.POLLIN)
+        # `send` to every env (the training loop's step) reuses these: no per-env Python work
+        self._step_all = [
+            (handle, STEP_ALL + bytes(range(len(handle.env_ids)))) for handle in self._workers
+        ]
         for handle in self._workers:
             obs_space, act_space, self.spec, self.metadata, self.render_mode = self._expect_reply(
                 handle, START_TIMEOUT_S, "start"
@@ -395,18 +399,25 @@ class VecEngine:
     def send(self, actions: Any, env_ids: Sequence[int] | None = None) -> None:
         """Start a step of `env_ids` (default all) with `actions` (one row per env in `env_ids`)."""
         self._check_open()
+        if env_ids is None:  # every env: the messages are built once (`_step_all`)
+            if self._pending:
+                raise RuntimeError(
+                    f"envs {sorted(self._pending)} are still stepping: recv() them first"
+                )
+            _copy_rows(self.actions, actions, None)
+            self._pending.update(range(self.num_envs))
+            for handle, message in self._step_all:
+                self._send(handle, message)
+            return
         groups = self._group(env_ids)
         busy = self._pending.intersection(i for ids in groups.values() for i in ids)
         if busy:
             raise RuntimeError(f"envs {sorted(busy)} are still stepping: recv() them first")
-        if env_ids is None:
-            _copy_rows(self.actions, actions, None)
-        else:
-            _copy_rows(self.actions, actions, np.asarray(env_ids, np.intp))
+        _copy_rows(self.actions, actions, np.asarray(env_ids, np.intp))
         for w, ids in groups.items():
             local = bytes(int(self._local_of[i]) for i in ids)
             self._pending.update(ids)
-            self._send(self._workers[w], (STEP if env_ids is not None else STEP_ALL) + local)
+            self._send(self._workers[w], STEP + local)
 
     def recv(self, min_ready: int | None = None) -> np.ndarray:
         """Wait until at least `min_ready` stepping envs have finished (default: all of them) and

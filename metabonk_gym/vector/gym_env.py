@@ -171,7 +171,9 @@ class SharedMemoryVectorEnv(gym.vector.VectorEnv):
         return self.engine.last_infos(env_ids)
 
     def close_extras(self, **kwargs: Any) -> None:
-        self.engine.close()
+        engine = getattr(self, "engine", None)  # None: __init__ failed before it existed
+        if engine is not None:
+            engine.close()
 
     # pool mode (EnvPool's async API) ----------------------------------------------------------
     def async_reset(
