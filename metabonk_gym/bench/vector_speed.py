@@ -3,7 +3,9 @@ SB3's `SubprocVecEnv`, measured in the same run, with the machine's load beside 
 
 Figures:
 * **main-process CPU per env step** (`time.process_time()` of this process over the stepping
-  loop, divided by the env steps) at each env count, engine vs `AsyncVectorEnv`;
+  loop, divided by the env steps) at each env count, engine vs `AsyncVectorEnv`: the engine
+  with `make_vec`'s defaults (every game variable in `infos`, observations copied) and lean
+  (`info_keys=()`, `copy=False`: what training asks for);
 * **N envs vs one plain env** in this process (N = the CPU count): env steps per second;
 * **training collection** (policy inference included, no update): env steps per second of an
   SB3 PPO policy stepping `SubprocVecEnv` (the old training path) vs `SharedMemoryVecEnv`, with
@@ -64,11 +66,14 @@ def main_cpu_per_step(
 ) -> dict[str, Any]:
     """Main-process CPU per env step and steps/s at each count: engine vs `AsyncVectorEnv`."""
     out: dict[str, Any] = {"counts": list(counts)}
-    for name in ("engine", "async_vector_env") if baseline else ("engine",):
+    names = ("engine", "engine_lean", "async_vector_env") if baseline else ("engine",)
+    for name in names:
         us, sps = [], []
         for n in counts:
             if name == "engine":
                 envs: Any = make_vec(env_id, n, **kwargs)
+            elif name == "engine_lean":  # what training asks for: no per-step infos, no copies
+                envs = make_vec(env_id, n, info_keys=(), copy=False, **kwargs)
             else:
                 fns = [partial(make_one, env_id, (), dict(kwargs)) for _ in range(n)]
                 envs = gym.vector.AsyncVectorEnv(fns, shared_memory=True)
