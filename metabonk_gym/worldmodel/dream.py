@@ -15,6 +15,7 @@ an action being its index or its buttons (`RIGHT`, `RIGHT+A`, `NOOP`).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from metabonk_gym.training.errors import CheckpointError
 from metabonk_gym.training.predictor import sticky_actions
+from metabonk_gym.training.safeload import load_ppo, model_train_config, policy_venv
 from metabonk_gym.training.video import write_mp4
 from metabonk_gym.worldmodel.files import WorldModelError, load_world_model
 from metabonk_gym.worldmodel.model import CONTEXT, imagine
@@ -37,11 +40,6 @@ def model_policy(
     its frame stack is filled with the frames it is shown (one per imagined chunk, the first
     repeated), and it is loaded without unpickling unless `trust`.
     """
-    from collections import deque
-
-    from metabonk_gym.training.errors import CheckpointError
-    from metabonk_gym.training.safeload import load_ppo, model_train_config, policy_venv
-
     path = Path(path).expanduser()
     cfg = model_train_config(path)
     space = gym.spaces.Box(0, 255, tuple(int(d) for d in frame_shape), np.uint8)
