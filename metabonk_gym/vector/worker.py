@@ -10,7 +10,9 @@ completion pipe that every worker shares. Anything that is not a number (an epis
 info, an exception, a reply to `call`) goes back pickled on the worker's own reply pipe, before
 its completion bytes. This is the design of PufferLib's vector module (shared buffers, the main
 process waits on flags, pool mode), which cannot be installed here (its build downloads files);
-it is written with the standard library so that swapping PufferLib in later changes one module.
+it is written with the standard library. Everything else (`make_vec`'s gymnasium front, the
+SB3 VecEnv of training, parallel eval) uses only `VecEngine`'s interface, so swapping PufferLib
+in later replaces `engine.py` and this file behind it, and nothing else.
 
 >>> from metabonk_gym.vector.worker import decode_step_command, STEP
 >>> decode_step_command(STEP + bytes([0, 2]))
