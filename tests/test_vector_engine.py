@@ -4,6 +4,7 @@ killed or hung worker, an env that raises) that end within a deadline and leave 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import signal
@@ -41,13 +42,14 @@ def _actions(n_actions: int, steps: int, num_envs: int, seed: int = 0) -> np.nda
 
 
 def _sequential(
-    env_id: str, seeds: list[int], actions: np.ndarray, **kwargs: Any
+    env_id: str, seeds: list[int], actions: np.ndarray, wrap: Any = None, **kwargs: Any
 ) -> list[list[str]]:
     """Per env, a digest of (obs, reward, done) at every step, one env at a time in this process,
-    with NEXT_STEP autoreset done by hand."""
+    with NEXT_STEP autoreset done by hand (`wrap`: a wrapper applied to each env)."""
     out = []
     for i, seed in enumerate(seeds):
         env = gym.make(env_id, **kwargs)
+        env = wrap(env) if wrap is not None else env
         try:
             obs, _ = env.reset(seed=seed)
             digests, needs_reset = [], False
@@ -97,6 +99,23 @@ def test_embedded_core_same_trajectories_as_sequential_envs(envs_per_worker: int
     envs = make_vec(QUEST, 2, envs_per_worker=envs_per_worker, **kwargs)
     try:
         assert _through_engine(envs, [5, 6], actions) == expected
+    finally:
+        envs.close()
+
+
+def test_predictor_wrappers_in_one_worker_keep_their_own_state() -> None:
+    """Two BonkQuest envs with a frame-predicting `TemporalStrip` (flow) in one worker: each
+    env's strip (past frames and predicted ones) matches the same env run alone."""
+    from metabonk_gym.wrappers.temporal_strip import TemporalStrip
+
+    strip = functools.partial(TemporalStrip, past=2, future=2, predictor="flow")
+    kwargs = {"frameskip": 4, "max_episode_steps": 20, "obs_type": "grayscale", "downscale": 4}
+    actions = _actions(6, 45, 2, seed=5)
+    expected = _sequential(QUEST, [7, 8], actions, wrap=strip, **kwargs)
+    envs = make_vec(QUEST, 2, envs_per_worker=2, wrappers=[strip], **kwargs)
+    try:
+        assert len(envs.engine.exitcodes()) == 1  # both envs in one worker process
+        assert _through_engine(envs, [7, 8], actions) == expected
     finally:
         envs.close()
 
