@@ -151,16 +151,17 @@ def test_datasets_of_different_games_do_not_mix(trained: dict) -> None:
         dataset_episodes([trained["quest"][0], trained["arena"]])
 
 
+def _world_model_strip(make_env, model: Path) -> TemporalStrip:
+    """A BonkQuest env (the model's frames) with 2 past and 3 world-model-predicted frames."""
+    return TemporalStrip(
+        make_env(QUEST, **SMALL_ENV), past=2, future=3, predictor="world-model", model=model
+    )
+
+
 def test_strip_predicts_with_the_world_model_conditioned_on_planned_actions(
     trained: dict, make_env
 ) -> None:
-    env = TemporalStrip(
-        make_env(QUEST, **SMALL_ENV),
-        past=2,
-        future=3,
-        predictor="world-model",
-        model=trained["run"],
-    )
+    env = _world_model_strip(make_env, trained["run"])
     obs, _ = env.reset(seed=3)
     assert obs["strip"].shape == (6, 20, 30, 1) and obs["strip"].dtype == np.uint8
     for action in (4, 4, 2, 2, 5):
@@ -279,13 +280,7 @@ def test_the_think_agent_gives_its_follower_plan_to_the_world_model(
     """The directive follower's next moves (A* on BonkQuest) condition the predicted frames."""
     from metabonk_gym.think.agent import make_think_agent, share_plan
 
-    env = TemporalStrip(
-        make_env(QUEST, **SMALL_ENV),
-        past=2,
-        future=3,
-        predictor="world-model",
-        model=trained["run"],
-    )
+    env = _world_model_strip(make_env, trained["run"])
     agent = make_think_agent(env, model_path="oracle")
     obs, info = env.reset(seed=0)
     predictor = env.predictor

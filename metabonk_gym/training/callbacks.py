@@ -95,10 +95,6 @@ def episode_scalars(records: list[dict[str, Any]], stats: Any) -> dict[str, floa
     return out
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-
-
 class GameStatsCallback(BaseCallback):
     """Episode return, length and win rate (`info["success"]`: the config's goal, else the game's
     `won`; none for a game that cannot be won), the game's variables at episode end
@@ -138,7 +134,7 @@ class GameStatsCallback(BaseCallback):
             won = bool(info["success"]) if "success" in info else None
             self.stats.add(episode.get("r", 0.0), episode.get("l", 0), won)
             for name in self.variables:
-                if name in info and _is_number(info[name]):
+                if name in info and episode_number(info[name]) is not None:
                     self.logger.record_mean(f"{self.prefix}game/{name}", float(info[name]))
             for name, total in self._terms[i].items():
                 self.logger.record_mean(f"{self.prefix}reward_terms/{name}", total)
