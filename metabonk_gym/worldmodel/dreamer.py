@@ -7,8 +7,8 @@ the CPU unless told otherwise. The run directory holds metabonk's `config.yaml` 
 as `train ppo`'s does, `tensorboard/` with `train ppo`'s episode and game scalars (`episode/*`,
 `game/*`, `reward_terms/*`, written by the env: `metabonk_gym.worldmodel.scalars`), and sheeprl's
 own log directory `sheeprl/` (its losses as TensorBoard events, its config,
-`checkpoint/ckpt_<step>_0.ckpt`; sheeprl fixes these names). Replay buffers are not checkpointed: sheeprl pickles
-them, and a file that would need unpickling is never loaded here. `--resume` first checks the
+`checkpoint/ckpt_<step>_0.ckpt`; sheeprl fixes these names). Replay buffers are not
+checkpointed: sheeprl pickles them, and a file that would need unpickling is never loaded here. `--resume` first checks the
 newest checkpoint loads with `torch.load(weights_only=True)` (tensors and plain values only),
 then lets sheeprl continue from it (it refills its buffer for `learning_starts` steps).
 `DreamerPolicy` plays a trained run's actor on the env's own observations (resized as in
