@@ -2,17 +2,17 @@
 
 sheeprl (the `world` extra) is driven through its hydra config API: `exp=dreamer_v3` with a model
 size (`algo=dreamer_v3_XS` ...), the env made by `gymnasium.make(ENV_ID, **env_kwargs)` in the
-training process (`env.sync_env=True`, so the project's one-emulator-per-process envs work), on
-the CPU unless told otherwise. The run directory holds metabonk's `config.yaml` and `run.json`
-as `train ppo`'s does, `tensorboard/` with `train ppo`'s episode and game scalars (`episode/*`,
+training process (`env.sync_env=True`, so the project's one-emulator-per-process envs work), on the
+CPU unless told otherwise. The run directory holds metabonk's `config.yaml` and `run.json` as
+`train ppo`'s does, `tensorboard/` with `train ppo`'s episode and game scalars (`episode/*`,
 `game/*`, `reward_terms/*`, written by the env: `metabonk_gym.worldmodel.scalars`), and sheeprl's
 own log directory `sheeprl/` (its losses as TensorBoard events, its config,
-`checkpoint/ckpt_<step>_0.ckpt`; sheeprl fixes these names). Replay buffers are not
-checkpointed: sheeprl pickles them, and a file that would need unpickling is never loaded here. `--resume` first checks the
-newest checkpoint loads with `torch.load(weights_only=True)` (tensors and plain values only),
-then lets sheeprl continue from it (it refills its buffer for `learning_starts` steps).
-`DreamerPolicy` plays a trained run's actor on the env's own observations (resized as in
-training), and `evaluate_dreamer` plays episodes with it.
+`checkpoint/ckpt_<step>_0.ckpt`; sheeprl fixes these names). Replay buffers are not checkpointed:
+sheeprl pickles them, and a file that would need unpickling is never loaded here. `--resume` first
+checks the newest checkpoint loads with `torch.load(weights_only=True)` (tensors and plain values
+only), then lets sheeprl continue from it (it refills its buffer for `learning_starts` steps).
+`DreamerPolicy` plays a trained run's actor on the env's own observations (resized as in training),
+and `evaluate_dreamer` plays episodes with it.
 
 >>> overrides = dreamer_overrides("MetaBonk/BonkQuest-v0", Path("/tmp/run"), {"total_steps": 300})
 >>> "exp=dreamer_v3" in overrides, "algo.total_steps=300" in overrides

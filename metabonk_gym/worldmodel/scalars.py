@@ -123,7 +123,9 @@ class EpisodeScalars(gym.Wrapper, gym.utils.RecordConstructorArgs):
         super().close()
 
 
-def make_logged_env(id: str, scalars_dir: str, scalars_step: int = 0, **kwargs: Any) -> gym.Env:  # noqa: A002  (hydra passes the env id as `id`, like gymnasium.make)
+def make_logged_env(  # noqa: A002  (hydra passes the env id as `id`, like gymnasium.make)
+    id: str, scalars_dir: str, scalars_step: int = 0, **kwargs: Any
+) -> gym.Env:
     """`gymnasium.make(id, **kwargs)` wrapped in `EpisodeScalars(env, scalars_dir, scalars_step)`:
     the `_target_` of sheeprl's env config in `metabonk train dreamer`."""
     import metabonk_gym  # noqa: F401  (registers the envs)
