@@ -3,8 +3,8 @@
 Tiers: a test declares what it needs with a marker (registered in pyproject.toml):
 `toolchain` (gcc-arm-none-eabi and make, for ROM rebuilds), `llm` (llama-cpp-python and gguf;
 `@pytest.mark.llm("llama-server")` also needs a llama-server binary), `net` (loopback sockets
-and servers), `slow` (long runs; deselect with `-m "not slow"`). Where a need is missing the test
-is skipped with the reason and the fix. With `METABONK_STRICT=1` (CI: `.ci/run`) every skip, of
+and servers), `browser` (a headless chromium, `tests/browser.py`), `slow` (long runs; deselect
+with `-m "not slow"`). Where a need is missing the test is skipped with the reason and the fix. With `METABONK_STRICT=1` (CI: `.ci/run`) every skip, of
 a test, a doctest or a whole module, is a failure instead, and the rest of the suite still runs.
 A test module that cannot import an optional dependency (`OPTIONAL_DEPS`) is skipped the same way.
 
@@ -97,11 +97,25 @@ def _missing_net() -> str | None:
     return None
 
 
+@cache
+def _missing_browser() -> str | None:
+    """A headless chromium (tests/browser.py, the one helper that starts it)."""
+    helper = ROOT / "tests" / "browser.py"
+    spec = importlib.util.spec_from_file_location("metabonk_tests_browser", helper)
+    if spec is None or spec.loader is None:
+        return "needs tests/browser.py (the headless-browser helper)"
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    reason: str | None = module.missing_browser()
+    return reason
+
+
 #: Marker -> what is missing for a test carrying it (None: nothing).
 REQUIREMENTS: dict[str, Callable[[pytest.Mark], str | None]] = {
     "toolchain": lambda _: _missing_toolchain(),
     "llm": _missing_llm,
     "net": lambda _: _missing_net(),
+    "browser": lambda _: _missing_browser(),
     "slow": lambda _: None,
 }
 

@@ -37,6 +37,12 @@ if [ "$mode" = "dev" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $pkgs
   fi
+  # a real headless browser for the page tests (tests/browser.py: ladder, dashboard)
+  if ! command -v chromium >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium
+  fi
 fi
 
 if ! "$PY" -c "import torch" >/dev/null 2>&1; then
