@@ -38,6 +38,7 @@ from metabonk_gym.games import game_for
 from metabonk_gym.registration import EnvTraits, env_traits, short_id
 from metabonk_gym.rewards.terms import OPS
 from metabonk_gym.training.errors import ConfigError
+from metabonk_gym.training.wrapstack import makes_dict, normalize_wrappers
 
 CHOICES: dict[str, tuple[Any, ...]] = {
     "obs_type": ("rgb", "grayscale", "state"),
@@ -58,6 +59,7 @@ MODEL_KEYS: tuple[str, ...] = (
     "features",
     "net_arch",
     "features_dim",
+    "wrappers",
 )
 
 
@@ -83,6 +85,9 @@ class TrainConfig:
     #: weight, absent); None: none.
     shaping: dict[str, Any] | None = None
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: Wrappers around each env, innermost first: `{name: tile_tokens, OPTION: VALUE}` entries
+    #: (`metabonk_gym.training.wrapstack`); a Dict observation picks `MultiInputPolicy`.
+    wrappers: list[dict[str, Any]] = field(default_factory=list)
     #: Megabonk: training env i connects to base_port + i (`metabonk bonklink-sim --instances`).
     base_port: int = 5560
     # ---- model and PPO
@@ -222,6 +227,8 @@ def validate(data: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
     for key, value in data.items():
         if key not in FIELDS:
             raise unknown_key_error(str(key), list(FIELDS), source)
+        if key == "wrappers":  # names and options checked, bare names allowed
+            value = normalize_wrappers(value, source)
         hint = _HINTS[key]
         if not _type_ok(value, hint):
             raise ConfigError(
@@ -399,6 +406,8 @@ def resolve_config(
     merged.update(base_part)
     merged.update(file_part)
     merged.update(flag_part)
+    if makes_dict(merged.get("wrappers") or []):  # Dict observations: SB3's MultiInputPolicy
+        merged["policy"] = "MultiInputPolicy"
     cfg = TrainConfig.from_dict(merged, "merged")
     check_for_env(env_id, cfg)
     if cfg.batch_size > cfg.n_steps * cfg.n_envs:
@@ -432,6 +441,8 @@ def check_for_env(env_id: str, cfg: TrainConfig) -> None:
             raise ConfigError(
                 f"base_port {cfg.base_port} with {cfg.n_envs} envs leaves the TCP port range"
             )
+    if makes_dict(cfg.wrappers):
+        return  # the wrappers' Dict observation takes MultiInputPolicy, whatever obs_type
     game = game_of(env_id, cfg.env_kwargs)
     policies = {**POLICIES, **((game.defaults().get("policies") or {}) if game else {})}
     allowed = policies.get(cfg.obs_type) or POLICIES[cfg.obs_type]

@@ -33,6 +33,7 @@ from metabonk_gym.rewards.terms import check_op
 from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.errors import ConfigError, DatasetError
 from metabonk_gym.training.megabonk import check_reachable
+from metabonk_gym.training.wrapstack import apply_wrappers, uses_dict_extractor
 from metabonk_gym.vector import default_envs_per_worker
 from metabonk_gym.video.bind import bind_learned_terms
 
@@ -193,7 +194,8 @@ class ApproachShaping(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
 
 def make_env(env_id: str, cfg: TrainConfig, index: int = 0, **extra: Any) -> gym.Env:
-    """One env per the config (in this process): `gym.make` + shaping + goal + start wrappers.
+    """One env per the config (in this process): `gym.make` + shaping + goal + start wrappers,
+    then the config's `wrappers:` stack (`metabonk_gym.training.wrapstack`), outermost.
 
     `index` matters for envs with a port per copy: env `index` talks to `base_port + index`.
     """
@@ -229,7 +231,7 @@ def make_env(env_id: str, cfg: TrainConfig, index: int = 0, **extra: Any) -> gym
         env = GoalWrapper(env, cfg.goal)
     if traits.start_states:
         env = StartWrapper(env, game_seeds=cfg.game_seeds)
-    return env
+    return apply_wrappers(env, cfg.wrappers)  # closes the env when a wrapper fails
 
 
 #: Info keys training's callbacks read every step (`ThinkScalarsCallback`); an episode's final
@@ -307,10 +309,26 @@ def probe_env(env_id: str, cfg: TrainConfig) -> tuple[spaces.Space, spaces.Space
 
 
 def check_policy_fit(cfg: TrainConfig, space: spaces.Space) -> None:
-    """`MultiInputPolicy` runs NatureCNN on the Dict's `pixels`: at least 36 pixels a side."""
+    """A Dict observation needs `MultiInputPolicy` and Box values (numbers a network reads);
+    with `features: nature` it runs NatureCNN on the Dict's `pixels`: at least 36 pixels a side."""
+    if isinstance(space, spaces.Dict) and cfg.wrappers:
+        if cfg.policy != "MultiInputPolicy":
+            raise ConfigError(
+                f"the env's observation is a Dict ({', '.join(space.spaces)}); set policy: "
+                "MultiInputPolicy"
+            )
+        for key, sub in space.spaces.items():
+            if not isinstance(sub, spaces.Box):
+                raise ConfigError(
+                    f"observation key {key!r} is a {type(sub).__name__} space, which a policy "
+                    "cannot read; set the wrapper that adds it to leave it out of the "
+                    "observation (e.g. text_map key: null)"
+                )
     if cfg.policy != "MultiInputPolicy" or not isinstance(space, spaces.Dict):
         return
     pixels = space.spaces.get("pixels")
+    if uses_dict_extractor(cfg):
+        return  # the small extractor (`DictExtractor`) reads frames of 16 pixels a side
     if pixels is not None and min(pixels.shape[:2]) < MIN_FRAME_SIDE:  # type: ignore[index]
         raise ConfigError(
             f"frames of {tuple(pixels.shape[:2])} (after downscale {cfg.downscale}) are too small "  # type: ignore[index]

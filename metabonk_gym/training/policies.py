@@ -17,11 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, NatureCNN
 from torch import nn
 
 from metabonk_gym.training.config import TrainConfig
+from metabonk_gym.training.wrapstack import uses_dict_extractor
 
 
 class SmallCNN(BaseFeaturesExtractor):
@@ -53,12 +55,70 @@ class SmallCNN(BaseFeaturesExtractor):
         return self.linear(self.cnn(observations))
 
 
+class DictExtractor(BaseFeaturesExtractor):
+    """Features of a Dict observation from the config's wrappers: `SmallCNN` on each image key
+    and, on every other key, its numbers scaled to [0, 1] by the space's bounds (tile token
+    hashes reach 2**31) and one `Linear(.., 64)` + ReLU; the parts are concatenated.
+
+    Why not SB3's `CombinedExtractor`: its NatureCNN needs 36 pixels a side (BonkQuest trains on
+    20x30 frames) and it feeds raw token ids to the heads.
+
+    Args:
+        observation_space: the Dict space the policy sees (images channel-first, as SB3 gives).
+        cnn_output_dim: features of each image key.
+        vector_dim: features of each other key.
+    """
+
+    def __init__(
+        self, observation_space: gym.spaces.Dict, cnn_output_dim: int = 256, vector_dim: int = 64
+    ) -> None:
+        from stable_baselines3.common.preprocessing import is_image_space
+
+        parts: dict[str, nn.Module] = {}
+        total = 0
+        lows: dict[str, torch.Tensor] = {}
+        spans: dict[str, torch.Tensor] = {}
+        for key, sub in observation_space.spaces.items():
+            if is_image_space(sub, check_channels=False):
+                parts[key] = SmallCNN(sub, features_dim=cnn_output_dim)  # type: ignore[arg-type]
+                total += cnn_output_dim
+                continue
+            size = int(np.prod(sub.shape))  # type: ignore[arg-type]
+            low = np.nan_to_num(np.asarray(sub.low, np.float64).reshape(-1), posinf=0, neginf=0)  # type: ignore[attr-defined]
+            high = np.asarray(sub.high, np.float64).reshape(-1)  # type: ignore[attr-defined]
+            span = np.where(np.isfinite(high) & (high > low), high - low, 1.0)
+            lows[key] = torch.as_tensor(low, dtype=torch.float32)
+            spans[key] = torch.as_tensor(span, dtype=torch.float32)
+            parts[key] = nn.Sequential(nn.Linear(size, vector_dim), nn.ReLU())
+            total += vector_dim
+        super().__init__(observation_space, features_dim=total)
+        self.parts = nn.ModuleDict(parts)
+        for key in lows:
+            self.register_buffer(f"low_{key}", lows[key])
+            self.register_buffer(f"span_{key}", spans[key])
+
+    def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:  # type: ignore[override]
+        out = []
+        for key, part in self.parts.items():
+            x = observations[key]
+            if isinstance(part, SmallCNN):
+                out.append(part(x))
+                continue
+            flat = x.reshape(x.shape[0], -1).float()
+            low, span = getattr(self, f"low_{key}"), getattr(self, f"span_{key}")
+            out.append(part((flat - low) / span))
+        return torch.cat(out, dim=1)
+
+
 def policy_kwargs(cfg: TrainConfig) -> dict[str, Any]:
     """`policy_kwargs` for SB3 PPO per the config's `policy`, `features`, `net_arch`."""
     kwargs: dict[str, Any] = {}
     if cfg.policy == "CnnPolicy":
         kwargs["features_extractor_class"] = SmallCNN if cfg.features == "small" else NatureCNN
         kwargs["features_extractor_kwargs"] = {"features_dim": cfg.features_dim}
+    elif uses_dict_extractor(cfg):  # the config's wrappers: small CNN + scaled numbers
+        kwargs["features_extractor_class"] = DictExtractor
+        kwargs["features_extractor_kwargs"] = {"cnn_output_dim": cfg.features_dim}
     elif cfg.policy == "MultiInputPolicy":  # SB3's CombinedExtractor: NatureCNN per image key
         kwargs["features_extractor_kwargs"] = {"cnn_output_dim": cfg.features_dim}
     if cfg.log_std_init is not None:
