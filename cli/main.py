@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "memory",
     "video",
     "world",
+    "ladder",
 )
 
 

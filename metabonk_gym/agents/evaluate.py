@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from metabonk_gym.agents.episode import episode_config
+from metabonk_gym.agents.episode import episode_config, scoring, with_goal
 from metabonk_gym.agents.registry import make_agent
+from metabonk_gym.agents.runs import agent_path, describe
 from metabonk_gym.experts.base import close_agent
 from metabonk_gym.registration import env_traits
 from metabonk_gym.training.envs import make_env
@@ -96,14 +97,17 @@ def evaluate(
     on_episode: Callable[[EpisodeResult], None] | None = None,
     agent_kwargs: Mapping[str, Any] | None = None,
     deterministic: bool = False,
+    goal: str = "config",
 ) -> dict[str, Any]:
-    """Evaluate `agent` (a model PATH.zip, "scripted", "random", ...) and return the report.
+    """Evaluate `agent` (a model PATH.zip, a run directory of any trainer, "scripted",
+    "random", ...) and return the report.
 
     A model samples its actions (`deterministic=False`, seeded per episode so reports repeat):
     PPO policies often loop forever when always taking their most likely action.
 
     `out` writes the report as JSON; `video_dir` keeps `best.mp4` and `worst.mp4`; `ladder`
-    adds this evaluation to a ranking file.
+    adds this evaluation to a ranking file. `goal` is what `won` scores: "config" (the config's
+    goal) or "game" (the game's own win); the report's `scoring` says which.
     """
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, not {episodes}")
@@ -112,7 +116,8 @@ def evaluate(
     check_writable(out, "--out")
     check_writable(ladder, "--ladder")
     check_writable(video_dir, "--video", folder=True)
-    cfg = episode_config(env_id, agent, config_file, overrides)
+    cfg = with_goal(episode_config(env_id, agent, config_file, overrides), goal)
+    spec, agent = agent, agent_path(agent)  # a run directory: its model zip (or Dreamer run)
     env = make_env(env_id, cfg)
     if env_traits(env_id).port_per_env:  # a quick clear error when no game answers
         try:
@@ -155,7 +160,9 @@ def evaluate(
     finally:
         close_agent(actor)
         env.close()
-    report = make_report(env_id, agent, cfg.to_dict(), seed, results)
+    report = make_report(env_id, spec, cfg.to_dict(), seed, results)
+    report["run"] = describe(spec)
+    report["scoring"] = scoring(cfg, goal)
     report["deterministic"] = bool(kwargs.get("deterministic", False)) if is_model else None
     report["videos"] = videos
     if out is not None:

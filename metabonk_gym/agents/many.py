@@ -25,10 +25,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from metabonk_gym.agents.episode import episode_config
+from metabonk_gym.agents.episode import episode_config, scoring, with_goal
 from metabonk_gym.agents.evaluate import check_writable, evaluate, make_report
 from metabonk_gym.agents.parallel import parallel_ok, play_parallel
 from metabonk_gym.agents.record import RecordResult, play
+from metabonk_gym.agents.runs import agent_path, describe
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.rollout import EpisodeResult
 from metabonk_gym.utils import atomic_write_text
@@ -117,17 +118,21 @@ def evaluate_many(
     out: str | Path | None = None,
     agent_kwargs: Mapping[str, Any] | None = None,
     deterministic: bool = False,
+    goal: str = "config",
 ) -> dict[str, Any]:
     """`evaluate.evaluate` in `n_envs` processes at once; the report of all episodes (written to
-    `out` as JSON when given). Videos and ladders need one process: use `evaluate`."""
+    `out` as JSON when given). Videos and ladders need one process: use `evaluate`. `goal`: what
+    `won` scores ("config" or "game", as `evaluate`)."""
     import json
 
     check_writable(out, "--out")
     parts = split_episodes(episodes, n_envs)
+    spec = agent
+    cfg = with_goal(episode_config(env_id, spec, config_file, overrides), goal)
+    agent = agent_path(spec)  # a run directory: its model zip (or Dreamer run)
     if agent == "random" or (parallel_ok(agent) and deterministic):
         # acts from observations alone and repeats without per-process torch seeds: all envs
         # on one shared-memory vector engine, the agent in this process
-        cfg = episode_config(env_id, agent, config_file, overrides)
         played = play_parallel(
             env_id,
             agent,
@@ -138,7 +143,9 @@ def evaluate_many(
             if agent != "random"
             else agent_kwargs,
         )
-        report = make_report(env_id, agent, cfg.to_dict(), seed, played)
+        report = make_report(env_id, spec, cfg.to_dict(), seed, played)
+        report["run"] = describe(spec)
+        report["scoring"] = scoring(cfg, goal)
         report["n_envs"] = len(parts)
         report["deterministic"] = deterministic if agent != "random" else None
         if out is not None:
@@ -149,6 +156,7 @@ def evaluate_many(
         "overrides": dict(overrides or {}),
         "agent_kwargs": dict(agent_kwargs or {}),
         "deterministic": deterministic,
+        "goal": goal,
     }
     results: list[EpisodeResult] = []
     with _pool(len(parts)) as pool:
@@ -158,8 +166,9 @@ def evaluate_many(
         ]
         for future in futures:
             results += future.result()
-    cfg = episode_config(env_id, agent, config_file, overrides)
-    report = make_report(env_id, agent, cfg.to_dict(), seed, results)
+    report = make_report(env_id, spec, cfg.to_dict(), seed, results)
+    report["run"] = describe(spec)
+    report["scoring"] = scoring(cfg, goal)
     report["n_envs"] = len(parts)
     if out is not None:
         atomic_write_text(Path(out), json.dumps(report, indent=2))

@@ -26,6 +26,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from metabonk_gym.agents.registry import make_agent
+from metabonk_gym.agents.runs import agent_path
 from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.envs import make_env, start_method
 from metabonk_gym.training.rollout import EpisodeResult
@@ -44,8 +45,9 @@ class _Spaces(gym.Env):
 
 
 def parallel_ok(agent: str) -> bool:
-    """Whether `agent` (a name or a model path) can act from observations alone."""
-    return agent in PARALLEL_AGENTS or agent.endswith(".zip")
+    """Whether `agent` (a name, a model path or a run directory) can act from observations
+    alone."""
+    return agent in PARALLEL_AGENTS or agent_path(agent).endswith(".zip")
 
 
 def _numbers(info: Mapping[str, Any]) -> dict[str, Any]:
@@ -106,6 +108,7 @@ def play_parallel(
         on_episode: called with each episode's result as it ends (in the order they end).
         step_timeout_s: the longest one step may take (`EnvWorkerError` past it).
     """
+    agent = agent_path(agent)  # a run directory: its model zip
     if not parallel_ok(agent):
         raise ValueError(
             f"agent {agent!r} reads the emulator, so it plays one env at a time; "

@@ -1,5 +1,9 @@
-"""Agents by name: `make_agent("random" | "scripted" | "think" | "human" | PATH.zip | RUN_DIR, env)`
-(a model zip of `train ppo`/`train bc`, or a run directory of `train dreamer`).
+"""Agents by name: `make_agent("random" | "scripted" | "think" | "think:MODEL" | "human" | PATH.zip |
+RUN_DIR, env)` (a model zip of any trainer, or a run directory of any trainer: `agents.runs`).
+
+`think:MODEL` is the think agent with its strategist given in the name (`think:oracle`,
+`think:M.gguf`, `think:policy.pt` from `metabonk distill`, `think:http://HOST:PORT` a model
+server), so one string names an oracle + follower or model thinker + follower (the ladder).
 
 The scripted expert of an env is its game folder's `Expert` (the folder's `game.py`, found
 through `env.unwrapped.game_data`), so a user's game folder can ship one too; no game is named
@@ -9,6 +13,8 @@ here.
 ('random', 'scripted', 'think', 'human')
 >>> check_agent_spec("scripted")
 'scripted'
+>>> think_options("think:oracle"), think_options("think:http://127.0.0.1:8080")
+({'model_path': 'oracle'}, {'base_url': 'http://127.0.0.1:8080'})
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import gymnasium as gym
 from metabonk_gym.agents.dreamer import DreamerAgent, dreamer_env_overrides, is_dreamer_run
 from metabonk_gym.agents.human import HumanAgent
 from metabonk_gym.agents.model import ModelAgent, model_env_overrides
+from metabonk_gym.agents.runs import agent_path, find_run
 from metabonk_gym.experts.base import Agent, AgentError, RandomAgent
 from metabonk_gym.think.agent import make_think_agent
 from metabonk_gym.think.games import game_module
@@ -36,9 +43,30 @@ def _is_model_path(spec: str) -> bool:
     return path.is_file()
 
 
+def think_options(spec: str) -> dict[str, Any]:
+    """The think agent's strategist options named by `think:MODEL` (`{}` for anything else)."""
+    if not spec.startswith("think:"):
+        return {}
+    model = spec.split(":", 1)[1]
+    if not model:
+        raise AgentError(
+            "think: names no strategist; use think:oracle, think:M.gguf, "
+            "think:policy.pt or think:http://HOST:PORT"
+        )
+    if model.startswith(("http://", "https://")):
+        return {"base_url": model}
+    return {"model_path": model}
+
+
 def check_agent_spec(spec: str) -> str:
-    """`spec` itself when it names an agent or an existing model file, else a clear error."""
-    if spec in AGENT_NAMES or _is_model_path(spec) or is_dreamer_run(spec):
+    """`spec` itself when it names an agent, a model file or a run directory (of any trainer:
+    `agents.runs.find_run` checks it), else a clear error."""
+    if spec in AGENT_NAMES or think_options(spec):
+        return spec
+    if Path(spec).expanduser().is_dir():
+        find_run(spec)
+        return spec
+    if _is_model_path(spec):
         return spec
     raise unknown_agent(spec)
 
@@ -46,8 +74,9 @@ def check_agent_spec(spec: str) -> str:
 def agent_env_overrides(spec: str) -> dict[str, Any]:
     """Env kwargs an agent needs (a model sees frames as it was trained: obs_type, downscale,
     frameskip); `{}` for agents that read RAM or take any frame."""
-    if spec in AGENT_NAMES:
+    if spec in AGENT_NAMES or think_options(spec):
         return {}
+    spec = agent_path(spec)
     if is_dreamer_run(spec):
         return dreamer_env_overrides(spec)
     if _is_model_path(spec):
@@ -61,8 +90,8 @@ def unknown_agent(spec: str) -> AgentError:
     if spec.endswith(".zip") and not path.exists():
         return AgentError(f"model file not found: {path}")
     return AgentError(
-        f"unknown agent {spec!r}; use one of {', '.join(AGENT_NAMES)}, a model PATH.zip or a "
-        "`train dreamer` run directory"
+        f"unknown agent {spec!r}; use one of {', '.join(AGENT_NAMES)}, think:MODEL, a model "
+        "PATH.zip or a run directory (train ppo/bc/appo/dreamer, curriculum, tune pbt)"
     )
 
 
@@ -81,17 +110,18 @@ def scripted_expert(env: gym.Env, seed: int | None = None) -> Agent:
 
 
 def make_agent(spec: str, env: gym.Env, seed: int | None = None, **kwargs: Any) -> Agent:
-    """The agent named by `spec` ("random", "scripted", "think", "human" or a model PATH.zip)
-    for `env` (an env made with `agent_env_overrides(spec)` applied)."""
+    """The agent named by `spec` ("random", "scripted", "think", "think:MODEL", "human", a model
+    PATH.zip or a run directory) for `env` (an env made with `agent_env_overrides(spec)`)."""
     if spec == "random":
         return RandomAgent(env.action_space, seed=seed)
     if spec == "scripted":
         return scripted_expert(env, seed=seed)
     if spec == "human":
         return HumanAgent(env, **kwargs)
-    if spec == "think":
-        agent: Agent = make_think_agent(env, **kwargs)
+    if spec == "think" or think_options(spec):
+        agent: Agent = make_think_agent(env, **{**kwargs, **think_options(spec)})
         return agent
+    spec = agent_path(spec)
     if is_dreamer_run(spec):
         return DreamerAgent(Path(spec).expanduser(), env, **kwargs)
     if _is_model_path(spec):

@@ -1,0 +1,142 @@
+"""`metabonk ladder ENV... --agents A,B,...`: every agent on the same seeds and starts, ranked.
+
+Thin typer layer over `metabonk_gym.agents.ladder.run_ladder`: it writes `ladder.json`,
+`ladder.md` and `ladder.html` (sortable, self-contained, each cell linking its best and worst
+episode video) into `--out`, and prints the table.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from metabonk_gym.cli.train import (
+    ENV_KWARG_OPTION,
+    INTEGRATION_OPTION,
+    ROM_OPTION,
+    TRUST_MODEL_OPTION,
+    env_options,
+    guarded,
+    overrides_from,
+)
+from rich.console import Console
+from rich.table import Table
+
+from metabonk_gym.agents.ladder import parse_agents, run_ladder
+
+console = Console()
+
+AGENTS_HELP = (
+    "Comma-separated agents: random, scripted (the game's expert), oracle (oracle strategist + "
+    "directive follower), think:MODEL (M.gguf, a distilled policy.pt or a server URL, + "
+    "follower), a model PATH.zip, or a run directory of any trainer (train ppo/bc/appo/dreamer, "
+    "curriculum, tune pbt)."
+)
+
+
+def ladder_command(
+    env_ids: list[str] = typer.Argument(..., help="Env ids, e.g. MetaBonk/BonkQuest-v0."),
+    agents: str = typer.Option(..., "--agents", help=AGENTS_HELP),
+    out: Path = typer.Option(
+        Path("ladder"), "--out", help="Folder of ladder.json, ladder.md, ladder.html, videos/."
+    ),
+    episodes: int = typer.Option(10, help="Episodes per agent and env (seeds SEED..)."),
+    seed: int = typer.Option(0, help="First reset seed (episode i: SEED+i, for every agent)."),
+    goal: str = typer.Option(
+        "game",
+        "--goal",
+        help="What `won` scores: game (the game's own win) or config (the env's config goal, "
+        "e.g. BonkQuest's room1 goal; the same for every agent).",
+    ),
+    state: str | None = typer.Option(
+        None, help="Start state of every agent (default: the env's training default)."
+    ),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Episode step limit."),
+    config: Path | None = typer.Option(None, "--config", help="Config file (env keys)."),
+    video: bool = typer.Option(
+        True, "--video/--no-video", help="Keep each cell's best and worst episode (mp4)."
+    ),
+    n_envs: int = typer.Option(1, "--n-envs", help="Cells evaluated at once, one process each."),
+    deterministic: bool = typer.Option(
+        False,
+        "--deterministic/--stochastic",
+        help="Models: always take the most likely action, or sample (seeded per episode).",
+    ),
+    integration: Path | None = INTEGRATION_OPTION,
+    rom: Path | None = ROM_OPTION,
+    env_kwarg: list[str] | None = ENV_KWARG_OPTION,
+    set_options: list[str] | None = typer.Option(
+        None, "--set", help="Any config key for every cell: --set sticky_action_prob=0.25."
+    ),
+    trust_model: bool = TRUST_MODEL_OPTION,
+) -> None:
+    """Rank agents on envs: win rate (95% Wilson interval), mean return, steps to win."""
+    flags = overrides_from(
+        set_options,
+        env_options(integration, rom, env_kwarg),
+        state=state,
+        max_episode_steps=max_steps,
+    )
+    specs = guarded(lambda: parse_agents(agents))
+    command = "metabonk " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["ladder"] else None
+
+    def progress(cell: dict[str, Any]) -> None:
+        console.print(
+            f"{cell['env_id']}  {cell['agent']}: win rate {cell['win_rate']:.2f}, "
+            f"mean return {cell['mean_return']:.2f}"
+        )
+
+    ladder = guarded(
+        lambda: run_ladder(
+            env_ids,
+            specs,
+            out,
+            episodes=episodes,
+            seed=seed,
+            goal=goal,
+            config_file=config,
+            overrides=flags,
+            videos=video,
+            n_envs=n_envs,
+            deterministic=deterministic,
+            trust=trust_model,
+            command=command,
+            on_cell=progress,
+        )
+    )
+    table = Table(title=f"ladder ({episodes} episodes each, --goal {goal})")
+    for column in (
+        "env",
+        "rank",
+        "agent",
+        "kind",
+        "win rate",
+        "95% CI",
+        "mean return",
+        "steps to win",
+    ):
+        table.add_column(column)
+    for c in ladder["cells"]:
+        low, high = c["win_ci95"]
+        steps = "-" if c["steps_to_win"] is None else f"{c['steps_to_win']:.1f}"
+        table.add_row(
+            c["env_id"],
+            str(c["rank"]),
+            c["agent"],
+            str(c["kind"]),
+            f"{c['win_rate']:.2f}",
+            f"{low:.2f}-{high:.2f}",
+            f"{c['mean_return']:.2f}",
+            steps,
+        )
+    console.print(table)
+    for env_id, what in ladder["scoring"].items():
+        console.print(f"{env_id}: won scores {what['won_means']}")
+    console.print(f"ladder: {out / 'ladder.html'} (and ladder.json, ladder.md)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ladder")(ladder_command)

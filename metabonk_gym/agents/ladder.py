@@ -1,0 +1,525 @@
+"""`run_ladder`: every agent the CLI can load, on the same envs, seeds and starts, ranked.
+
+What: each (env, agent) cell is one `evaluate` of `episodes` episodes reset with seeds
+`seed .. seed + episodes - 1`, from the same start state, episode limit and goal for every agent
+(resolved once per env: the flags, else the env's training defaults; a model keeps only what
+it must see as in training). A cell reports its win rate with a 95% Wilson interval, mean
+return, mean steps to a win and its best and worst episode videos (`evaluate`'s video
+machinery); the ladder writes `ladder.json`, `ladder.md` (a Markdown table) and `ladder.html`
+(one self-contained page: a table sortable by any column, inline script and style, no network).
+Why: one ranking for random, scripted experts, thinkers with followers, distilled nets and every
+trainer's runs, so a figure of the README names the one command that made it.
+
+Agents: `random`, `scripted`, `oracle` (= `think:oracle`, the oracle strategist with the directive
+follower), `think:MODEL` (a GGUF thinker, a distilled `policy.pt`, or a server URL, with the
+follower), a model zip, or a run directory of any trainer (`agents.runs`).
+
+>>> [round(x, 3) for x in wilson(8, 10)]
+[0.49, 0.943]
+>>> parse_agents("random, oracle")
+['random', 'think:oracle']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import math
+import multiprocessing
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from metabonk_gym.agents.episode import GOALS, episode_config
+from metabonk_gym.agents.evaluate import check_writable, evaluate
+from metabonk_gym.agents.registry import check_agent_spec, think_options
+from metabonk_gym.agents.runs import describe
+from metabonk_gym.experts.base import AgentError
+from metabonk_gym.training.config import resolve_config
+from metabonk_gym.training.errors import ConfigError
+from metabonk_gym.utils import atomic_write_text
+
+#: Short names of agents that are another spec.
+ALIASES: dict[str, str] = {"oracle": "think:oracle"}
+
+#: Files a ladder writes into its folder.
+OUTPUTS: tuple[str, ...] = ("ladder.json", "ladder.md", "ladder.html")
+
+#: z of a two-sided 95% interval.
+Z95 = 1.959963984540054
+
+
+def wilson(wins: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a win rate (95% by default): honest at 0/n and n/n, where
+    the normal approximation collapses to a point.
+
+    >>> wilson(0, 3)[0], round(wilson(0, 3)[1], 3), wilson(3, 3)[1]
+    (0.0, 0.561, 1.0)
+    """
+    if n <= 0:
+        return (0.0, 1.0)
+    p = wins / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    low = 0.0 if wins <= 0 else max(0.0, centre - half)
+    high = 1.0 if wins >= n else min(1.0, centre + half)
+    return (low, high)
+
+
+def parse_agents(text: str | Sequence[str]) -> list[str]:
+    """Agent specs of `--agents A,B,...` (aliases expanded, blanks dropped); an empty list or a
+    repeated agent is a `ConfigError`."""
+    items = text.split(",") if isinstance(text, str) else [p for t in text for p in t.split(",")]
+    agents = [ALIASES.get(a.strip(), a.strip()) for a in items if a.strip()]
+    if not agents:
+        raise ConfigError("--agents names no agent; e.g. --agents random,scripted,oracle,RUN_DIR")
+    repeated = sorted({a for a in agents if agents.count(a) > 1})
+    if repeated:
+        raise ConfigError(f"--agents names {', '.join(repeated)} more than once")
+    return agents
+
+
+def _check_think(spec: str) -> None:
+    """A `think:PATH` strategist file must exist (oracle and server URLs need none)."""
+    model = think_options(spec).get("model_path")
+    if model not in (None, "oracle") and not Path(str(model)).expanduser().is_file():
+        raise AgentError(f"{spec}: strategist file not found: {model}")
+
+
+def _slug(text: str) -> str:
+    """A file-name-safe form of an env id or agent spec.
+
+    >>> _slug("MetaBonk/BonkQuest-v0"), _slug("runs/ppo a/")
+    ('MetaBonk_BonkQuest-v0', 'runs_ppo_a')
+    """
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "agent"
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One evaluation of the ladder: an agent on an env, with what it plays under."""
+
+    env_id: str
+    agent: str
+    index: int
+    overrides: dict[str, Any]
+    goal: str
+
+    @property
+    def folder(self) -> str:
+        """Its videos' folder, relative to the ladder's."""
+        return f"videos/{_slug(self.env_id)}/{self.index:02d}-{_slug(self.agent)[-60:]}"
+
+
+def plan_cells(
+    env_ids: Sequence[str],
+    agents: Sequence[str],
+    *,
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    goal: str = "game",
+) -> list[Cell]:
+    """Every (env, agent) cell with its settings, checked before anything runs: an unknown env
+    or agent, a run of another game, a setting a model cannot take: one-line errors."""
+    if goal not in GOALS:
+        raise ConfigError(f"--goal must be one of {', '.join(GOALS)}, not {goal!r}")
+    if not env_ids:
+        raise ConfigError("name at least one env, e.g. metabonk ladder MetaBonk/BonkQuest-v0")
+    if len(set(env_ids)) != len(env_ids):
+        raise ConfigError("an env is named more than once")
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    for agent in agents:
+        check_agent_spec(agent)
+        _check_think(agent)
+    cells = []
+    for env_id in env_ids:
+        base = resolve_config(env_id, config_file, given)  # the env's own: unknown ids fail here
+        fixed = {**given, "state": base.state, "max_episode_steps": base.max_episode_steps}
+        cell_goal = goal
+        if goal == "config":
+            if base.goal is None:
+                cell_goal = "game"  # the env's config scores the game's own win
+            else:
+                fixed["goal"] = base.goal  # every agent scores the env's goal, not its own
+        fixed = {k: v for k, v in fixed.items() if v is not None}
+        for index, agent in enumerate(agents):
+            episode_config(env_id, agent, config_file, fixed)  # a misfit fails before any work
+            cells.append(Cell(env_id, agent, index, fixed, cell_goal))
+    return cells
+
+
+def _agent_kwargs(agent: str, trust: bool) -> dict[str, Any]:
+    path = Path(agent).expanduser()
+    return {"trust": True} if trust and (path.is_file() or path.is_dir()) else {}
+
+
+def run_cell(
+    cell: Cell,
+    out_dir: str | Path,
+    *,
+    episodes: int,
+    seed: int,
+    config_file: str | Path | None,
+    videos: bool,
+    deterministic: bool,
+    trust: bool,
+) -> dict[str, Any]:
+    """Evaluate one cell (in this process) and return its ladder entry."""
+    video_dir = Path(out_dir) / cell.folder if videos else None
+    report = evaluate(
+        cell.env_id,
+        cell.agent,
+        episodes=episodes,
+        seed=seed,
+        config_file=config_file,
+        overrides=cell.overrides,
+        video_dir=video_dir,
+        agent_kwargs=_agent_kwargs(cell.agent, trust),
+        deterministic=deterministic,
+        goal=cell.goal,
+    )
+    return cell_entry(cell, report, Path(out_dir))
+
+
+def cell_entry(cell: Cell, report: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
+    """A cell's line of the ladder from its evaluation report (video paths relative to the
+    ladder's folder, so the page works wherever the folder is copied)."""
+    episodes = list(report["episodes"])
+    wins = sum(bool(e["won"]) for e in episodes)
+    n = len(episodes)
+    low, high = wilson(wins, n)
+    won_lengths = [int(e["length"]) for e in episodes if e["won"]]
+    videos: dict[str, Any] = {}
+    for label in ("best", "worst"):
+        path = (report.get("videos") or {}).get(label)
+        if path:
+            videos[label] = Path(path).resolve().relative_to(out_dir.resolve()).as_posix()
+            videos[f"{label}_episode"] = report["videos"].get(f"{label}_episode")
+    run = dict(report.get("run") or describe(cell.agent))
+    return {
+        "env_id": cell.env_id,
+        "agent": cell.agent,
+        "kind": run.get("kind"),
+        "run": run,
+        "episodes": n,
+        "wins": wins,
+        "win_rate": wins / n if n else 0.0,
+        "win_ci95": [low, high],
+        "game_win_rate": float(report.get("game_win_rate", 0.0)),
+        "mean_return": float(report["mean_return"]),
+        "std_return": float(report["std_return"]),
+        "steps_to_win": (sum(won_lengths) / len(won_lengths)) if won_lengths else None,
+        "mean_length": float(report["mean_length"]),
+        "state": report.get("state"),
+        "scoring": report.get("scoring"),
+        "deterministic": report.get("deterministic"),
+        "videos": videos,
+        "seeds": [e["seed"] for e in episodes],
+        "episode_results": [
+            {k: e[k] for k in ("seed", "return", "length", "won", "game_won")} for e in episodes
+        ],
+    }
+
+
+def _run_cell_worker(args: tuple[Any, ...]) -> dict[str, Any]:
+    cell, out_dir, kwargs = args
+    return run_cell(cell, out_dir, **kwargs)
+
+
+def rank(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cells in order, env by env (as given), best first: win rate, then the interval's low
+    end, then mean return; each gets its `rank` within its env."""
+    envs = list(dict.fromkeys(c["env_id"] for c in cells))
+    out = []
+    for env_id in envs:
+        mine = [c for c in cells if c["env_id"] == env_id]
+        mine.sort(key=lambda c: (-c["win_rate"], -c["win_ci95"][0], -c["mean_return"]))
+        for position, cell in enumerate(mine, start=1):
+            cell["rank"] = position
+        out += mine
+    return out
+
+
+def run_ladder(
+    env_ids: Sequence[str],
+    agents: Sequence[str],
+    out_dir: str | Path,
+    *,
+    episodes: int = 10,
+    seed: int = 0,
+    goal: str = "game",
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    videos: bool = True,
+    n_envs: int = 1,
+    deterministic: bool = False,
+    trust: bool = False,
+    command: str | None = None,
+    on_cell: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Evaluate every agent on every env and write `ladder.json`, `ladder.md` and `ladder.html`
+    (with the cells' best and worst videos under `videos/`) into `out_dir`.
+
+    Args:
+        env_ids: the envs (ids of `metabonk list`).
+        agents: agent specs (`parse_agents`).
+        out_dir: the ladder's folder (made if missing; files in it are replaced atomically).
+        episodes: episodes per cell, reset with seeds `seed .. seed + episodes - 1`.
+        seed: the first seed.
+        goal: what `won` scores: "game" (the game's own win) or "config" (the env's config goal,
+            the same for every agent).
+        config_file, overrides: config keys for every cell (e.g. `state`, `max_episode_steps`).
+        videos: keep each cell's best and worst episode as mp4 (one process per cell).
+        n_envs: cells evaluated at once, one process each.
+        deterministic: models take their most likely action (default: sampled, seeded).
+        trust: load model zips that need unpickling (`--trust-model`).
+        command: the command line that made the ladder (recorded in its outputs).
+        on_cell: called with each cell's entry as it finishes.
+    """
+    if episodes < 1:
+        raise ConfigError(f"--episodes must be >= 1, not {episodes}")
+    if n_envs < 1:
+        raise ConfigError(f"--n-envs must be >= 1, not {n_envs}")
+    out = Path(out_dir).expanduser()
+    check_writable(out, "--out", folder=True)
+    cells = plan_cells(env_ids, agents, config_file=config_file, overrides=overrides, goal=goal)
+    kwargs = {
+        "episodes": episodes,
+        "seed": seed,
+        "config_file": config_file,
+        "videos": videos,
+        "deterministic": deterministic,
+        "trust": trust,
+    }
+    started = time.perf_counter()
+    entries: list[dict[str, Any]] = []
+    if n_envs == 1 or len(cells) == 1:
+        for cell in cells:
+            entries.append(run_cell(cell, out, **kwargs))  # type: ignore[arg-type]
+            if on_cell is not None:
+                on_cell(entries[-1])
+    else:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(n_envs, len(cells)), mp_context=context) as pool:
+            futures = [pool.submit(_run_cell_worker, (cell, out, kwargs)) for cell in cells]
+            for future in futures:
+                entries.append(future.result())
+                if on_cell is not None:
+                    on_cell(entries[-1])
+    ladder = {
+        "format": 1,
+        "command": command,
+        "envs": list(env_ids),
+        "agents": list(agents),
+        "episodes": episodes,
+        "seeds": [seed + i for i in range(episodes)],
+        "goal": goal,
+        "scoring": {  # the same for every agent of an env
+            env: next(e["scoring"] for e in entries if e["env_id"] == env) for env in env_ids
+        },
+        "cells": rank(entries),
+        "seconds": time.perf_counter() - started,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    write_ladder(ladder, out)
+    return ladder
+
+
+def write_ladder(ladder: Mapping[str, Any], out_dir: Path) -> dict[str, Path]:
+    """Write the ladder's three files atomically; returns their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {name: out_dir / name for name in OUTPUTS}
+    atomic_write_text(paths["ladder.json"], json.dumps(ladder, indent=2, default=str))
+    atomic_write_text(paths["ladder.md"], markdown(ladder))
+    atomic_write_text(paths["ladder.html"], html_page(ladder))
+    return paths
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.0f}%"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+MARKDOWN_COLUMNS = (
+    "env",
+    "rank",
+    "agent",
+    "kind",
+    "win rate",
+    "95% CI",
+    "mean return",
+    "steps to win",
+    "episodes",
+    "videos",
+)
+
+
+def markdown(ladder: Mapping[str, Any]) -> str:
+    """The ladder as a Markdown table (one row per cell, env by env, best first), headed by the
+    command that made it and what `won` scores.
+
+    >>> cell = {"env_id": "E", "rank": 1, "agent": "random", "kind": "random", "win_rate": 0.5,
+    ...         "win_ci95": [0.1, 0.9], "mean_return": 1.0, "steps_to_win": None, "episodes": 2,
+    ...         "videos": {}}
+    >>> print(markdown({"cells": [cell], "command": "metabonk ladder E --agents random",
+    ...                 "scoring": {"E": {"won_means": "the game's own win"}}}).splitlines()[-1])
+    | E | 1 | random | random | 50% | 10%-90% | 1.00 | - | 2 | |
+    """
+    lines = []
+    if ladder.get("command"):
+        lines += [f"Made by `{ladder['command']}`.", ""]
+    for env_id, what in (ladder.get("scoring") or {}).items():
+        lines.append(f"- {env_id}: `won` scores {what.get('won_means')}")
+    if ladder.get("scoring"):
+        lines.append("")
+    lines.append("| " + " | ".join(MARKDOWN_COLUMNS) + " |")
+    lines.append("|" + "---|" * len(MARKDOWN_COLUMNS))
+    for c in ladder["cells"]:
+        low, high = c["win_ci95"]
+        links = " ".join(
+            f"[{label}]({c['videos'][label]})"
+            for label in ("best", "worst")
+            if label in c["videos"]
+        )
+        row = [
+            c["env_id"],
+            str(c["rank"]),
+            str(c["agent"]).replace("|", "\\|"),
+            str(c.get("kind")),
+            _pct(c["win_rate"]),
+            f"{_pct(low)}-{_pct(high)}",
+            _num(c["mean_return"]),
+            _num(c["steps_to_win"], 1),
+            str(c["episodes"]),
+            links,
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; }
+th, td { padding: 4px 10px; border-bottom: 1px solid #ddd; text-align: left; }
+th { cursor: pointer; user-select: none; background: #f4f4f4; }
+th.sorted-asc::after { content: " \\25B2"; } th.sorted-desc::after { content: " \\25BC"; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+code { background: #f4f4f4; padding: 1px 4px; }
+"""
+
+_SCRIPT = """
+(function () {
+  var data = JSON.parse(document.getElementById("ladder-data").textContent);
+  var columns = [
+    ["env_id", "env", false], ["rank", "rank", true], ["agent", "agent", false],
+    ["kind", "kind", false], ["win_rate", "win rate", true], ["ci_low", "95% CI", true],
+    ["mean_return", "mean return", true], ["steps_to_win", "steps to win", true],
+    ["episodes", "episodes", true], ["videos", "videos", false]
+  ];
+  var rows = data.cells.map(function (c) {
+    var r = Object.assign({}, c); r.ci_low = c.win_ci95[0]; r.ci_high = c.win_ci95[1]; return r;
+  });
+  function pct(v) { return Math.round(100 * v) + "%"; }
+  function num(v, d) { return v === null || v === undefined ? "-" : v.toFixed(d); }
+  function text(r, key) {
+    if (key === "win_rate") return pct(r.win_rate);
+    if (key === "ci_low") return pct(r.ci_low) + "\\u2013" + pct(r.ci_high);
+    if (key === "mean_return") return num(r.mean_return, 2);
+    if (key === "steps_to_win") return num(r.steps_to_win, 1);
+    return String(r[key]);
+  }
+  var table = document.getElementById("ladder");
+  var head = table.createTHead().insertRow();
+  columns.forEach(function (col) {
+    var th = document.createElement("th");
+    th.textContent = col[1]; th.dataset.key = col[0];
+    th.addEventListener("click", function () { sortBy(col[0], state.key === col[0] ? !state.desc : col[2]); });
+    head.appendChild(th);
+  });
+  var body = table.createTBody();
+  var state = { key: null, desc: false };
+  function render() {
+    body.innerHTML = "";
+    rows.forEach(function (r) {
+      var tr = body.insertRow(); tr.className = "cell";
+      tr.dataset.env = r.env_id; tr.dataset.agent = r.agent;
+      columns.forEach(function (col) {
+        var td = tr.insertCell(); td.dataset.key = col[0];
+        if (col[2]) td.className = "num";
+        if (col[0] === "videos") {
+          ["best", "worst"].forEach(function (label) {
+            if (!r.videos[label]) return;
+            var a = document.createElement("a");
+            a.href = r.videos[label]; a.textContent = label; a.className = "video-" + label;
+            a.title = "episode " + r.videos[label + "_episode"];
+            td.appendChild(a); td.appendChild(document.createTextNode(" "));
+          });
+        } else { td.textContent = text(r, col[0]); }
+      });
+    });
+    Array.prototype.forEach.call(head.cells, function (th) {
+      th.className = th.dataset.key === state.key ? (state.desc ? "sorted-desc" : "sorted-asc") : "";
+    });
+    table.dataset.rendered = String(rows.length);
+    table.dataset.sort = state.key ? (state.desc ? "-" : "") + state.key : "";
+  }
+  function value(r, key) {
+    var v = r[key];
+    return v === null || v === undefined ? -Infinity : v;
+  }
+  function sortBy(key, desc) {
+    state.key = key; state.desc = desc;
+    rows.sort(function (a, b) {
+      var x = value(a, key), y = value(b, key);
+      var c = typeof x === "string" ? String(x).localeCompare(String(y)) : x - y;
+      return desc ? -c : c;
+    });
+    render();
+  }
+  var match = /sort=(-?)(\\w+)/.exec(location.hash);
+  if (match) { sortBy(match[2], match[1] === "-"); } else { render(); }
+})();
+"""
+
+
+def html_page(ladder: Mapping[str, Any]) -> str:
+    """The ladder as one self-contained HTML page: the data inline as JSON, a script that
+    renders it as a table sortable by any column (click a header; `#sort=-win_rate` in the URL
+    sorts on load), inline style, no network. Each row links its best and worst video."""
+    data = json.dumps(ladder, default=str).replace("</", "<\\/")
+    scoring = "".join(
+        f"<li>{html.escape(env)}: <code>won</code> scores {html.escape(str(s.get('won_means')))}"
+        "</li>"
+        for env, s in (ladder.get("scoring") or {}).items()
+    )
+    command = ladder.get("command")
+    made = f"<p>Made by <code>{html.escape(command)}</code></p>" if command else ""
+    seeds = ladder.get("seeds") or []
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>metabonk ladder</title>
+<style>{_STYLE}</style>
+</head>
+<body>
+<h1>metabonk ladder</h1>
+{made}
+<p>{len(seeds)} episodes per cell, seeds {html.escape(str(seeds[:1] + seeds[-1:]))}; win rates
+with 95% Wilson intervals; steps to win: mean length of won episodes.</p>
+<ul>{scoring}</ul>
+<table id="ladder"></table>
+<noscript>This page renders its table with JavaScript; the data is in ladder.json.</noscript>
+<script type="application/json" id="ladder-data">{data}</script>
+<script>{_SCRIPT}</script>
+</body>
+</html>
+"""
