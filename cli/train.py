@@ -147,7 +147,8 @@ def trust_kwargs(agent: str, trust_model: bool) -> dict[str, Any]:
     >>> trust_kwargs("random", True)
     {}
     """
-    if trust_model and Path(agent).expanduser().is_file():
+    path = Path(agent).expanduser()
+    if trust_model and (path.is_file() or path.is_dir()):  # a model zip or a run directory
         return {"trust": True}
     return {}
 
@@ -424,8 +425,8 @@ def eval_command(
     env_id: str = typer.Argument(..., help=ENV_HELP),
     model: str = typer.Argument(
         ...,
-        help="A model PATH.zip, a `train dreamer` run directory, or an agent: scripted, "
-        "random, think.",
+        help="A model PATH.zip, a run directory of any trainer (train ppo/bc/appo/dreamer, "
+        "curriculum, tune pbt), or an agent: scripted, random, think, think:MODEL.",
     ),
     episodes: int = typer.Option(10, help="Episodes (episode i is reset with seed SEED+i)."),
     seed: int = typer.Option(0, help="First reset seed."),
@@ -467,6 +468,12 @@ def eval_command(
         "agent on one shared-memory vector env, other agents one process each.",
     ),
     trust_model: bool = TRUST_MODEL_OPTION,
+    goal: str = typer.Option(
+        "config",
+        "--goal",
+        help="What `won` scores: config (the config's goal, e.g. BonkQuest's room1 goal: leave "
+        "room 1) or game (the game's own win, game_won; the config's goal is dropped).",
+    ),
 ) -> None:
     """Evaluate a model or agent on fixed seeds: mean/std return, win rate, final game variables."""
 
@@ -497,6 +504,7 @@ def eval_command(
                 out=out,
                 agent_kwargs=agent_kwargs,
                 deterministic=deterministic,
+                goal=goal,
             )
         )
     else:
@@ -513,6 +521,7 @@ def eval_command(
                 ladder=ladder,
                 agent_kwargs=agent_kwargs,
                 deterministic=deterministic,
+                goal=goal,
             )
         )
     if as_json:
@@ -537,6 +546,10 @@ def eval_command(
     console.print(table)
     console.print(
         f"mean return {report['mean_return']:.3f} ± {report['std_return']:.3f}, win rate {report['win_rate']:.2f}"
+    )
+    console.print(
+        f"won scores --goal {goal}: {report['scoring']['won_means']}; "
+        f"game win rate {report['game_win_rate']:.2f}"
     )
     if survival:
         console.print(f"mean survival {report['mean_survival_time']:.1f} game seconds")

@@ -190,14 +190,17 @@ def dream_command(
     ),
     fps: float = typer.Option(15.0, help="Video frame rate."),
     agent: Path | None = typer.Option(
-        None, help="A model zip (train ppo/bc on the model's frames) that acts on imagined frames."
+        None,
+        help="A model zip or run directory of any trainer (train ppo/bc/appo/dreamer, "
+        "curriculum, tune pbt; on the model's frames) that acts on imagined frames.",
     ),
     trust_model: bool = typer.Option(
         False, help="Load an --agent zip that needs unpickling (only one you trust)."
     ),
 ) -> None:
     """Render what a world model imagines from a start state under a plan or a policy."""
-    from metabonk_gym.worldmodel.dream import dream, model_policy
+    from metabonk_gym.agents.runs import frame_policy
+    from metabonk_gym.worldmodel.dream import dream
     from metabonk_gym.worldmodel.files import load_world_model
 
     if agent is not None and plan is not None:
@@ -209,7 +212,7 @@ def dream_command(
             return None
         world, meta = load_world_model(model)
         shape = meta.get("obs_shape") or ()
-        return model_policy(agent, shape, world.config.n_actions, trust=trust_model)
+        return frame_policy(agent, tuple(shape), world.config.n_actions, trust=trust_model)
 
     result = guarded(
         lambda: dream(
