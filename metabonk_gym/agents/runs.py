@@ -31,6 +31,7 @@ import numpy as np
 from metabonk_gym.experts.base import AgentError
 from metabonk_gym.training.errors import CheckpointError
 from metabonk_gym.training.rundir import RunDir, read_model_metadata
+from metabonk_gym.training.wrapstack import describe_wrappers, normalize_wrappers, run_wrappers
 from metabonk_gym.worldmodel.dream import model_policy
 from metabonk_gym.worldmodel.dreamer import SHEEPRL_DIR, DreamerPolicy
 
@@ -56,6 +57,15 @@ class AgentRun:
     weights: Path
     env_id: str
 
+    def wrappers(self) -> str:
+        """The wrapper stack it was trained with, in words (`training.wrapstack.run_wrappers`
+        of the run directory; a bare zip's own config): what its episodes rebuild."""
+        folder = self.path if self.path.is_dir() else self.weights.parent
+        if (folder / "config.yaml").is_file():
+            return describe_wrappers(run_wrappers(folder))
+        config = read_model_metadata(self.weights)["config"] if self.kind != "dreamer" else {}
+        return describe_wrappers(normalize_wrappers(config.get("wrappers")))
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for reports."""
         return {
@@ -63,6 +73,7 @@ class AgentRun:
             "path": str(self.path),
             "weights": str(self.weights),
             "env_id": self.env_id,
+            "wrappers": self.wrappers(),
         }
 
 

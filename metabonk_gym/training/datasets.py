@@ -181,7 +181,9 @@ class DatasetWriter:
             raise DatasetError("an episode needs one more observation than actions")
 
     def _check_disk(self, traj: Trajectory) -> None:
-        estimate = sum(np.asarray(o).nbytes for o in traj.observations) + 64 * len(traj.actions) * 8
+        frames = _stacked(traj.observations)
+        size = sum(a.nbytes for a in frames.values()) if isinstance(frames, dict) else frames.nbytes
+        estimate = size + 64 * len(traj.actions) * 8
         self.staging.mkdir(parents=True, exist_ok=True)
         free = shutil.disk_usage(self.staging).free
         if free < estimate + FREE_MARGIN_BYTES:
@@ -203,7 +205,7 @@ class DatasetWriter:
         buffer = EpisodeBuffer(
             id=self.episodes,
             seed=seed,
-            observations=np.stack([np.asarray(o) for o in traj.observations]),
+            observations=_stacked(traj.observations),
             actions=np.asarray(traj.actions, dtype=_action_dtype(self.env.action_space)),
             rewards=np.asarray(traj.rewards, dtype=np.float64),
             terminations=np.asarray(traj.terminations, dtype=bool),
@@ -318,3 +320,15 @@ def check_dataset_fits(
             "uint8 images (H, W, C) or state vectors (N,)"
         )
     return kwargs
+
+
+def _stacked(observations: list[Any]) -> Any:
+    """An episode's observations as Minari stores them: one array, or a dict of arrays for
+    `Dict` observations (a run with a `wrappers:` stack such as button history).
+
+    >>> _stacked([{"a": np.zeros(2)}, {"a": np.ones(2)}])["a"].shape
+    (2, 2)
+    """
+    if observations and isinstance(observations[0], dict):
+        return {k: np.stack([np.asarray(o[k]) for o in observations]) for k in observations[0]}
+    return np.stack([np.asarray(o) for o in observations])
