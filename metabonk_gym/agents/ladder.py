@@ -286,8 +286,8 @@ def run_ladder(
     if n_envs < 1:
         raise ConfigError(f"--n-envs must be >= 1, not {n_envs}")
     out = Path(out_dir).expanduser()
-    check_writable(out, "--out", folder=True)
     cells = plan_cells(env_ids, agents, config_file=config_file, overrides=overrides, goal=goal)
+    check_writable(out, "--out", folder=True)
     kwargs = {
         "episodes": episodes,
         "seed": seed,
