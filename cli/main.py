@@ -41,6 +41,7 @@ COMMAND_MODULES = (
     "video",
     "world",
     "ladder",
+    "advice",
 )
 
 

@@ -17,6 +17,13 @@ Many envs, one model: `engine="openai", base_url=...` in every env (in one proce
 requests over its slots) and `mode="async"`: each env keeps stepping while its request is served.
 Why a wrapper: RL code trains on it unchanged; `metabonk play --agent think` uses the same
 `Director` inside `ThinkAgent`.
+Thinking inside training: `follow_weight` adds a `follow` reward term, the progress (in path steps
+of the game's directive follower, at most one a step) toward the target of the directive in force,
+times the weight; `advice_fade=[START, END]` fades the adviser out over training env steps (a
+trainer calls `set_train_step`): from START to END each episode is advised with a probability
+falling from 1 to 0 (the thinker is asked in advised episodes only, so it thinks less and less
+often), and the follow weight falls with it. Unadvised episodes see an all-zero directive; an env
+that is never told the step (eval of a finished run) plays alone, as the final policy does.
 
 >>> import gymnasium as gym, metabonk_gym
 >>> env = PauseToThink(gym.make("MetaBonk/BonkQuest-v0"), engine="oracle")
@@ -24,10 +31,13 @@ Why a wrapper: RL code trains on it unchanged; `metabonk play --agent think` use
 >>> sorted(obs), info["directive"]["action"], info["think"]["calls"]
 (['directive', 'pixels'], 'collect', 1)
 >>> env.close()
+>>> advice_scale([100, 300], 200), advice_scale([100, 300], None), advice_scale(None, None)
+(0.5, 0.0, 1.0)
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, SupportsFloat
 
@@ -36,8 +46,10 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import RecordConstructorArgs
 
+from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.director import Director
 from metabonk_gym.think.factory import make_strategist
+from metabonk_gym.think.follower import make_follower
 from metabonk_gym.think.games import adapter_for
 from metabonk_gym.think.log import DecisionLog
 from metabonk_gym.think.prompts import PromptBuilder, system_prompt
@@ -46,6 +58,21 @@ from metabonk_gym.think.view import GameView
 
 #: Engine arguments kept out of `env.spec` (it is serialised and logged).
 SECRET_KWARGS = frozenset({"api_key"})
+
+
+def advice_scale(fade: Sequence[int] | None, step: int | None) -> float:
+    """How much advice at training env step `step`: 1 before `fade[0]`, falling linearly to 0
+    at `fade[1]`; 1 without a fade; 0 with a fade when no step is known (after training)."""
+    if fade is None:
+        return 1.0
+    if step is None:
+        return 0.0
+    start, end = int(fade[0]), int(fade[1])
+    if step <= start:
+        return 1.0
+    if step >= end:
+        return 0.0
+    return 1.0 - (step - start) / (end - start)
 
 
 class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
@@ -72,6 +99,10 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         log_frames: store each call's frame as PNG in the log.
         max_tokens: the longest answer.
         game_card: replaces the integration's `game_card.md` in the system prompt.
+        follow_weight: weight of the `follow` reward term (0: none).
+        advice_fade: `[START, END]` training env steps over which the adviser fades out
+            (None: advice always).
+        seed: seeds the draw of advised episodes.
         **engine_kwargs: go to the engine (`n_ctx`, `n_gpu_layers`, `api_key`,
             `response_format`, `temperature`, ...); `api_key` is left out of `env.spec`
             (better: set METABONK_API_KEY or OPENAI_API_KEY).
@@ -100,6 +131,9 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         log_frames: bool = True,
         max_tokens: int = 256,
         game_card: str | None = None,
+        follow_weight: float = 0.0,
+        advice_fade: Sequence[int] | None = None,
+        seed: int | None = None,
         **engine_kwargs: Any,
     ) -> None:
         RecordConstructorArgs.__init__(
@@ -121,11 +155,29 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
             log_frames=log_frames,
             max_tokens=max_tokens,
             game_card=game_card,
+            follow_weight=follow_weight,
+            advice_fade=list(advice_fade) if advice_fade is not None else None,
+            seed=seed,
             # so that `env.spec` rebuilds the same engine; never secrets: the spec is serialised
             # and logged (the engine reads the key from METABONK_API_KEY / OPENAI_API_KEY)
             **{k: v for k, v in engine_kwargs.items() if k not in SECRET_KWARGS},
         )
         gym.Wrapper.__init__(self, env)
+        if follow_weight < 0:
+            raise ValueError(f"follow_weight must be >= 0, not {follow_weight}")
+        if advice_fade is not None and (
+            len(advice_fade) != 2 or not 0 <= int(advice_fade[0]) < int(advice_fade[1])
+        ):
+            raise ValueError(
+                f"advice_fade must be [START, END] with 0 <= START < END, not {advice_fade}"
+            )
+        self.follow_weight = float(follow_weight)
+        self.advice_fade = [int(v) for v in advice_fade] if advice_fade is not None else None
+        self.train_step: int | None = None
+        self.advised = True
+        self._rng = np.random.default_rng(seed)
+        self._target: tuple[str, tuple[int, int] | None] | None = None
+        self._distance: float | None = None
         self.adapter = adapter_for(env)
         if game_card is None:  # the game's game_card.md (or the adapter's), the rules
             game_data = getattr(env.unwrapped, "game_data", None)
@@ -164,6 +216,7 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
             log=log,
         )
         self.directive_in_obs = directive_in_obs
+        self.follower = make_follower(env, self.adapter) if follow_weight > 0 else None
         self._steps = 0
         self._view: GameView | None = None
         if directive_in_obs:
@@ -179,23 +232,72 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
 
     @property
     def directive(self) -> dict[str, Any]:
-        """The directive in force, as in `info["directive"]`."""
-        return self.director.directive.to_dict()
+        """The directive in force, as in `info["directive"]` (empty in an unadvised episode)."""
+        return self.director.directive.to_dict() if self.advised else {}
+
+    @property
+    def scale(self) -> float:
+        """The advice now (`advice_scale` of the fade at the last `set_train_step`)."""
+        return advice_scale(self.advice_fade, self.train_step)
+
+    def set_train_step(self, step: int) -> float:
+        """A trainer's env step count (for `advice_fade`); takes effect at the next episode.
+        Returns the advice scale."""
+        self.train_step = int(step)
+        return self.scale
+
+    def _measure(self, directive: Directive) -> tuple[Any, float | None]:
+        """The directive's target and the follower's distance to it now."""
+        assert self.follower is not None and self._view is not None
+        target = (directive.action, directive.tile)
+        return target, self.follower.distance(self._view, directive)
+
+    def _follow(self, before: Directive) -> float:
+        """This step's progress toward the target of `before` (the directive the action was
+        taken under), in path steps clipped to [-1, 1], times the weight and the scale."""
+        if self.follower is None or not self.advised:
+            return 0.0
+        target, distance = self._measure(before)
+        progress = 0.0
+        if target == self._target and distance is not None and self._distance is not None:
+            progress = float(np.clip(self._distance - distance, -1.0, 1.0))
+        self._target, self._distance = target, distance
+        return self.follow_weight * self.scale * progress
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
+        if seed is not None and self.advice_fade is not None:
+            self._rng = np.random.default_rng(seed)
         self._steps = 0
         self._view = GameView.capture(self.env, info, 0, obs)
-        self.director.reset(self._view)
+        scale = self.scale
+        self.advised = scale >= 1.0 or bool(self._rng.random() < scale)
+        self._target, self._distance = None, None
+        if self.advised:
+            self.director.reset(self._view)
+            if self.follower is not None:
+                self.follower.reset(seed)
+                self._target, self._distance = self._measure(self.director.directive)
         return self._observation(obs), self._info(info)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._steps += 1
         self._view = GameView.capture(self.env, info, self._steps, obs)
-        self.director.update(self._view, float(reward))
+        if self.advised:
+            before = self.director.directive
+            self.director.update(self._view, float(reward))
+            if self.follower is not None:
+                bonus = self._follow(before)
+                now = self.director.directive
+                if (now.action, now.tile) != self._target:  # a new target: measure anew
+                    self._target, self._distance = self._measure(now)
+                info["reward_terms"] = {**(info.get("reward_terms") or {}), "follow": bonus}
+                reward = float(reward) + bonus
+        elif self.follower is not None:  # the same reward terms in every episode
+            info["reward_terms"] = {**(info.get("reward_terms") or {}), "follow": 0.0}
         return self._observation(obs), reward, terminated, truncated, self._info(info)
 
     def close(self) -> None:
@@ -205,17 +307,20 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
     def _info(self, info: dict[str, Any]) -> dict[str, Any]:
         info = dict(info)
         info["directive"] = self.directive
-        info["think"] = self.director.info()
+        info["think"] = {**self.director.info(), "advised": self.advised, "advice": self.scale}
         return info
 
     def _observation(self, obs: Any) -> Any:
         if not self.directive_in_obs:
             return obs
         assert self._view is not None
-        features = self.adapter.features(
-            self.director.directive, self._view, self.director.frames_left()
-        )
-        features = np.clip(features, -1.0, 1.0).astype(np.float32)
+        if self.advised:
+            features = self.adapter.features(
+                self.director.directive, self._view, self.director.frames_left()
+            )
+            features = np.clip(features, -1.0, 1.0).astype(np.float32)
+        else:  # no advice this episode: the policy sees none
+            features = np.zeros(self.adapter.feature_size(), np.float32)
         if isinstance(obs, dict):
             return {**obs, "directive": features}
         return {"pixels": obs, "directive": features}

@@ -85,6 +85,23 @@ class DirectiveFollower:
             self.plan = [int(action)]
         return action
 
+    def distance(self, view: GameView, directive: Directive) -> float | None:
+        """Steps from the player to the directive's target tile as this follower walks there
+        (here: Manhattan; a game's follower: its path), None without a tile target or player
+        cell; `PauseToThink`'s `follow` reward term rewards its decrease.
+
+        >>> from metabonk_gym.think.directive import Directive
+        >>> class Adapter:  # the player stands at (2, 3)
+        ...     def player_cell(self, view): return (2, 3)
+        >>> go = Directive("g", "r", "go_to", {"x": 5, "y": 1}, 60, 1.0)
+        >>> DirectiveFollower(Adapter(), env=None).distance(None, go)
+        5.0
+        """
+        cell, tile = self.adapter.player_cell(view), directive.tile
+        if cell is None or tile is None:
+            return None
+        return float(abs(tile[0] - cell[0]) + abs(tile[1] - cell[1]))
+
     def _act(self, view: GameView, directive: Directive) -> int:
         cell, tile = self.adapter.player_cell(view), directive.tile
         if directive.action in ("press_a",):

@@ -282,6 +282,7 @@ class LearnLoop:
         Ctrl-C stopped it (a checkpoint of the model is saved first)."""
         from stable_baselines3.common.callbacks import CallbackList
 
+        from metabonk_gym.training.advice import AdviceCallback, fade_of, set_train_step
         from metabonk_gym.training.callbacks import (
             CheckpointCallback,
             GameStatsCallback,
@@ -315,6 +316,9 @@ class LearnLoop:
                 bar = LineProgressCallback(total, self.stats, label, self.progress_every_s)
             cbs.append(bar)
         cbs.extend(self.extra)
+        if fade_of(cfg.wrappers) is not None:  # a fading adviser: the envs need the step count
+            cbs.append(AdviceCallback(cfg.wrappers))
+            set_train_step(model.get_env(), int(model.num_timesteps))  # before learn's reset
         try:
             model.learn(
                 total_timesteps=steps, reset_num_timesteps=reset, callback=CallbackList(cbs)

@@ -252,6 +252,15 @@ class QuestFollower(DirectiveFollower):
                 cells.add((x + dx, y + dy))
         return cells
 
+    def distance(self, view: GameView, directive: Directive) -> float | None:
+        """Steps of the A* path (walkable tiles, enemies ignored) to the directive's target
+        tile, which may itself be a door, chest or the sage; None without one or unreachable."""
+        tiles, cell, tile = self.adapter.tiles(view), self.adapter.player_cell(view), directive.tile
+        if tiles is None or cell is None or tile is None:
+            return super().distance(view, directive)
+        path = path_cells(np.isin(tiles, list(WALKABLE)), cell, [tile])
+        return None if path is None else float(len(path) - 1)
+
     # ------------------------------------------------------------------ acting
     def _act(self, view: GameView, directive: Directive) -> int:
         if view.get("dialogue_open"):

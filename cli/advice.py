@@ -1,0 +1,69 @@
+"""Benchmarks of wrappers inside training: `metabonk bench advice` (PPO with the oracle's advice
+vs PPO alone on the whole BonkQuest) and `metabonk bench train-wrappers` (training env steps/s
+with a wrapper stack vs none).
+
+Thin typer layer over `metabonk_gym.bench.advice_learning` and `metabonk_gym.bench.train_wrappers`.
+
+>>> sorted(c.name for c in bench_app.registered_commands if c.name in ("advice", "train-wrappers"))
+['advice', 'train-wrappers']
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from metabonk_gym.cli.bench import _print, bench_app, console
+from metabonk_gym.cli.train import guarded
+
+from metabonk_gym.bench.advice_learning import run_advice_bench
+from metabonk_gym.bench.train_wrappers import run_train_wrappers
+
+
+@bench_app.command("advice")
+def bench_advice(
+    out: Path = typer.Option(Path("runs/advice"), help="Folder of the runs (they resume)."),
+    seeds: int = typer.Option(3, min=1, help="Training seeds per arm."),
+    steps: int = typer.Option(150_000, min=1000, help="Env steps of every run."),
+    episodes: int = typer.Option(20, min=1, help="Evaluation games per run (fixed seeds)."),
+    follow_weight: float = typer.Option(0.1, min=0.0, help="Weight of the follow term."),
+    fade_start: float = typer.Option(0.5, min=0.0, max=1.0, help="Fade start, share of steps."),
+    fade_end: float = typer.Option(0.9, min=0.0, max=1.0, help="Fade end, share of steps."),
+    progress: bool = typer.Option(False, "--progress", help="Show training progress."),
+) -> None:
+    """PPO with the oracle's advice (fading out) vs PPO alone on the whole BonkQuest: game win
+    rate and rooms reached, both played alone, median and worst of the seeds."""
+
+    def run() -> dict:
+        return run_advice_bench(
+            out,
+            seeds=seeds,
+            total_steps=steps,
+            episodes=episodes,
+            fade=(fade_start, fade_end),
+            follow_weight=follow_weight,
+            progress=progress,
+            on_result=lambda arm, row: console.print(f"{arm} seed {row['seed']}: {row}"),
+        )
+
+    result = guarded(run)
+    console.print_json(json.dumps({k: v for k, v in result.items() if k != "runs"}))
+
+
+@bench_app.command("train-wrappers")
+def bench_train_wrappers(
+    env_id: str = typer.Argument("MetaBonk/BonkQuest-v0", help="Env id to train on."),
+    steps: int = typer.Option(4096, min=256, help="PPO env steps per variant and round."),
+    rounds: int = typer.Option(3, min=1, help="Rounds (variants alternate; medians)."),
+    n_envs: int = typer.Option(4, min=1, help="Training envs."),
+    out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+) -> None:
+    """PPO training env steps/s with wrappers [tile_tokens] plus the frame stack vs no wrappers
+    (same frame stack), and their ratio (target >= 0.8)."""
+    result = guarded(lambda: run_train_wrappers(env_id, steps=steps, rounds=rounds, n_envs=n_envs))
+    _print(f"metabonk bench train-wrappers {env_id}", result, out)
+
+
+def register(app: typer.Typer) -> None:
+    """The commands register themselves on `bench_app` when this module is imported."""

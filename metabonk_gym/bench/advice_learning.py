@@ -1,0 +1,189 @@
+"""PPO with the oracle's advice vs PPO alone on the whole BonkQuest, at equal env steps.
+
+What: for each seed, two PPO runs from the `start` state (five rooms, `explore` reward, no room-1
+goal): `alone` (the screen only) and `advice` (the same plus `pause_to_think` with the oracle in
+async mode: its directive in the observation, a `follow` reward term, and an advice schedule that
+fades the adviser out from `fade[0]` to `fade[1]` of the run, so the final policy plays alone).
+Both final policies are then evaluated alone on the same fixed game seeds; the figure is the
+median and worst over seeds of the game's win rate and of the mean rooms reached. Why: the
+question is whether thinking during training leaves a better policy that no longer thinks.
+
+>>> quest_overrides(1000, seed=2)["state"], quest_overrides(1000, seed=2)["seed"]
+('start', 2)
+>>> advice_stack(1000, (0.5, 0.9))[0]["advice_fade"]
+[500, 900]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from metabonk_gym.agents.episode import episode_config
+from metabonk_gym.agents.model import ModelAgent
+from metabonk_gym.training.envs import make_env
+from metabonk_gym.training.ppo import train_ppo
+from metabonk_gym.training.rundir import RunDir, read_model_metadata
+from metabonk_gym.utils import atomic_write_text
+
+ENV_ID = "MetaBonk/BonkQuest-v0"
+ARMS = ("alone", "advice")
+#: Game seeds of the evaluation (fixed: both arms and every seed play the same games).
+EVAL_SEED = 50_000
+
+
+def quest_overrides(total_steps: int, seed: int, max_steps: int = 1500) -> dict[str, Any]:
+    """The whole game from `start`: explore reward, the game's own win, no room-1 shaping."""
+    return {
+        "state": "start",
+        "reward": "explore",
+        "goal": None,
+        "shaping": None,
+        "max_episode_steps": max_steps,
+        "total_steps": total_steps,
+        "seed": seed,
+        "checkpoint_every": max(total_steps // 4, 1000),
+        "video_every": 0,
+    }
+
+
+def advice_stack(
+    total_steps: int, fade: tuple[float, float] = (0.5, 0.9), follow_weight: float = 0.1
+) -> list[dict[str, Any]]:
+    """The `advice` arm's wrappers: the oracle, async, fading out over `fade` of the run."""
+    return [
+        {
+            "name": "pause_to_think",
+            "engine": "oracle",
+            "mode": "async",
+            "follow_weight": follow_weight,
+            "advice_fade": [int(fade[0] * total_steps), int(fade[1] * total_steps)],
+        }
+    ]
+
+
+def _train(run_dir: Path, overrides: dict[str, Any], progress: bool) -> dict[str, Any]:
+    """Train (resuming a stopped run; a finished one is kept) and report steps and minutes."""
+    run = RunDir(run_dir)
+    state = run.read_state()
+    if run.model.is_file() and state.get("status") == "finished":
+        steps = read_model_metadata(run.model)["num_timesteps"]
+        return {"steps": steps, "minutes": state.get("minutes"), "resumed": False}
+    start = time.monotonic()
+    resume = run.is_run() and (run.model.is_file() or bool(run.list_checkpoints()))
+    if run.is_run() and not resume:  # a run that died before its first checkpoint
+        for path in sorted(run.path.rglob("*"), reverse=True):
+            path.rmdir() if path.is_dir() else path.unlink()
+    result = train_ppo(
+        ENV_ID,
+        run_dir,
+        overrides={"total_steps": overrides["total_steps"]} if resume else overrides,
+        resume=resume,
+        progress=progress,
+    )
+    minutes = (time.monotonic() - start) / 60
+    run.write_state(minutes=round(minutes + float(state.get("minutes") or 0.0), 2))
+    return {"steps": result.num_timesteps, "minutes": round(minutes, 2), "resumed": resume}
+
+
+def evaluate_alone(model: Path, episodes: int, max_steps: int = 1500) -> dict[str, float]:
+    """The model on `episodes` fixed games from `start`, alone (an advice run's stack is rebuilt
+    from its config and, never told a training step, gives no advice): game win rate and mean
+    rooms reached."""
+    cfg = episode_config(ENV_ID, str(model))
+    env = make_env(ENV_ID, cfg)
+    try:
+        agent = ModelAgent(model, env)
+        wins, rooms, advised = [], [], 0
+        for i in range(episodes):
+            obs, info = env.reset(seed=EVAL_SEED + i)
+            agent.reset(obs, info)
+            for _ in range(max_steps):
+                obs, _, terminated, truncated, info = env.step(agent.act(obs, info))
+                if terminated or truncated:
+                    break
+            advised += bool((info.get("think") or {}).get("advised", False))
+            wins.append(float(bool(info.get("won"))))
+            rooms.append(float(info.get("rooms_visited", 0)))
+    finally:
+        env.close()
+    if advised:
+        raise RuntimeError(f"{advised} evaluation episodes of {model} were advised")
+    return {"win_rate": statistics.fmean(wins), "mean_rooms": statistics.fmean(rooms)}
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    """Median and worst of per-seed values.
+
+    >>> summary([0.2, 0.5, 0.1])
+    {'median': 0.2, 'worst': 0.1}
+    """
+    return {"median": float(statistics.median(values)), "worst": float(min(values))}
+
+
+def run_advice_bench(
+    out: Path,
+    *,
+    seeds: int = 3,
+    total_steps: int = 150_000,
+    episodes: int = 20,
+    fade: tuple[float, float] = (0.5, 0.9),
+    follow_weight: float = 0.1,
+    n_envs: int = 4,
+    progress: bool = False,
+    on_result: Callable[[str, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Train and evaluate both arms on `seeds` seeds in `out` (runs resume); see the module
+    docstring. Writes `out/advice.json` after every run."""
+    out = Path(out).expanduser()
+    out.mkdir(parents=True, exist_ok=True)
+    per_seed: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
+    for seed in range(seeds):
+        for arm in ARMS:
+            overrides = {**quest_overrides(total_steps, seed), "n_envs": n_envs}
+            if arm == "advice":
+                overrides["wrappers"] = advice_stack(total_steps, fade, follow_weight)
+            run_dir = out / f"{arm}_seed{seed}"
+            trained = _train(run_dir, overrides, progress)
+            scores = evaluate_alone(run_dir / "model.zip", episodes)
+            row = {"seed": seed, **trained, **scores}
+            per_seed[arm].append(row)
+            if on_result is not None:
+                on_result(arm, row)
+            report = _report(per_seed, total_steps, episodes, fade, follow_weight)
+            atomic_write_text(out / "advice.json", json.dumps(report, indent=2))
+    return _report(per_seed, total_steps, episodes, fade, follow_weight)
+
+
+def _report(
+    per_seed: dict[str, list[dict[str, Any]]],
+    total_steps: int,
+    episodes: int,
+    fade: tuple[float, float],
+    follow_weight: float,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "env": ENV_ID,
+        "state": "start",
+        "env_steps_per_run": total_steps,
+        "eval_episodes": episodes,
+        "adviser": {
+            "engine": "oracle",
+            "mode": "async",
+            "fade": list(fade),
+            "follow_weight": follow_weight,
+        },
+        "runs": per_seed,
+    }
+    for arm, rows in per_seed.items():
+        if rows:
+            out[arm] = {
+                "win_rate": summary([r["win_rate"] for r in rows]),
+                "mean_rooms": summary([r["mean_rooms"] for r in rows]),
+                "seeds": len(rows),
+            }
+    return out
