@@ -162,3 +162,51 @@ def test_bad_run_directories_are_one_line_errors(runs: dict[str, Path], tmp_path
         assert cli.exit_code == 2 and len(cli.output.strip().splitlines()) == 1, cli.output
     cli = runner.invoke(app, ["eval", ARENA, str(runs["bc"]), "--episodes", "1"])
     assert f"trained on {QUEST}, not {ARENA}" in cli.output
+
+
+def test_a_ladder_of_every_run_kind_plays_the_same_seeds(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Run directories of every SB3-side trainer and the oracle + follower in one ladder, two
+    cells at a time (one process each); every cell meets the same seeds and start."""
+    from metabonk_gym.agents.ladder import parse_agents, run_ladder
+
+    agents = [str(runs[k]) for k in ("ppo", "stopped", "bc", "curriculum")] + ["oracle"]
+    ladder = run_ladder(
+        [QUEST],
+        parse_agents(",".join(agents)),
+        tmp_path / "ladder",
+        episodes=2,
+        seed=5,
+        overrides={"max_episode_steps": 15},
+        videos=False,
+        n_envs=2,
+    )
+    kinds = {c["agent"]: c["kind"] for c in ladder["cells"]}
+    assert kinds == {
+        str(runs["ppo"]): "ppo",
+        str(runs["stopped"]): "ppo",
+        str(runs["bc"]): "bc",
+        str(runs["curriculum"]): "curriculum",
+        "think:oracle": "think",
+    }
+    assert all(c["seeds"] == [5, 6] and c["state"] == "room1" for c in ladder["cells"])
+    assert sorted(c["rank"] for c in ladder["cells"]) == [1, 2, 3, 4, 5]
+    assert (tmp_path / "ladder" / "ladder.html").is_file()
+
+
+def test_ladder_refuses_runs_of_another_game_and_other_stacks(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "ladder"
+    for extra, message in (
+        ([ARENA, "--agents", f"random,{runs['bc']}"], f"trained on {QUEST}, not {ARENA}"),
+        (
+            [QUEST, "--agents", f"random,{runs['ppo']}", "--set", "wrappers=[text_map]"],
+            "was trained with wrappers button_history(n=3)",
+        ),
+    ):
+        cli = runner.invoke(app, ["ladder", *extra, "--episodes", "1", "--out", str(out)])
+        assert cli.exit_code == 2, cli.output
+        assert len(cli.output.strip().splitlines()) == 1 and message in cli.output, cli.output
+        assert not out.exists()
