@@ -42,6 +42,7 @@ COMMAND_MODULES = (
     "world",
     "ladder",
     "advice",
+    "watch",
 )
 
 

@@ -89,7 +89,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("5 training", ("metabonk_gym.training", "metabonk_gym.video", "metabonk_gym.worldmodel")),
     (
         "6 agents",
-        ("metabonk_gym.agents",),
+        ("metabonk_gym.agents", "metabonk_gym.watch"),  # watch: the live and replay viewer
     ),
     ("7 cli", ("metabonk_gym.cli", "metabonk_gym.bench")),
 )

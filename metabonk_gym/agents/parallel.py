@@ -31,6 +31,7 @@ from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.envs import make_env, start_method
 from metabonk_gym.training.rollout import EpisodeResult
 from metabonk_gym.vector import VecEngine, default_envs_per_worker
+from metabonk_gym.vector.view import bind_views, tap_env_fns
 
 #: Agents that act on observations alone, so they can run in this process beside many envs.
 PARALLEL_AGENTS = ("random",)
@@ -115,14 +116,16 @@ def play_parallel(
             f"with several envs use a model or one of {', '.join(PARALLEL_AGENTS)}"
         )
     n_envs = max(1, min(int(n_envs), len(seeds)))
+    env_fns = tap_env_fns([partial(make_env, env_id, cfg, i) for i in range(n_envs)])
     engine = VecEngine(
-        [partial(make_env, env_id, cfg, i) for i in range(n_envs)],
+        env_fns,
         envs_per_worker=default_envs_per_worker(env_id, n_envs),
         autoreset=AutoresetMode.DISABLED,
         info_keys=(),
         context=start_method(),
         step_timeout_s=step_timeout_s,
     )
+    bind_views(env_fns, engine)  # a live viewer's frames (`--watch`)
     results: dict[int, EpisodeResult] = {}
     try:
         # a model agent stacks frames itself, as training did; each agent gets its own copy of

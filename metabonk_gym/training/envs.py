@@ -35,6 +35,7 @@ from metabonk_gym.training.errors import ConfigError, DatasetError
 from metabonk_gym.training.megabonk import check_reachable
 from metabonk_gym.training.wrapstack import apply_wrappers, uses_dict_extractor
 from metabonk_gym.vector import default_envs_per_worker
+from metabonk_gym.vector.view import bind_views, tap_env, tap_env_fns
 from metabonk_gym.video.bind import bind_learned_terms
 
 #: The smallest image side NatureCNN (SB3's `MultiInputPolicy` image extractor) accepts.
@@ -231,7 +232,8 @@ def make_env(env_id: str, cfg: TrainConfig, index: int = 0, **extra: Any) -> gym
         env = GoalWrapper(env, cfg.goal)
     if traits.start_states:
         env = StartWrapper(env, game_seeds=cfg.game_seeds)
-    return apply_wrappers(env, cfg.wrappers)  # closes the env when a wrapper fails
+    env = apply_wrappers(env, cfg.wrappers)  # closes the env when a wrapper fails
+    return tap_env(env)  # a live viewer's frames (`--watch`); the env itself otherwise
 
 
 #: Info keys training's callbacks read every step (`ThinkScalarsCallback`); an episode's final
@@ -268,13 +270,15 @@ def make_train_venv(
     from metabonk_gym.training.vecenv import SharedMemoryVecEnv
 
     count = n_envs if n_envs is not None else cfg.n_envs
+    env_fns = tap_env_fns([partial(make_env, env_id, cfg, i) for i in range(count)])
     venv: Any = SharedMemoryVecEnv(
-        [partial(make_env, env_id, cfg, i) for i in range(count)],
+        env_fns,
         envs_per_worker=default_envs_per_worker(env_id, count),
         info_keys=(*TRAIN_INFO_KEYS, *info_keys),
         context=start_method(),
         spaces=env_spaces,
     )
+    bind_views(env_fns, venv.engine)
     venv = VecMonitor(venv)
     if cfg.frame_stack > 1:
         venv = VecFrameStack(venv, cfg.frame_stack, channels_order="last")

@@ -1,0 +1,135 @@
+"""`metabonk watch DIR|DATASET` (the replay viewer), `--watch [HOST:]PORT` of the commands that
+run envs (the live dashboard), and `metabonk bench watch` (what a viewer costs training).
+
+A thin typer layer over `metabonk_gym.watch` (docs/watch.md). `live_watch(spec, root, label)`
+is what a command calls before it builds its envs: it asks this process's envs to serve frames
+on request and starts the server in a background thread; the command runs as before.
+
+>>> import typer
+>>> from typer.testing import CliRunner
+>>> app = typer.Typer(); register(app)
+>>> result = CliRunner().invoke(app, ["watch", "/no/such/dir"])
+>>> result.exit_code, "not a directory" in result.output
+(2, True)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from metabonk_gym.cli.bench import bench_app
+from metabonk_gym.cli.errors import exit_with_error
+from rich.console import Console
+
+from metabonk_gym.bench.watch_speed import bench_watch_speed
+from metabonk_gym.errors import MetabonkError
+from metabonk_gym.training.datasets import datasets_root
+from metabonk_gym.vector.view import request_views
+from metabonk_gym.watch import LiveHub, WatchServer, parse_address
+from metabonk_gym.watch.server import WatchError
+
+err_console = Console(stderr=True, markup=False)  # text as given
+
+#: `--watch [HOST:]PORT` of every command that runs envs.
+WATCH_OPTION: Any = typer.Option(
+    None,
+    "--watch",
+    help="Watch the envs live in a browser at [HOST:]PORT (127.0.0.1 unless a host is given; "
+    "another host needs the token in the printed URL). docs/watch.md.",
+)
+
+
+def live_watch(spec: str | None, root: Path | None = None, label: str = "") -> WatchServer | None:
+    """Start the live dashboard for `--watch SPEC` (None: nothing) before envs are built:
+    envs built from now on serve frames while a viewer is connected."""
+    if spec is None:
+        return None
+    try:
+        host, port = parse_address(spec)
+        request_views(True)
+        hub = LiveHub(label=label)
+        folder = root if root is not None and root.is_dir() else None
+        server = WatchServer(folder, hub, host=host, port=port).start()
+    except MetabonkError as exc:
+        exit_with_error(exc)
+        raise  # not reached
+    err_console.print(f"watch: {server.url}")
+    return server
+
+
+def _root_of(target: str) -> Path:
+    """A directory, or a Minari dataset id (its folder in Minari's datasets root)."""
+    path = Path(target).expanduser()
+    if path.is_dir():
+        return path
+    if "/" in target or target.count("-v"):
+        try:
+            candidate = datasets_root() / target
+        except ImportError:  # minari not installed
+            candidate = None
+        if candidate is not None and candidate.is_dir():
+            return candidate
+    raise WatchError(f"{target} is not a directory (nor a local Minari dataset id)")
+
+
+def watch_command(
+    target: str = typer.Argument(
+        ".",
+        help="A run directory, eval --video folder, think log folder, Minari dataset "
+        "(folder or id), ladder folder: anything below it is browsable.",
+    ),
+    address: str = typer.Option(
+        "127.0.0.1:8765", "--address", help="[HOST:]PORT to listen on (port 0: any free one)."
+    ),
+    token: str | None = typer.Option(
+        None, "--token", help="Access token (default: none on 127.0.0.1, a random one elsewhere)."
+    ),
+    seconds: float | None = typer.Option(
+        None, "--seconds", help="Stop after this many seconds (default: until Ctrl-C)."
+    ),
+) -> None:
+    """Browse a directory's replays and training curves in the browser (read-only)."""
+    try:
+        root = _root_of(target)
+        host, port = parse_address(address)
+        server = WatchServer(root, None, host=host, port=port, token=token).start()
+    except MetabonkError as exc:
+        exit_with_error(exc)
+        return
+    typer.echo(f"watch: {server.url}  (Ctrl-C stops)")
+    deadline = None if seconds is None else time.monotonic() + seconds
+    try:
+        while deadline is None or time.monotonic() < deadline:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+def bench_watch(
+    env_id: str = typer.Argument("MetaBonk/BonkQuest-v0", help="The env to train on."),
+    n_envs: int = typer.Option(16, "--n-envs", help="Training envs."),
+    rounds: int = typer.Option(5, help="Alternating rounds of each setting."),
+    seconds: float = typer.Option(4.0, help="Seconds per round."),
+    out: Path | None = typer.Option(None, "--out", help="Also write the result as JSON here."),
+) -> None:
+    """Training env steps/s with one live viewer connected vs no watch at all, in one run."""
+    try:
+        result = bench_watch_speed(env_id, n_envs=n_envs, rounds=rounds, seconds=seconds)
+    except MetabonkError as exc:
+        exit_with_error(exc)
+        return
+    text = json.dumps(result, indent=2)
+    typer.echo(text)
+    if out is not None:
+        out.write_text(text)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("watch")(watch_command)
+    bench_app.command("watch")(bench_watch)

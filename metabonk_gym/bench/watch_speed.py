@@ -1,0 +1,136 @@
+"""`metabonk bench watch`: training env steps per second with one live viewer connected, against
+the same training vector env with no watch at all, measured in one run.
+
+Two training vector envs (`make_train_venv`, what `train ppo` steps) are built side by side: one
+plain, one with views requested (`--watch`). A viewer in another process (as a browser would
+be) holds the live WebSocket open and reads every frame. Rounds alternate between the two
+(random actions, `seconds` each), so load from other work hits both alike; the figure is the
+ratio of the medians, with the frames each env delivered per second to the viewer.
+
+>>> _ratio([2.0, 4.0], [1.0, 2.0, 3.0])
+2.0
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import struct
+import time
+from typing import Any
+
+import numpy as np
+
+from metabonk_gym.training.config import resolve_config
+from metabonk_gym.training.envs import close_venv, make_train_venv
+from metabonk_gym.vector.view import request_views
+from metabonk_gym.watch.hub import LiveHub
+from metabonk_gym.watch.server import WatchServer
+
+
+def _ratio(numerator: list[float], denominator: list[float]) -> float:
+    return statistics.median(numerator) / statistics.median(denominator)
+
+
+def _viewer(port: int, frames: Any, nbytes: Any, stop: Any, envs_seen: Any) -> None:
+    """Run in its own process: a live viewer that reads every message until `stop`."""
+    from websockets.sync.client import connect
+
+    seen: set[int] = set()
+    with connect(f"ws://127.0.0.1:{port}/ws", max_size=2**24, open_timeout=20) as ws:
+        while not stop.is_set():
+            try:
+                message = ws.recv(timeout=0.5)
+            except TimeoutError:
+                continue
+            if isinstance(message, bytes):
+                index = struct.unpack_from("<H", message)[0]
+                seen.add(index)
+                with frames.get_lock():
+                    frames.value += 1
+                    nbytes.value += len(message)
+                envs_seen.value = len(seen)
+
+
+def _steps_per_s(venv: Any, seconds: float, rng: np.random.Generator, n: int) -> float:
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        venv.step(rng.integers(0, n, venv.num_envs))
+        count += venv.num_envs
+    return count / (time.perf_counter() - start)
+
+
+def bench_watch_speed(
+    env_id: str = "MetaBonk/BonkQuest-v0",
+    *,
+    n_envs: int = 16,
+    rounds: int = 5,
+    seconds: float = 4.0,
+) -> dict[str, Any]:
+    """The figures of the module docstring."""
+    cfg = resolve_config(env_id, overrides={"n_envs": n_envs})
+    request_views(False)
+    plain = make_train_venv(env_id, cfg)
+    watched: Any = None
+    server: Any = None
+    viewer: Any = None
+    ctx = multiprocessing.get_context("spawn")
+    stop = ctx.Event()
+    frames, nbytes, envs_seen = ctx.Value("q", 0), ctx.Value("q", 0), ctx.Value("i", 0)
+    try:
+        request_views(True)
+        watched = make_train_venv(env_id, cfg)
+        request_views(False)
+        hub = LiveHub(label="bench watch")
+        server = WatchServer(None, hub).start()
+        viewer = ctx.Process(
+            target=_viewer, args=(server.port, frames, nbytes, stop, envs_seen), daemon=True
+        )
+        viewer.start()
+        deadline = time.monotonic() + 60
+        while hub.viewers < 1:
+            if time.monotonic() > deadline or not viewer.is_alive():
+                raise RuntimeError("the viewer process did not connect")
+            time.sleep(0.05)
+        n = int(getattr(plain.action_space, "n", 2))
+        rng = np.random.default_rng(0)
+        for venv in (plain, watched):
+            venv.reset()
+            _steps_per_s(venv, 1.0, rng, n)  # warm up
+        rates: dict[str, list[float]] = {"none": [], "viewer": []}
+        watched_s, watched_frames, watched_bytes = 0.0, 0, 0
+        for r in range(rounds):
+            order = [("none", plain), ("viewer", watched)]
+            for name, venv in order if r % 2 == 0 else order[::-1]:
+                f0, b0, t0 = frames.value, nbytes.value, time.perf_counter()
+                rates[name].append(_steps_per_s(venv, seconds, rng, n))
+                if name == "viewer":
+                    time.sleep(0.3)  # frames of the round still on their way
+                    watched_s += time.perf_counter() - t0
+                    watched_frames += frames.value - f0
+                    watched_bytes += nbytes.value - b0
+        return {
+            "env_id": env_id,
+            "n_envs": n_envs,
+            "rounds": rounds,
+            "seconds_per_round": seconds,
+            "steps_per_s_no_watch": round(statistics.median(rates["none"]), 1),
+            "steps_per_s_one_viewer": round(statistics.median(rates["viewer"]), 1),
+            "ratio_viewer_vs_none": round(_ratio(rates["viewer"], rates["none"]), 4),
+            "frames_per_s_per_env": round(watched_frames / watched_s / n_envs, 2),
+            "viewer_kbytes_per_s": round(watched_bytes / watched_s / 1000, 1),
+            "envs_seen_by_viewer": int(envs_seen.value),
+            "rounds_no_watch": [round(x, 1) for x in rates["none"]],
+            "rounds_one_viewer": [round(x, 1) for x in rates["viewer"]],
+        }
+    finally:
+        stop.set()
+        if viewer is not None:
+            viewer.join(5)
+            if viewer.is_alive():
+                viewer.kill()
+        if server is not None:
+            server.stop()
+        if watched is not None:
+            close_venv(watched)
+        close_venv(plain)

@@ -1,0 +1,267 @@
+"""`LiveHub`: samples frames and overlays from this process's envs while a viewer is connected,
+and keeps what the page shows (latest JPEG per env, decision timeline, map positions, heat).
+
+Why a sampler thread: frames are asked for at the view's rate (`fps`) through each env's request
+flag (`metabonk_gym.vector.view`), and only while `viewers > 0`; with nobody watching it sleeps
+and the envs copy nothing. JPEG encoding happens here, off the training loop's thread.
+
+>>> hub = LiveHub(fps=10)
+>>> hub.snapshot()["envs"]
+[]
+>>> hub.ingest(0, np.zeros((4, 6, 3), np.uint8), {"return": 2.0, "length": 3, "info": {"hp": 3},
+...     "directive": {"goal": "get key", "action": "go_to", "target": {"x": 1, "y": 2}}})
+>>> snap = hub.snapshot()["envs"][0]
+>>> snap["return"], snap["directive"]["goal"], len(hub.timeline(0))
+(2.0, 'get key', 1)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from metabonk_gym.vector.view import view_sources
+from metabonk_gym.watch.worldmap import MapSpec, load_map_spec
+
+#: Decisions kept per env in its timeline, and how many of them keep their frame.
+TIMELINE_LEN = 200
+TIMELINE_FRAMES = 40
+#: Frames smaller than this on their short side are enlarged (nearest neighbour) before JPEG.
+MIN_SIDE = 120
+
+
+def encode_jpeg(frame: np.ndarray, quality: int = 75) -> bytes:
+    """An RGB frame as JPEG bytes, enlarged by an integer factor when it is tiny.
+
+    >>> encode_jpeg(np.zeros((8, 8, 3), np.uint8))[:2]
+    b'\\xff\\xd8'
+    """
+    from PIL import Image
+
+    factor = max(1, -(-MIN_SIDE // max(1, min(frame.shape[:2]))))
+    if factor > 1:
+        frame = np.repeat(np.repeat(frame, factor, axis=0), factor, axis=1)
+    out = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(frame)).save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
+
+def _directive_key(directive: Any) -> str | None:
+    if not isinstance(directive, dict):
+        return None
+    parts = {k: directive.get(k) for k in ("goal", "action", "target", "source", "reasoning")}
+    return json.dumps(parts, sort_keys=True)
+
+
+@dataclass
+class EnvView:
+    """What the page knows about one env."""
+
+    jpeg: bytes = b""
+    seq: int = 0
+    source_seq: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+    timeline: deque = field(default_factory=lambda: deque(maxlen=TIMELINE_LEN))
+    timeline_frames: dict[int, bytes] = field(default_factory=dict)
+    events: int = 0
+    last_key: str | None = None
+    position: tuple[int, int] | None = None
+    updated: float = 0.0
+
+
+class LiveHub:
+    """Live state of the envs of this process for `WatchServer` (see the module docstring).
+
+    Args:
+        fps: frames asked of each env per second while a viewer is connected.
+        quality: JPEG quality.
+        label: what the page calls this run (the command, the run directory).
+    """
+
+    def __init__(self, fps: float = 12.0, quality: int = 75, label: str = "") -> None:
+        if not fps > 0:
+            raise ValueError(f"fps must be > 0, not {fps}")
+        self.fps = float(fps)
+        self.quality = int(quality)
+        self.label = label
+        self.viewers = 0
+        self.envs: list[EnvView] = []
+        self.map_spec: MapSpec | None = None
+        self.map_folder: str | None = None
+        self.heat: Counter = Counter()
+        self.frames_encoded = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._slots: list[tuple[Any, int]] = []
+
+    # viewers ----------------------------------------------------------------------------------
+    def connect(self) -> None:
+        with self._lock:
+            self.viewers += 1
+
+    def disconnect(self) -> None:
+        with self._lock:
+            self.viewers = max(0, self.viewers - 1)
+
+    # sampling ---------------------------------------------------------------------------------
+    def start(self) -> LiveHub:
+        """Start the sampler thread (a daemon: it never keeps the process alive)."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="metabonk-watch-hub", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+
+    def _run(self) -> None:
+        period = 1.0 / self.fps
+        while not self._stop.is_set():
+            started = time.monotonic()
+            if self.viewers > 0:
+                with contextlib.suppress(Exception):  # a closing engine: try again next tick
+                    self.sample_once()
+            self._stop.wait(max(0.005, period - (time.monotonic() - started)))
+
+    def sample_once(self) -> int:
+        """Collect the frames that arrived and ask every env for its next; returns how many."""
+        slots = [(src, i) for src in view_sources() for i in range(src.num_envs)]
+        if [(id(s), i) for s, i in slots] != [(id(s), i) for s, i in self._slots]:
+            self._slots = slots
+            with self._lock:
+                while len(self.envs) < len(slots):
+                    self.envs.append(EnvView())
+                del self.envs[len(slots) :]
+                for view in self.envs:
+                    view.source_seq = 0
+        got = 0
+        for index, (src, i) in enumerate(slots):
+            view = self.envs[index]
+            result = src.poll(i, view.source_seq)
+            if result is not None:
+                frame, meta = result
+                view.source_seq = int(meta.get("seq", 0))
+                self.ingest(index, frame, meta)
+                got += 1
+            if not src.wanted(i):
+                src.request(i)
+        return got
+
+    def ingest(self, index: int, frame: np.ndarray | None, meta: dict[str, Any]) -> None:
+        """Take one env's frame and overlay (the sampler's, or a test's)."""
+        jpeg = encode_jpeg(frame, self.quality) if frame is not None else b""
+        with self._lock:
+            while len(self.envs) <= index:
+                self.envs.append(EnvView())
+            view = self.envs[index]
+            if jpeg:
+                view.jpeg = jpeg
+                self.frames_encoded += 1
+            view.seq += 1
+            view.meta = meta
+            view.updated = time.time()
+            key = _directive_key(meta.get("directive"))
+            if key is not None and key != view.last_key:
+                view.last_key = key
+                think = meta.get("think") or {}
+                view.timeline.append(
+                    {
+                        "id": view.events,
+                        "time": view.updated,
+                        "step": meta.get("length"),
+                        "return": meta.get("return"),
+                        "directive": meta.get("directive"),
+                        "latency_s": think.get("last_latency_s"),
+                        "calls": think.get("calls"),
+                        "fallbacks": think.get("fallbacks"),
+                        "error": think.get("last_error"),
+                    }
+                )
+                if jpeg:
+                    view.timeline_frames[view.events] = jpeg
+                    for old in [
+                        k for k in view.timeline_frames if k <= view.events - TIMELINE_FRAMES
+                    ]:
+                        del view.timeline_frames[old]
+                view.events += 1
+            folder = meta.get("game_folder")
+            if folder and folder != self.map_folder:
+                self.map_folder = folder
+                with contextlib.suppress(Exception):
+                    self.map_spec = load_map_spec(folder)
+                self.heat.clear()
+            if self.map_spec is not None:
+                view.position = self.map_spec.place(meta.get("info") or {})
+                if view.position is not None:
+                    self.heat[view.position] += 1
+
+    # what the page reads ----------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """Every env's overlay (no frames) as JSON-ready data."""
+        with self._lock:
+            envs = []
+            for index, view in enumerate(self.envs):
+                meta = view.meta
+                info = meta.get("info") or {}
+                envs.append(
+                    {
+                        "index": index,
+                        "seq": view.seq,
+                        "return": meta.get("return"),
+                        "length": meta.get("length"),
+                        "hp": info.get("hp"),
+                        "won": info.get("won"),
+                        "lost": info.get("lost"),
+                        "info": info,
+                        "directive": meta.get("directive"),
+                        "reward_terms": meta.get("reward_terms"),
+                        "think": meta.get("think"),
+                        "position": view.position,
+                        "age_s": round(time.time() - view.updated, 2) if view.updated else None,
+                    }
+                )
+            return {"label": self.label, "viewers": self.viewers, "fps": self.fps, "envs": envs}
+
+    def frame(self, index: int) -> tuple[int, bytes]:
+        """Env `index`'s newest JPEG and its sequence number ((0, b"") when none yet)."""
+        with self._lock:
+            if not 0 <= index < len(self.envs):
+                return 0, b""
+            return self.envs[index].seq, self.envs[index].jpeg
+
+    def timeline(self, index: int) -> list[dict[str, Any]]:
+        """Env `index`'s decisions, oldest first; `has_frame` says whether its frame is kept."""
+        with self._lock:
+            if not 0 <= index < len(self.envs):
+                return []
+            view = self.envs[index]
+            return [{**e, "has_frame": e["id"] in view.timeline_frames} for e in view.timeline]
+
+    def timeline_frame(self, index: int, event: int) -> bytes | None:
+        with self._lock:
+            if not 0 <= index < len(self.envs):
+                return None
+            return self.envs[index].timeline_frames.get(event)
+
+    def world_map(self) -> dict[str, Any]:
+        """The map spec, every env's map cell and the visit counts (`heat`)."""
+        with self._lock:
+            spec = self.map_spec
+            return {
+                "spec": spec.to_dict() if spec is not None else None,
+                "positions": [v.position for v in self.envs],
+                "heat": [[x, y, n] for (x, y), n in self.heat.items()],
+            }

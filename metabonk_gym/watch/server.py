@@ -1,0 +1,479 @@
+"""`WatchServer`: the read-only web app of `metabonk watch` (Starlette on uvicorn, in a thread).
+
+What it serves: the page (static files in this package: no CDN, nothing built at install), a
+WebSocket with every env's newest JPEG and overlay (`LiveHub`), the run's curves and state, and
+the replays under its root directory (`metabonk_gym.watch.replays`). Why these rules: it runs
+beside a training job, so it binds 127.0.0.1 unless told otherwise, wants a token from any other
+host (the printed URL carries it; none: 401, a wrong one: 403), answers GET only, serves files
+only from inside its root (anything else: 404), and caps connections, viewers, incoming
+message sizes and each viewer's bandwidth.
+
+>>> parse_address("8765"), parse_address("0.0.0.0:9000")
+(('127.0.0.1', 8765), ('0.0.0.0', 9000))
+>>> is_loopback("127.0.0.1"), is_loopback("0.0.0.0")
+(True, False)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import json
+import secrets
+import struct
+import threading
+import time
+from http.cookies import SimpleCookie
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from metabonk_gym.errors import MetabonkError
+from metabonk_gym.memory.graph import KnowledgeGraph
+from metabonk_gym.memory.report import render_map, summary
+from metabonk_gym.watch.hub import LiveHub, encode_jpeg
+from metabonk_gym.watch.replays import DatasetView, decisions, inside, run_state, scalars, scan
+
+COOKIE = "metabonk_watch_token"
+STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css", "index.html": "text/html"}
+#: Defaults of the caps (see `WatchServer`).
+MAX_CONNECTIONS = 32
+MAX_VIEWERS = 8
+MAX_INCOMING_BYTES = 4096
+BANDWIDTH_BYTES_S = 6_000_000
+
+
+class WatchError(MetabonkError, ValueError):
+    """A bad `--watch` address or a server that cannot start."""
+
+
+def parse_address(text: str | int) -> tuple[str, int]:
+    """`PORT` or `HOST:PORT` (IPv6 as `[::1]:PORT`) as (host, port); host 127.0.0.1 by default."""
+    text = str(text).strip()
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        number = int(port)
+    except ValueError:
+        raise WatchError(
+            f"--watch {text!r}: give PORT or HOST:PORT, e.g. 8765 or 0.0.0.0:8765"
+        ) from None
+    if not 0 <= number <= 65535:
+        raise WatchError(f"--watch {text!r}: port {number} is not in 0..65535")
+    return host, number
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (or `localhost`)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _static(name: str) -> bytes:
+    return (resources.files("metabonk_gym.watch") / "static" / name).read_bytes()
+
+
+class _Gate:
+    """ASGI middleware: the token check and the connection cap."""
+
+    def __init__(self, app: Any, token: str | None, max_connections: int) -> None:
+        self.app = app
+        self.token = token
+        self.max_connections = max_connections
+        self.active = 0
+
+    def _given(self, scope: dict[str, Any]) -> str | None:
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        if query.get("token"):
+            return query["token"][0]
+        for name, value in scope.get("headers", []):
+            if name == b"cookie":
+                cookie: SimpleCookie = SimpleCookie()
+                with contextlib.suppress(Exception):
+                    cookie.load(value.decode("latin-1"))
+                if COOKIE in cookie:
+                    return cookie[COOKIE].value
+        return None
+
+    async def _refuse(self, scope: dict[str, Any], send: Any, status: int, text: str) -> None:
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 4000 + status})
+            return
+        body = text.encode()
+        headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        if self.token is not None:
+            given = self._given(scope)
+            if given is None:
+                await self._refuse(
+                    scope, send, 401, "a token is needed: open the URL printed by metabonk"
+                )
+                return
+            if not hmac.compare_digest(given.encode(), self.token.encode()):
+                await self._refuse(scope, send, 403, "wrong token")
+                return
+        if self.active >= self.max_connections:
+            await self._refuse(scope, send, 503, "too many connections")
+            return
+        self.active += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.active -= 1
+
+
+class WatchServer:
+    """The dashboard and replay viewer (see the module docstring).
+
+    Args:
+        root: the directory whose runs and replays are served (None: live view only).
+        hub: the live envs of this process (None: replays only).
+        host, port: where to listen (port 0: any free port); 127.0.0.1 by default.
+        token: the access token; None: none on loopback, a random one on any other host.
+        max_connections: concurrent requests and sockets.
+        max_viewers: concurrent live streams.
+        bandwidth: bytes per second of frames sent to one viewer at most.
+    """
+
+    def __init__(
+        self,
+        root: str | Path | None = None,
+        hub: LiveHub | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+        max_viewers: int = MAX_VIEWERS,
+        bandwidth: int = BANDWIDTH_BYTES_S,
+    ) -> None:
+        self.root = Path(root).expanduser().resolve() if root is not None else None
+        if self.root is not None and not self.root.is_dir():
+            raise WatchError(f"{root} is not a directory")
+        self.hub = hub
+        self.host = host
+        self.port = int(port)
+        if token is None and not is_loopback(host):
+            token = secrets.token_urlsafe(18)
+        self.token = token
+        self.max_viewers = int(max_viewers)
+        self.bandwidth = int(bandwidth)
+        self.max_connections = int(max_connections)
+        self._datasets: dict[str, DatasetView] = {}
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self.app = self._build()
+
+    # --------------------------------------------------------------------------------- routes
+    def _path(self, request: Any) -> Path | None:
+        rel = request.query_params.get("path", "")
+        if self.root is None:
+            return None
+        return self.root if rel in ("", ".") else inside(self.root, rel)
+
+    def _build(self) -> Any:
+        from starlette.applications import Starlette
+        from starlette.exceptions import HTTPException
+        from starlette.responses import FileResponse, JSONResponse, Response
+        from starlette.routing import Route, WebSocketRoute
+
+        def not_found() -> HTTPException:
+            return HTTPException(404, "not found")
+
+        async def index(request: Any) -> Response:
+            response = Response(_static("index.html"), media_type="text/html")
+            given = request.query_params.get("token")
+            if given:
+                response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
+            response.headers["cache-control"] = "no-store"
+            return response
+
+        async def static(request: Any) -> Response:
+            name = request.path_params["name"]
+            if name not in STATIC_FILES:
+                raise not_found()
+            return Response(_static(name), media_type=STATIC_FILES[name])
+
+        async def info(request: Any) -> Response:
+            return JSONResponse(
+                {
+                    "live": self.hub is not None,
+                    "label": self.hub.label if self.hub is not None else "",
+                    "root": self.root.name if self.root is not None else None,
+                    "replays": self.root is not None,
+                }
+            )
+
+        def hub() -> LiveHub:
+            if self.hub is None:
+                raise not_found()
+            return self.hub
+
+        async def live(request: Any) -> Response:
+            return JSONResponse(hub().snapshot())
+
+        async def frame(request: Any) -> Response:
+            _, jpeg = hub().frame(request.path_params["i"])
+            if not jpeg:
+                raise not_found()
+            return Response(jpeg, media_type="image/jpeg", headers={"cache-control": "no-store"})
+
+        async def timeline(request: Any) -> Response:
+            return JSONResponse(hub().timeline(request.path_params["i"]))
+
+        async def timeline_frame(request: Any) -> Response:
+            jpeg = hub().timeline_frame(request.path_params["i"], request.path_params["e"])
+            if not jpeg:
+                raise not_found()
+            return Response(jpeg, media_type="image/jpeg")
+
+        async def world_map(request: Any) -> Response:
+            return JSONResponse(hub().world_map())
+
+        def root() -> Path:
+            if self.root is None:
+                raise not_found()
+            return self.root
+
+        async def scan_route(request: Any) -> Response:
+            return JSONResponse(await asyncio.to_thread(scan, root()))
+
+        async def train(request: Any) -> Response:
+            base = root()
+
+            def read() -> dict[str, Any]:
+                found = scan(base)
+                out: dict[str, Any] = {"runs": run_state(base, found["runs"])}
+                try:
+                    out["scalars"] = scalars(base, found["tensorboard"])
+                except ImportError:
+                    out["scalars"], out["error"] = {}, "tensorboard is not installed"
+                return out
+
+            return JSONResponse(await asyncio.to_thread(read))
+
+        def dataset(request: Any) -> DatasetView:
+            folder = self._path(request)
+            if folder is None or not (folder / "data").is_dir():
+                raise not_found()
+            key = str(folder)
+            if key not in self._datasets:
+                if len(self._datasets) >= 4:
+                    self._datasets.pop(next(iter(self._datasets)))
+                self._datasets[key] = DatasetView(folder)
+            return self._datasets[key]
+
+        def ints(request: Any, *names: str) -> list[int]:
+            try:
+                return [int(request.query_params.get(n, "0")) for n in names]
+            except ValueError:
+                raise HTTPException(400, "episode and step are integers") from None
+
+        async def dataset_route(request: Any) -> Response:
+            view = await asyncio.to_thread(dataset, request)
+            return JSONResponse({"episodes": await asyncio.to_thread(view.episodes)})
+
+        async def dataset_step(request: Any) -> Response:
+            view = await asyncio.to_thread(dataset, request)
+            episode, step = ints(request, "episode", "step")
+            try:
+                data = await asyncio.to_thread(view.step, episode, step)
+            except IndexError:
+                raise not_found() from None
+            return JSONResponse(data)
+
+        async def dataset_frame(request: Any) -> Response:
+            view = await asyncio.to_thread(dataset, request)
+            episode, step = ints(request, "episode", "step")
+            try:
+                image = await asyncio.to_thread(view.frame, episode, step)
+            except IndexError:
+                raise not_found() from None
+            if image is None:
+                raise not_found()
+            return Response(await asyncio.to_thread(encode_jpeg, image), media_type="image/jpeg")
+
+        async def decisions_route(request: Any) -> Response:
+            folder = self._path(request)
+            if folder is None or not folder.is_dir():
+                raise not_found()
+            try:
+                records = await asyncio.to_thread(decisions, folder)
+            except FileNotFoundError:
+                raise not_found() from None
+            return JSONResponse(json.loads(json.dumps(records, default=str)))
+
+        def open_graph(request: Any) -> Any:
+            path = self._path(request)
+            if path is None:
+                raise not_found()
+            return KnowledgeGraph(str(path), read_only=True)
+
+        async def memory_route(request: Any) -> Response:
+            def read() -> Any:
+                graph = open_graph(request)
+                try:
+                    return summary(graph)
+                finally:
+                    with contextlib.suppress(Exception):
+                        graph.close()
+
+            return JSONResponse(json.loads(json.dumps(await asyncio.to_thread(read), default=str)))
+
+        async def memory_map(request: Any) -> Response:
+            def draw() -> bytes:
+                graph = open_graph(request)
+                try:
+                    return encode_jpeg(render_map(graph), 90)
+                finally:
+                    with contextlib.suppress(Exception):
+                        graph.close()
+
+            return Response(await asyncio.to_thread(draw), media_type="image/jpeg")
+
+        async def files(request: Any) -> Response:
+            path = inside(root(), request.path_params["path"])
+            if path is None or not path.is_file():
+                raise not_found()
+            return FileResponse(path)
+
+        routes = [
+            Route("/", index),
+            Route("/static/{name}", static),
+            Route("/api/info", info),
+            Route("/api/live", live),
+            Route("/api/live/frame/{i:int}", frame),
+            Route("/api/live/timeline/{i:int}", timeline),
+            Route("/api/live/timeline/{i:int}/{e:int}", timeline_frame),
+            Route("/api/map", world_map),
+            Route("/api/scan", scan_route),
+            Route("/api/train", train),
+            Route("/api/dataset", dataset_route),
+            Route("/api/dataset/step", dataset_step),
+            Route("/api/dataset/frame", dataset_frame),
+            Route("/api/decisions", decisions_route),
+            Route("/api/memory", memory_route),
+            Route("/api/memory/map", memory_map),
+            Route("/files/{path:path}", files),
+            WebSocketRoute("/ws", self._stream),
+        ]
+        app = Starlette(routes=routes)
+        return _Gate(app, self.token, self.max_connections)
+
+    async def _stream(self, websocket: Any) -> None:
+        """Every env's newest frame (binary: u16 env, u32 seq, JPEG) at the view's rate within
+        the bandwidth cap, and the overlays (text: JSON) four times a second."""
+        from starlette.websockets import WebSocketDisconnect
+
+        hub = self.hub
+        if hub is None or hub.viewers >= self.max_viewers:
+            await websocket.close(code=1013)
+            return
+        await websocket.accept()
+        hub.connect()
+        sent: dict[int, int] = {}
+        budget, last = float(self.bandwidth), time.monotonic()
+        next_state = 0.0
+        period = 1.0 / hub.fps
+
+        async def drain() -> None:  # read-only: whatever the page sends is read and dropped
+            while True:
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    raise WebSocketDisconnect(message.get("code", 1000))
+
+        reader = asyncio.create_task(drain())
+        try:
+            while not reader.done():
+                now = time.monotonic()
+                budget = min(float(self.bandwidth), budget + (now - last) * self.bandwidth)
+                last = now
+                if now >= next_state:
+                    await websocket.send_text(json.dumps(hub.snapshot(), default=str))
+                    next_state = now + 0.25
+                for index in range(len(hub.envs)):
+                    seq, jpeg = hub.frame(index)
+                    if not jpeg or sent.get(index) == seq or budget < len(jpeg):
+                        continue
+                    await websocket.send_bytes(struct.pack("<HI", index, seq & 0xFFFFFFFF) + jpeg)
+                    sent[index] = seq
+                    budget -= len(jpeg)
+                await asyncio.sleep(period / 2)
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            pass
+        finally:
+            reader.cancel()
+            hub.disconnect()
+
+    # ------------------------------------------------------------------------------ running
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        shown = "127.0.0.1" if host in ("0.0.0.0", "[::]") else host
+        query = f"/?token={self.token}" if self.token else "/"
+        return f"http://{shown}:{self.port}{query}"
+
+    def _config(self) -> Any:
+        import uvicorn
+
+        return uvicorn.Config(
+            self.app,
+            host=self.host,
+            port=self.port,
+            log_level="warning",
+            access_log=False,
+            ws_max_size=MAX_INCOMING_BYTES,
+            h11_max_incomplete_event_size=16384,
+            limit_concurrency=self.max_connections + 8,
+            lifespan="off",
+        )
+
+    def start(self, timeout_s: float = 20.0) -> WatchServer:
+        """Serve in a background thread (a daemon); returns once it listens."""
+        import uvicorn
+
+        self._server = uvicorn.Server(self._config())
+        self._server.install_signal_handlers = lambda: None  # the main program owns Ctrl-C
+        self._thread = threading.Thread(target=self._server.run, name="metabonk-watch", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise WatchError(f"the watch server could not listen on {self.host}:{self.port}")
+            if time.monotonic() > deadline:
+                raise WatchError(f"the watch server did not start within {timeout_s:g} s")
+            time.sleep(0.02)
+        sockets = [s for server in self._server.servers for s in server.sockets]
+        if sockets:
+            self.port = int(sockets[0].getsockname()[1])
+        if self.hub is not None:
+            self.hub.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving (open streams are closed)."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        if self.hub is not None:
+            self.hub.stop()
+
+    def __enter__(self) -> WatchServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
