@@ -37,7 +37,7 @@ from rich.table import Table
 
 from metabonk_gym.agents.evaluate import evaluate, read_ladder
 from metabonk_gym.agents.many import evaluate_many
-from metabonk_gym.agents.proof import PARTS
+from metabonk_gym.agents.proof import PARTS, SEEDED_PARTS
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.training.config import (
     config_to_yaml,
@@ -582,11 +582,18 @@ def parse_agent_options(items: list[str] | None) -> dict[str, Any]:
 
 def bench_learning(
     parts: list[str] = typer.Argument(
-        None, help="ppo-room1, bc-room1, arena, arena-bc, megabonk (default: the first two)."
+        None,
+        help="ppo-room1, bc-room1, quest-full, arena, arena-ppo, arena-bc, megabonk (default: "
+        "the first two).",
     ),
     out: Path = typer.Option(Path("runs/proof"), help="Folder of the runs (they resume)."),
     steps: int | None = typer.Option(None, help="Env steps (default: each part's target)."),
-    seeds: int = typer.Option(3, min=1, help="bc-room1: clones trained, each on its own data."),
+    seeds: int = typer.Option(
+        3, min=1, help="bc-room1, quest-full, arena: training seeds, each on its own data."
+    ),
+    small: bool = typer.Option(
+        False, "--small", help="quest-full, arena: a tiny run of the same code (tests)."
+    ),
 ) -> None:
     """Proof that it learns: PPO on room1, BC vs the expert, PPO vs random on BonkArena, Megabonk.
 
@@ -603,10 +610,12 @@ def bench_learning(
     results: dict[str, Any] = {}
     for part in chosen:
         kwargs: dict[str, Any] = {}
-        if steps is not None:
+        if steps is not None and part not in ("quest-full", "arena"):
             kwargs["finetune_steps" if part == "bc-room1" else "total_steps"] = steps
-        if part == "bc-room1":
+        if part in SEEDED_PARTS:
             kwargs["seeds"] = seeds
+        if part in ("quest-full", "arena"):
+            kwargs["size"] = "small" if small else "full"
         results[part] = guarded(partial(PARTS[part], out, **kwargs))
     console.print_json(json.dumps(results, default=str))
 

@@ -7,9 +7,11 @@ same process:
 * `bc_room1`: behavioural cloning from 200 scripted-expert episodes on 3 seeds; target: >= 70% of
   the expert's mean return on the worst seed (the median is reported too). Then BC + PPO
   against PPO from scratch for the same number of env steps.
-* `arena_survival`: PPO on BonkArena for 1M env steps; target: survives >= 2x as long as a random
-  agent (mean `time_s` at episode end, same 30 seeds). Part `arena-bc` starts PPO from a BC
-  clone of 16 scripted-expert episodes instead of from scratch.
+* `arena_survival` (part `arena-ppo`): PPO on BonkArena for 1M env steps; target: survives >= 2x
+  as long as a random agent (mean `time_s` at episode end, same 30 seeds). Part `arena-bc` starts
+  PPO from a BC clone of 16 scripted-expert episodes instead of from scratch.
+* parts `quest-full` and `arena`: learned agents that finish whole games, DAgger distillations
+  of the scripted teacher on 3 seeds (`metabonk_gym.agents.whole_games`).
 * `megabonk_survival`: PPO on `MetaBonk/Megabonk-v0` against lockstep `bonklink-sim` games it
   starts itself; target: the model survives longer than a random agent (mean game seconds to
   death, episode i of both on a fresh game seeded 100000 + i).
@@ -32,6 +34,8 @@ from typing import Any
 
 from metabonk_gym.agents.evaluate import evaluate
 from metabonk_gym.agents.record import record
+from metabonk_gym.agents.whole_games import arena as arena_dagger
+from metabonk_gym.agents.whole_games import quest_full
 from metabonk_gym.training.megabonk import SimSwarm
 from metabonk_gym.training.rundir import RunDir
 
@@ -388,7 +392,11 @@ def megabonk_survival(
 PARTS: dict[str, Callable[..., dict[str, Any]]] = {
     "ppo-room1": ppo_room1,
     "bc-room1": bc_room1,
-    "arena": arena_survival,
+    "quest-full": quest_full,
+    "arena": arena_dagger,
+    "arena-ppo": arena_survival,
     "arena-bc": partial(arena_survival, expert_episodes=16),
     "megabonk": megabonk_survival,
 }
+#: Parts that train several seeds and take a size (`--seeds`, `--small`).
+SEEDED_PARTS = ("bc-room1", "quest-full", "arena")

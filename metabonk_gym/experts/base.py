@@ -59,6 +59,11 @@ class RamExpert:
         self._last = action
         return action
 
+    def executed(self, action: int) -> None:
+        """The action the game actually got when another policy (or noise) acted instead
+        (DAgger relabelling): the next new-press test compares with it."""
+        self._last = int(action)
+
     def _var(self, name: str) -> int:
         return int(self.game.read_variable(name))
 

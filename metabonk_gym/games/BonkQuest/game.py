@@ -438,6 +438,9 @@ class BonkQuestExpert(RamExpert):
         seed: unused (the expert is deterministic); every game's `Expert(env, seed)` takes it.
     """
 
+    #: Decide only from what the screen shows (`BonkQuestScreenExpert`).
+    screen_only = False
+
     def __init__(self, env: gym.Env, seed: int | None = None) -> None:
         self.env = env
         game: Any = env.unwrapped
@@ -480,7 +483,7 @@ class BonkQuestExpert(RamExpert):
                 self.objective = "unlock door"
                 return self._bump(tiles, me, door)
             npc = (self._var("npc_y"), self._var("npc_x"))
-            if npc[0] != NONE and self._var("talked") == 0:
+            if npc[0] != NONE and self._var("talked") == 0 and not self.screen_only:
                 self.objective = "talk to the sage"
                 return self._use(tiles, me, npc)
             chest = self._key_chest(tiles)
@@ -499,10 +502,15 @@ class BonkQuestExpert(RamExpert):
             (int(r), int(c))
             for r, c in zip(*np.nonzero((tiles == TILE["chest"]) | (tiles == TILE["chest_open"])))
         ]
+        closed = [c for c in cells if tiles[c] == TILE["chest"]]
+        if self.screen_only:  # the nearest closed chest: what the screen shows, not the sage
+            me = (self._var("player_y"), self._var("player_x"))
+            return min(
+                closed, key=lambda c: (abs(c[0] - me[0]) + abs(c[1] - me[1]), c), default=None
+            )
         index = self._var("key_chest")
         if index < len(cells) and tiles[cells[index]] == TILE["chest"]:
             return cells[index]
-        closed = [c for c in cells if tiles[c] == TILE["chest"]]
         return closed[0] if closed else None
 
     def _costs(self, tiles: np.ndarray) -> tuple[np.ndarray, set[Cell]]:
@@ -553,13 +561,33 @@ class BonkQuestExpert(RamExpert):
         """Stand next to `target`, face it, press A (chests and the sage)."""
         if abs(me[0] - target[0]) + abs(me[1] - target[1]) == 1:
             want = step_name(me, target)
-            if FACING.get(self._var("facing")) != want:
+            if FACING.get(self._var("facing")) != want and not self.screen_only:
                 return self.actions[want]  # blocked move: turns to face it
             return self._press_a()
         step = self._step_along(tiles, me, self._adjacent(tiles, target))
         return self.noop if step is None else step
 
 
+class BonkQuestScreenExpert(BonkQuestExpert):
+    """The expert deciding only from what the screen shows: the teacher a pixel policy is
+    distilled from (`metabonk_gym.training.dagger`).
+
+    The expert's plan depends on things a frame does not show once they are gone: what the sage
+    said (the key chest) and whether he was heard, and which way the player faces (one pixel per
+    tile hides it). This one never talks, opens the nearest closed chest of the sage's hall until
+    it holds a key, and presses A next to a chest without turning to it (A opens any adjacent
+    closed chest), so a policy that sees only frames can match its every choice.
+
+    Args:
+        env: a BonkQuest env (any wrapper stack; `AgentError` for another game's).
+        seed: unused (deterministic).
+    """
+
+    screen_only = True
+
+
 Adapter = QuestAdapter
 Follower = QuestFollower
 Expert = BonkQuestExpert
+#: The teacher of pixel policies (`metabonk_gym.training.dagger`): decides from what a frame shows.
+Teacher = BonkQuestScreenExpert

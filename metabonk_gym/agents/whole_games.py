@@ -1,0 +1,334 @@
+"""Learned agents that finish whole games: the `quest-full` and `arena` parts of
+`metabonk bench learning`, each a DAgger distillation of the game's scripted teacher
+(`metabonk_gym.training.dagger`) on several training seeds, scored on fixed evaluation seeds.
+
+* `quest_full`: the whole BonkQuest from the `start` state (five rooms, keys, chests, the
+  treasure), from pixels (grayscale, one pixel per 8x8 tile, a 2-frame stack; no RAM numbers in
+  the observation); the score is the game's own win (`game_won`: the treasure taken), never the
+  room-1 goal (`won` of the `room1` config). Target: median win rate >= 0.8 over 3 training seeds,
+  the worst >= 0.6, at most 2 hours of the 2-core machine per seed.
+* `arena`: BonkArena from the RAM state vector (the env's `state` observation); target: mean
+  survival >= 2x a random agent's on 30 fixed seeds (median of 3 training seeds) and the full 5:00
+  survived in >= 25% of games.
+
+Every run directory resumes (`train_dagger`), and each seed's evaluation is cached in its run
+directory (`eval.json`), so a re-run prints the figure at once. `size="small"` runs the same code
+for seconds (tests).
+
+>>> sorted(SIZES)
+['full', 'small']
+>>> median_worst([0.9, 0.7, 0.8])
+(0.8, 0.7)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metabonk_gym.agents.evaluate import evaluate
+from metabonk_gym.training.dagger import DaggerSettings, train_dagger
+from metabonk_gym.training.errors import ConfigError
+from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.utils import atomic_write_text
+
+QUEST = "MetaBonk/BonkQuest-v0"
+ARENA = "MetaBonk/BonkArena-v0"
+Log = Callable[[str], None]
+
+#: Evaluation seeds start here (the other learning figures use the same ones).
+EVAL_SEED = 100_000
+
+
+@dataclass(frozen=True)
+class Size:
+    """One size of a whole-game run: its DAgger schedule, env overrides and evaluation."""
+
+    quest: DaggerSettings
+    quest_overrides: Mapping[str, Any]
+    arena: DaggerSettings
+    arena_overrides: Mapping[str, Any]
+    quest_eval_episodes: int = 50
+    arena_eval_episodes: int = 30
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+SIZES: dict[str, Size] = {
+    "full": Size(
+        quest=DaggerSettings(
+            teacher_episodes=80,
+            rounds=4,
+            episodes_per_round=20,
+            noise=0.2,
+            round_noise=0.05,
+            epochs_first=12,
+            epochs_round=4,
+            max_steps=600,
+        ),
+        quest_overrides={
+            "state": "start",
+            "obs_type": "grayscale",
+            "downscale": 8,
+            "frame_stack": 2,
+            "max_episode_steps": 1500,
+            "features_dim": 256,
+        },
+        arena=DaggerSettings(
+            teacher_episodes=6,
+            rounds=3,
+            episodes_per_round=4,
+            noise=0.1,
+            round_noise=0.02,
+            epochs_first=20,
+            epochs_round=5,
+        ),
+        arena_overrides={"net_arch": [256, 256]},
+    ),
+    "small": Size(
+        quest=DaggerSettings(
+            teacher_episodes=2,
+            rounds=1,
+            episodes_per_round=1,
+            epochs_first=1,
+            epochs_round=1,
+        ),
+        quest_overrides={
+            "state": "start",
+            "obs_type": "grayscale",
+            "downscale": 8,
+            "frame_stack": 2,
+            "max_episode_steps": 40,
+        },
+        arena=DaggerSettings(
+            teacher_episodes=1,
+            rounds=1,
+            episodes_per_round=1,
+            epochs_first=1,
+            epochs_round=1,
+        ),
+        arena_overrides={"net_arch": [32, 32], "max_episode_steps": 40},
+        quest_eval_episodes=2,
+        arena_eval_episodes=2,
+    ),
+}
+
+
+def median_worst(values: list[float]) -> tuple[float, float]:
+    """The median and the minimum of per-seed figures, rounded to 3 places."""
+    return round(float(np.median(values)), 3), round(float(min(values)), 3)
+
+
+def _size(size: str) -> Size:
+    if size not in SIZES:
+        raise ConfigError(f"unknown size {size!r}; choose from {', '.join(SIZES)}")
+    return SIZES[size]
+
+
+def _train_seed(
+    env_id: str,
+    run_dir: Path,
+    settings: DaggerSettings,
+    overrides: Mapping[str, Any],
+    seed: int,
+    log: Log,
+) -> dict[str, Any]:
+    """Train (or resume, or find finished) one seed's DAgger run; its env steps and wall time."""
+    run = RunDir(run_dir)
+    if not (run.is_run() and run.read_state().get("status") == "finished"):
+        train_dagger(
+            env_id,
+            run_dir,
+            settings=settings,
+            overrides={**overrides, "seed": seed},
+            log=lambda line: log(f"seed {seed}: {line}"),
+        )
+    state = run.read_state()
+    return {"env_steps": int(state["env_steps"]), "train_wall_s": float(state["wall_s"])}
+
+
+def _cached_eval(run_dir: Path, key: str, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`make()`'s result, kept in `run_dir/eval.json` under `key` (a re-run reads it back)."""
+    path = run_dir / "eval.json"
+    cache: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    if key not in cache:
+        cache[key] = make()
+        atomic_write_text(path, json.dumps(cache, indent=2))
+    result: dict[str, Any] = cache[key]
+    return result
+
+
+def quest_full(
+    out_dir: Path,
+    seeds: int = 3,
+    size: str = "full",
+    log: Log = print,
+) -> dict[str, Any]:
+    """DAgger from pixels on the whole BonkQuest, `seeds` training seeds, each scored by the game's
+    own win (`game_won`) on the same fixed evaluation seeds with its greedy policy."""
+    if seeds < 1:
+        raise ConfigError(f"seeds must be >= 1, not {seeds}")
+    spec = _size(size)
+    out_dir = Path(out_dir) / "quest-full"
+    episodes = spec.quest_eval_episodes
+    per_seed: list[dict[str, Any]] = []
+    for seed in range(seeds):
+        run_dir = out_dir / f"seed{seed}"
+        trained = _train_seed(QUEST, run_dir, spec.quest, spec.quest_overrides, seed, log)
+        started = time.monotonic()
+
+        def score(run_dir: Path = run_dir) -> dict[str, Any]:
+            report = evaluate(
+                QUEST,
+                str(run_dir / "model.zip"),
+                episodes=episodes,
+                seed=EVAL_SEED,
+                deterministic=True,
+            )
+            rooms = [float(e["variables"].get("rooms_visited", 0)) for e in report["episodes"]]
+            return {
+                "scored_goal": "game_won (the game's own win: the treasure taken)",
+                "state": report["state"],
+                "goal": report["goal"],
+                "game_win_rate": report["game_win_rate"],
+                "mean_rooms_visited": float(np.mean(rooms)),
+                "mean_length": report["mean_length"],
+            }
+
+        result = _cached_eval(run_dir, f"greedy-{episodes}", score)
+        per_seed.append(
+            {"seed": seed, **trained, **result, "eval_s": round(time.monotonic() - started, 1)}
+        )
+        log(
+            f"quest-full seed {seed}: game win rate {result['game_win_rate']:.2f} on {episodes} "
+            f"seeds, mean rooms visited {result['mean_rooms_visited']:.2f}, "
+            f"{trained['env_steps']} env steps, {trained['train_wall_s'] / 60:.1f} min training"
+        )
+    rates = [s["game_win_rate"] for s in per_seed]
+    median, worst = median_worst(rates)
+    figures: dict[str, Any] = {
+        "observation": "pixels: grayscale, downscale 8 (one pixel per tile), 2-frame stack",
+        "method": "DAgger from the game's screen-only teacher",
+        "scored_goal": "game_won",
+        "eval_episodes": episodes,
+        "eval_seeds": f"{EVAL_SEED}..{EVAL_SEED + episodes - 1}",
+        "seeds": per_seed,
+        "game_win_rate_median": median,
+        "game_win_rate_worst": worst,
+        "env_steps_per_seed": [s["env_steps"] for s in per_seed],
+        "train_minutes_per_seed": [round(s["train_wall_s"] / 60, 1) for s in per_seed],
+        "settings": asdict(spec.quest),
+        "target": "game win rate median >= 0.8, worst >= 0.6, <= 2 h per seed",
+        "passed": median >= 0.8
+        and worst >= 0.6
+        and all(s["train_wall_s"] <= 7200 for s in per_seed),
+    }
+    log(
+        f"quest-full figure: game win rate median {median:.2f}, worst {worst:.2f} over {seeds} "
+        f"seeds ({episodes} eval seeds each); env steps {figures['env_steps_per_seed']}; "
+        f"training minutes {figures['train_minutes_per_seed']}; "
+        f"target {'met' if figures['passed'] else 'NOT met'}"
+    )
+    return figures
+
+
+def _survival(report: Mapping[str, Any]) -> list[float]:
+    return [float(e["variables"].get("time_s", e["length"])) for e in report["episodes"]]
+
+
+def arena(
+    out_dir: Path,
+    seeds: int = 3,
+    size: str = "full",
+    log: Log = print,
+) -> dict[str, Any]:
+    """DAgger on BonkArena's state vector, `seeds` training seeds, each against a random agent on
+    the same fixed seeds: survival ratio (means) and the share of games survived to 5:00."""
+    if seeds < 1:
+        raise ConfigError(f"seeds must be >= 1, not {seeds}")
+    spec = _size(size)
+    out_dir = Path(out_dir) / "arena-dagger"
+    episodes = spec.arena_eval_episodes
+    limit = spec.arena_overrides.get("max_episode_steps")
+    eval_overrides = {"max_episode_steps": limit} if limit else None
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def random_eval() -> dict[str, Any]:
+        report = evaluate(
+            ARENA, "random", episodes=episodes, seed=EVAL_SEED, overrides=eval_overrides
+        )
+        return {"times": _survival(report)}
+
+    rand = _cached_eval(out_dir, f"random-{episodes}", random_eval)["times"]
+    random_mean = float(np.mean(rand))
+    per_seed: list[dict[str, Any]] = []
+    for seed in range(seeds):
+        run_dir = out_dir / f"seed{seed}"
+        trained = _train_seed(ARENA, run_dir, spec.arena, spec.arena_overrides, seed, log)
+
+        def score(run_dir: Path = run_dir) -> dict[str, Any]:
+            report = evaluate(
+                ARENA,
+                str(run_dir / "model.zip"),
+                episodes=episodes,
+                seed=EVAL_SEED,
+                deterministic=True,
+            )
+            times = _survival(report)
+            return {
+                "times": times,
+                "game_win_rate": report["game_win_rate"],
+            }
+
+        result = _cached_eval(run_dir, f"greedy-{episodes}", score)
+        times = result["times"]
+        ratio = float(np.mean(times)) / max(random_mean, 1e-9)
+        per_seed.append(
+            {
+                "seed": seed,
+                **trained,
+                "mean_time_s": round(float(np.mean(times)), 1),
+                "survival_ratio": round(ratio, 3),
+                "survived_5min_share": result["game_win_rate"],
+            }
+        )
+        log(
+            f"arena seed {seed}: mean survival {np.mean(times):.1f} s vs random "
+            f"{random_mean:.1f} s ({ratio:.2f}x), 5:00 survived in "
+            f"{result['game_win_rate']:.0%} of {episodes} games, {trained['env_steps']} env "
+            f"steps, {trained['train_wall_s'] / 60:.1f} min training"
+        )
+    ratios = [s["survival_ratio"] for s in per_seed]
+    shares = [s["survived_5min_share"] for s in per_seed]
+    ratio_median, ratio_worst = median_worst(ratios)
+    share_median, share_worst = median_worst(shares)
+    figures: dict[str, Any] = {
+        "observation": "the RAM state vector (obs_type state), not pixels",
+        "method": "DAgger from the game's scripted expert",
+        "eval_episodes": episodes,
+        "random_mean_time_s": round(random_mean, 1),
+        "seeds": per_seed,
+        "survival_ratio_median": ratio_median,
+        "survival_ratio_worst": ratio_worst,
+        "survived_5min_share_median": share_median,
+        "survived_5min_share_worst": share_worst,
+        "env_steps_per_seed": [s["env_steps"] for s in per_seed],
+        "train_minutes_per_seed": [round(s["train_wall_s"] / 60, 1) for s in per_seed],
+        "settings": asdict(spec.arena),
+        "target": "survival >= 2x random (median of 3 seeds), 5:00 in >= 25% of games, <= 2 h",
+        "passed": ratio_median >= 2.0
+        and share_median >= 0.25
+        and all(s["train_wall_s"] <= 7200 for s in per_seed),
+    }
+    log(
+        f"arena figure: survival {ratio_median:.2f}x random median, {ratio_worst:.2f}x worst over "
+        f"{seeds} seeds ({episodes} eval seeds); 5:00 survived in {share_median:.0%} median, "
+        f"{share_worst:.0%} worst; env steps {figures['env_steps_per_seed']}; training minutes "
+        f"{figures['train_minutes_per_seed']}; target {'met' if figures['passed'] else 'NOT met'}"
+    )
+    return figures

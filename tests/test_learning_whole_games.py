@@ -1,0 +1,106 @@
+"""Learned agents for whole games (issue 22 items 3-4): DAgger from the screen-only teacher, the
+`quest-full` and `arena` parts of `metabonk bench learning` run tiny end to end through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from metabonk_gym.cli.main import app
+from typer.testing import CliRunner
+
+from metabonk_gym.training.config import resolve_config
+from metabonk_gym.training.dagger import DaggerSettings, collect, teacher_class, train_dagger
+from metabonk_gym.training.envs import make_env
+from metabonk_gym.training.rundir import RunDir, read_model_metadata
+
+QUEST = "MetaBonk/BonkQuest-v0"
+runner = CliRunner()
+PIXELS = {"state": "start", "obs_type": "grayscale", "downscale": 8, "frame_stack": 2}
+
+
+def test_screen_teacher_wins_the_whole_quest_without_the_sage() -> None:
+    """The teacher a pixel policy copies finishes the game from `start` on its own (the game's
+    win, not room 1's), without ever talking to the sage (what he says leaves the screen)."""
+    cfg = resolve_config(QUEST, overrides={**PIXELS, "max_episode_steps": 1500})
+    env = make_env(QUEST, cfg)
+    try:
+        teacher = teacher_class(env)(env)
+        assert teacher.screen_only
+        episodes = collect(env, teacher, 2, episodes=2, seed=7, noise=0.0)
+        assert [e.won for e in episodes] == [True, True]
+        assert all(e.variables["talked"] == 0 for e in episodes)
+        assert all(e.variables["rooms_visited"] == 5 for e in episodes)
+        assert episodes[0].obs.shape[1:] == (20, 30, 2)  # pixels only: 20x30 grey, 2 frames
+    finally:
+        env.close()
+
+
+def test_dagger_relabels_the_policys_states_and_resumes(tmp_path: Path) -> None:
+    """Round 1 runs the policy and labels its states with the teacher's actions; a finished run
+    given again trains nothing more; the zip is a model `eval` loads with its own config."""
+    settings = DaggerSettings(
+        teacher_episodes=2, rounds=1, episodes_per_round=2, epochs_first=2, epochs_round=1
+    )
+    run = tmp_path / "run"
+    lines: list[str] = []
+    result = train_dagger(
+        QUEST,
+        run,
+        settings=settings,
+        overrides={**PIXELS, "max_episode_steps": 30},
+        log=lines.append,
+    )
+    assert [line.split(":")[0] for line in lines] == [
+        "dagger round 0/1 (teacher)",
+        "dagger round 1/1 (policy)",
+    ]
+    with np.load(run / "data" / "round_001.npz") as data:
+        assert data["obs"].shape == (60, 20, 30, 2) and data["obs"].dtype == np.uint8
+        assert set(np.unique(data["labels"])) <= set(range(6))
+    state = RunDir(run).read_state()
+    assert state["rounds_done"] == 2 and state["status"] == "finished"
+    assert result.num_timesteps == state["env_steps"] == 2 * 30 + 2 * 30
+    meta = read_model_metadata(run / "model.zip")
+    assert meta["algo"] == "dagger" and meta["config"]["obs_type"] == "grayscale"
+    again: list[str] = []
+    train_dagger(QUEST, run, log=again.append)
+    assert again == []  # nothing left to do
+    assert RunDir(run).read_state()["env_steps"] == state["env_steps"]
+
+
+def test_bench_learning_quest_full_small_prints_its_figure(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        ["bench", "learning", "quest-full", "--small", "--seeds", "2", "--out", str(tmp_path)],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    assert "quest-full figure: game win rate median" in result.output
+    assert "seed 1: dagger round 1/1 (policy)" in result.output
+    report = json.loads((tmp_path / "quest-full" / "seed0" / "eval.json").read_text())
+    (entry,) = report.values()
+    assert entry["state"] == "start" and entry["goal"] is None
+    assert entry["scored_goal"].startswith("game_won")
+    # a re-run resumes: both seeds are finished, so it only prints the figure again
+    again = runner.invoke(
+        app,
+        ["bench", "learning", "quest-full", "--small", "--seeds", "2", "--out", str(tmp_path)],
+        catch_exceptions=False,
+    )
+    assert "dagger round" not in again.output
+    assert "quest-full figure" in again.output
+
+
+def test_bench_learning_arena_small_prints_its_figure(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        ["bench", "learning", "arena", "--small", "--seeds", "1", "--out", str(tmp_path)],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    assert "arena figure: survival" in result.output
+    assert "x random median" in result.output
+    meta = read_model_metadata(tmp_path / "arena-dagger" / "seed0" / "model.zip")
+    assert meta["config"]["obs_type"] == "state"
