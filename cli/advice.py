@@ -25,8 +25,8 @@ from metabonk_gym.bench.train_wrappers import run_train_wrappers
 def bench_advice(
     out: Path = typer.Option(Path("runs/advice"), help="Folder of the runs (they resume)."),
     seeds: int = typer.Option(3, min=1, help="Training seeds per arm."),
-    steps: int = typer.Option(150_000, min=1000, help="Env steps of every run."),
-    episodes: int = typer.Option(20, min=1, help="Evaluation games per run (fixed seeds)."),
+    steps: int = typer.Option(30_000, min=1000, help="Env steps of every run."),
+    episodes: int = typer.Option(10, min=1, help="Evaluation games per run (fixed seeds)."),
     follow_weight: float = typer.Option(0.1, min=0.0, help="Weight of the follow term."),
     fade_start: float = typer.Option(0.5, min=0.0, max=1.0, help="Fade start, share of steps."),
     fade_end: float = typer.Option(0.9, min=0.0, max=1.0, help="Fade end, share of steps."),

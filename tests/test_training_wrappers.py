@@ -188,3 +188,47 @@ def test_apply_wrappers_matches_research_code(make_env) -> None:
     b, _ = theirs.reset(seed=5)
     assert all(np.array_equal(a[k], b[k]) for k in a)
     assert isinstance(ours, gym.Wrapper)
+
+
+def test_bc_clones_a_dataset_recorded_with_the_same_stack(tmp_path: Path) -> None:
+    import uuid
+
+    from metabonk_gym.agents.record import record
+    from metabonk_gym.training.bc import train_bc
+    from metabonk_gym.training.errors import DatasetError
+
+    stack = [{"name": "button_history", "n": 2}]
+    small = {"frame_stack": 2, "features_dim": 32, "n_envs": 2, "n_steps": 32, "batch_size": 32}
+    dataset_id = f"test/wrapped-{uuid.uuid4().hex[:8]}-v0"
+    record(
+        QUEST, "scripted", dataset_id, episodes=2, seed=4, overrides={**small, "wrappers": stack}
+    )
+    run = tmp_path / "bc"
+    result = train_bc(
+        QUEST, dataset_id, run, overrides={**small, "wrappers": stack, "bc_epochs": 2}
+    )
+    assert result.extra["samples"] > 10 and run_wrappers(run) == stack
+    report = evaluate(QUEST, str(run / "model.zip"), episodes=1, seed=4)
+    assert report["episodes"][0]["length"] > 0
+    # the same dataset under another stack: one line, nothing written
+    with pytest.raises(DatasetError, match="record it with the same wrappers") as info:
+        train_bc(QUEST, dataset_id, tmp_path / "other", overrides={**small, "wrappers": []})
+    assert "\n" not in str(info.value) and not (tmp_path / "other").exists()
+
+
+@pytest.mark.slow
+def test_rllib_trains_with_a_wrapper_stack_and_eval_rebuilds_it(tmp_path: Path) -> None:
+    """The RLlib engine: the stack inside its envs, the SB3 Dict policy exported, eval rebuilds."""
+    from metabonk_gym.training.rllib import RayOptions, train_rllib
+
+    run = tmp_path / "rllib"
+    overrides = {**FAST, "max_episode_steps": 20, "total_steps": 128, "wrappers": STACK}
+    result = train_rllib(QUEST, run, overrides=overrides, ray=RayOptions(num_env_runners=0))
+    assert result.num_timesteps >= 128 and run_wrappers(run) == STACK
+    report = evaluate(QUEST, str(run / "model.zip"), episodes=1, seed=1)
+    assert report["episodes"][0]["length"] == 20
+    fading = [{"name": "pause_to_think", "engine": "oracle", "advice_fade": [0, 10]}]
+    with pytest.raises(ConfigError, match="RLlib runs cannot fade"):
+        train_rllib(
+            QUEST, tmp_path / "fade", overrides={**FAST, "wrappers": fading}, ray=RayOptions()
+        )

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 
 from metabonk_gym.training.config import TrainConfig, config_to_yaml, resolve_config
 from metabonk_gym.training.datasets import check_dataset_env, check_dataset_fits, load_dataset
@@ -30,6 +31,7 @@ from metabonk_gym.training.errors import DatasetError
 from metabonk_gym.training.ppo import TrainResult
 from metabonk_gym.training.rundir import RunDir, model_metadata, save_model
 from metabonk_gym.training.safeload import SpacesEnv
+from metabonk_gym.training.wrapstack import describe_wrappers
 
 
 def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
@@ -43,16 +45,27 @@ def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
 
 def dataset_arrays(
     dataset: Any, cfg: TrainConfig, source: tuple[str, int]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(policy observations (N, H, W, C*stack), actions (N,), discounted returns (N,))."""
+) -> tuple[Any, np.ndarray, np.ndarray]:
+    """(policy observations (N, H, W, C*stack), actions (N,), discounted returns (N,)); for a
+    dataset recorded with a `wrappers:` stack (Dict observations) a dict of such arrays, each key
+    stacked as `VecFrameStack` does."""
 
     target = (cfg.obs_type, cfg.downscale)
-    xs, ys, gs = [], [], []
+    xs: list[Any] = []
+    ys, gs = [], []
     for episode in dataset.iterate_episodes():
         if len(episode.actions) == 0:
             continue
-        frames = convert_frames(np.asarray(episode.observations[:-1]), source, target)
-        xs.append(stack_episode(frames, cfg.frame_stack))
+        if isinstance(episode.observations, dict):  # the wrappers' keys, recorded as seen
+            xs.append(
+                {
+                    k: stack_episode(np.asarray(v[:-1]), cfg.frame_stack)
+                    for k, v in episode.observations.items()
+                }
+            )
+        else:
+            frames = convert_frames(np.asarray(episode.observations[:-1]), source, target)
+            xs.append(stack_episode(frames, cfg.frame_stack))
         infos = episode.infos or {}
         labels = infos.get("expert_action")  # the agent's choice where recording added noise
         actions = labels[:-1] if labels is not None else episode.actions
@@ -60,7 +73,10 @@ def dataset_arrays(
         gs.append(discounted_returns(np.asarray(episode.rewards), cfg.gamma))
     if not xs:
         raise DatasetError(f"dataset {dataset.spec.dataset_id} has no steps")
-    return np.concatenate(xs), np.concatenate(ys), np.concatenate(gs).astype(np.float32)
+    returns = np.concatenate(gs).astype(np.float32)
+    if isinstance(xs[0], dict):
+        return {k: np.concatenate([x[k] for x in xs]) for k in xs[0]}, np.concatenate(ys), returns
+    return np.concatenate(xs), np.concatenate(ys), returns
 
 
 def train_bc(
@@ -92,12 +108,26 @@ def train_bc(
     obs_space, action_space, _ = probe_env(env_id, cfg)
     kwargs = check_dataset_fits(dataset, env_id, action_space, cfg.frameskip)
     source = (str(kwargs.get("obs_type", "rgb")), int(kwargs.get("downscale", 1)))
-    x, y, g = dataset_arrays(dataset, cfg, source)
-    policy_space = stacked_space(obs_space, cfg.frame_stack)  # type: ignore[arg-type]
-    if x.shape[1:] != policy_space.shape:
+    recorded = dataset.spec.observation_space
+    dict_obs = isinstance(obs_space, spaces.Dict) or isinstance(recorded, spaces.Dict)
+    if dict_obs and recorded != obs_space:  # recorded with another wrapper stack
         raise DatasetError(
-            f"dataset frames become {x.shape[1:]}, the policy wants {policy_space.shape}"
+            f"dataset {dataset_id} has observations {recorded}, the config's wrappers "
+            f"({describe_wrappers(cfg.wrappers)}) give {obs_space}; record it with the same "
+            "wrappers: (metabonk record ... --config FILE)"
         )
+    x, y, g = dataset_arrays(dataset, cfg, source)
+    policy_space: Any
+    if isinstance(obs_space, spaces.Dict):
+        policy_space = spaces.Dict(
+            {k: stacked_space(s, cfg.frame_stack) for k, s in obs_space.spaces.items()}  # type: ignore[arg-type]
+        )
+    else:
+        policy_space = stacked_space(obs_space, cfg.frame_stack)  # type: ignore[arg-type]
+        if x.shape[1:] != policy_space.shape:
+            raise DatasetError(
+                f"dataset frames become {x.shape[1:]}, the policy wants {policy_space.shape}"
+            )
 
     existed = run.path.exists()
     run.path.mkdir(parents=True, exist_ok=True)
@@ -106,8 +136,9 @@ def train_bc(
 
     torch.set_num_threads(cfg.torch_threads)
     rng = np.random.default_rng(cfg.seed)
-    order = rng.permutation(len(x))
-    n_val = int(len(x) * val_fraction) if len(x) >= 20 else 0
+    samples = len(y)
+    order = rng.permutation(samples)
+    n_val = int(samples * val_fraction) if samples >= 20 else 0
     val, train = order[:n_val], order[n_val:]
 
     venv = DummyVecEnv([lambda: SpacesEnv(policy_space, action_space)])
@@ -115,16 +146,32 @@ def train_bc(
         warnings.simplefilter("ignore")  # PPO's rollout-size hints do not apply to cloning
         model = make_ppo(cfg, venv)
     policy = model.policy
-    channel_first = model.observation_space.shape != policy_space.shape
+    if isinstance(policy_space, spaces.Dict):  # the image keys SB3 turned channel-first
+        transposed = {
+            k for k, s in policy_space.spaces.items() if model.observation_space[k].shape != s.shape
+        }
+    else:
+        channel_first = model.observation_space.shape != policy_space.shape
     logger = configure(str(run.tensorboard), ["tensorboard"])
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.bc_learning_rate)
 
-    def batch(indices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def observations(indices: np.ndarray) -> Any:
+        if isinstance(x, dict):
+            return {
+                k: torch.as_tensor(
+                    np.transpose(v[indices], (0, 3, 1, 2)) if k in transposed else v[indices],
+                    device=policy.device,
+                )
+                for k, v in x.items()
+            }
         obs = x[indices]
         if channel_first:
             obs = np.transpose(obs, (0, 3, 1, 2))
+        return torch.as_tensor(obs, device=policy.device)
+
+    def batch(indices: np.ndarray) -> tuple[Any, torch.Tensor, torch.Tensor]:
         return (
-            torch.as_tensor(obs, device=policy.device),
+            observations(indices),
             torch.as_tensor(y[indices], device=policy.device),
             torch.as_tensor(g[indices], device=policy.device),
         )
@@ -175,10 +222,10 @@ def train_bc(
                 progress_bar.update(1, stats)
         policy.set_training_mode(False)
         meta = model_metadata(
-            env_id, "bc", cfg.to_dict(), dataset=dataset_id, samples=int(len(x)), **stats
+            env_id, "bc", cfg.to_dict(), dataset=dataset_id, samples=samples, **stats
         )
         save_model(model, run.model, meta)
-        run.write_state(status="finished", num_timesteps=0, samples=int(len(x)), **stats)
+        run.write_state(status="finished", num_timesteps=0, samples=samples, **stats)
     except Exception:
         run.discard_new(existed)
         raise
@@ -191,7 +238,7 @@ def train_bc(
         run_dir=run.path,
         model_path=run.model,
         num_timesteps=0,
-        extra={"samples": int(len(x)), **stats},
+        extra={"samples": samples, **stats},
     )
 
 

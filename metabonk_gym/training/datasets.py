@@ -314,7 +314,10 @@ def check_dataset_fits(
     space = dataset.spec.observation_space
     image = isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
     vector = isinstance(space, gym.spaces.Box) and len(space.shape) == 1
-    if not (image or vector):
+    stacked = isinstance(space, gym.spaces.Dict) and all(  # recorded with a `wrappers:` stack
+        isinstance(s, gym.spaces.Box) for s in space.spaces.values()
+    )
+    if not (image or vector or stacked):
         raise DatasetError(
             f"dataset {dataset.spec.dataset_id} has observations {space}; behavioural cloning needs "
             "uint8 images (H, W, C) or state vectors (N,)"

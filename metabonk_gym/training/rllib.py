@@ -158,6 +158,11 @@ def check_options(env_id: str, cfg: TrainConfig, opts: RayOptions) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 0")
     if opts.envs_per_runner is not None and opts.envs_per_runner < 1:
         raise ConfigError("--envs-per-runner must be >= 1")
+    if any(w["name"] == "pause_to_think" and w.get("advice_fade") for w in cfg.wrappers):
+        raise ConfigError(
+            "advice_fade needs the trainer's step count, which the SB3 trainers (train ppo, "
+            "curriculum) send; RLlib runs cannot fade the adviser yet: drop advice_fade"
+        )
     traits = env_traits(env_id)
     envs = opts.total_envs(cfg.n_envs)
     if opts.games is not None and not traits.port_per_env:
