@@ -3,6 +3,14 @@
 Thin typer layer over `metabonk_gym.agents.ladder.run_ladder`: it writes `ladder.json`,
 `ladder.md` and `ladder.html` (sortable, self-contained, each cell linking its best and worst
 episode video) into `--out`, and prints the table.
+
+>>> import typer
+>>> from typer.testing import CliRunner
+>>> app = typer.Typer()
+>>> register(app)
+>>> result = CliRunner().invoke(app, ["MetaBonk/BonkQuest-v0"])  # --agents is required
+>>> result.exit_code, "--agents" in result.output
+(2, True)
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from rich.table import Table
 
 from metabonk_gym.agents.ladder import parse_agents, run_ladder
 
-console = Console()
+console = Console(markup=False)  # print text as given: no markup in user text
 
 AGENTS_HELP = (
     "Comma-separated agents: random, scripted (the game's expert), oracle (oracle strategist + "
