@@ -136,6 +136,10 @@ def test_eval_and_play_load_the_policy(quest_run: tuple[Path, Any]) -> None:
     assert len(report["episodes"]) == 2 and report["episodes"][0]["length"] > 0
     again = evaluate(QUEST, str(run_dir / "model.zip"), episodes=1, seed=3)
     assert again["episodes"][0]["length"] > 0
+    # the run directory itself (issue 22: it was "unknown agent"), recognised as an RLlib run
+    whole = runner.invoke(app, ["eval", QUEST, str(run_dir), "--episodes", "1", "--out", str(out)])
+    assert whole.exit_code == 0, whole.output
+    assert json.loads(out.read_text())["run"]["kind"] == "rllib"
     play = runner.invoke(
         app,
         [
