@@ -21,6 +21,7 @@ from metabonk_gym.cli.train import (
     parse_agent_options,
     trust_kwargs,
 )
+from metabonk_gym.cli.watch import WATCH_OPTION, live_watch
 from rich.console import Console
 from rich.table import Table
 
@@ -101,6 +102,7 @@ def play_command(
         None, "--set", help="Any config key: --set obs_type=rgb."
     ),
     trust_model: bool = TRUST_MODEL_OPTION,
+    watch: str | None = WATCH_OPTION,
 ) -> None:
     """Play ENV: a human in a window (the key map is shown), or an agent, headless or watched."""
     agent_kwargs = parse_agent_options(agent_opt) | trust_kwargs(agent, trust_model)
@@ -123,6 +125,7 @@ def play_command(
         reward=reward,
         max_episode_steps=max_steps,
     )
+    live_watch(watch, None, f"play {agent} on {env_id}")
     if n_envs != 1:
         many = guarded(
             lambda: play_many(

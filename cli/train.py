@@ -32,6 +32,7 @@ from metabonk_gym.cli.rayopts import (
     ray_options,
     train_with_rllib,
 )
+from metabonk_gym.cli.watch import WATCH_OPTION, live_watch
 from rich.console import Console
 from rich.table import Table
 
@@ -241,6 +242,7 @@ def ppo_command(
     envs_per_runner: int | None = ENVS_PER_RUNNER_OPTION,
     num_learners: int | None = NUM_LEARNERS_OPTION,
     game: list[str] | None = GAME_OPTION,
+    watch: str | None = WATCH_OPTION,
 ) -> None:
     """PPO (stable-baselines3) on subprocess envs with Atari-style preprocessing.
 
@@ -267,6 +269,7 @@ def ppo_command(
     )
     ray_flags = (address, num_env_runners, envs_per_runner, num_learners, game)
     guarded(lambda: check_engine(engine, init_from, *ray_flags))
+    live_watch(watch, run_dir, f"train ppo {env_id} {run_dir}")
     if engine == "rllib":
         opts = guarded(
             lambda: ray_options(address, num_env_runners, envs_per_runner, num_learners, game)
@@ -374,6 +377,7 @@ def curriculum_command(
     set_options: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    watch: str | None = WATCH_OPTION,
 ) -> None:
     """PPO through a plan of savestates / seeded variants with promotion rules (or --swarm)."""
     from metabonk_gym.training.curriculum import run_curriculum
@@ -387,6 +391,7 @@ def curriculum_command(
         n_envs=n_envs,
         total_steps=total_steps,
     )
+    live_watch(watch, run_dir, f"curriculum {env_id} {run_dir}")
 
     def go() -> Any:
         if plan is not None and not plan.exists():
@@ -474,6 +479,7 @@ def eval_command(
         help="What `won` scores: config (the config's goal, e.g. BonkQuest's room1 goal: leave "
         "room 1) or game (the game's own win, game_won; the config's goal is dropped).",
     ),
+    watch: str | None = WATCH_OPTION,
 ) -> None:
     """Evaluate a model or agent on fixed seeds: mean/std return, win rate, final game variables."""
 
@@ -485,6 +491,7 @@ def eval_command(
         max_episode_steps=max_steps,
         base_port=base_port,
     )
+    live_watch(watch, video, f"eval {model} on {env_id}")
     agent_kwargs = parse_agent_options(agent_opt) | trust_kwargs(model, trust_model)
     if server is not None:
         agent_kwargs["base_url"] = server

@@ -31,6 +31,7 @@ from metabonk_gym.cli.train import (
     overrides_from,
     train_app,
 )
+from metabonk_gym.cli.watch import WATCH_OPTION, live_watch
 from rich.console import Console
 from rich.table import Table
 
@@ -63,9 +64,11 @@ def pbt_command(
     game: list[str] | None = GAME_OPTION,
     set_options: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    watch: str | None = WATCH_OPTION,
 ) -> None:
     """Population-based training of RLlib PPO; the best member's policy ends in DIR/best/model.zip
     (`metabonk eval ENV DIR/best/model.zip`)."""
+    live_watch(watch, run_dir, f"tune pbt {env_id} {run_dir}")
     from metabonk_gym.training.tune import PBTSpec, tune_pbt
 
     spec = guarded(lambda: PBTSpec.load(pbt))
@@ -138,8 +141,10 @@ def appo_command(
     set_options: list[str] | None = typer.Option(None, "--set", help=SET_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    watch: str | None = WATCH_OPTION,
 ) -> None:
     """APPO (RLlib, asynchronous PPO) on a Ray cluster; same configs and run directory as `train ppo`."""
+    live_watch(watch, run_dir, f"train appo {env_id} {run_dir}")
     flags = overrides_from(set_options, None, total_steps=total_steps, n_envs=n_envs)
     opts = guarded(
         lambda: ray_options(address, num_env_runners, envs_per_runner, num_learners, game)
