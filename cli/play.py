@@ -32,7 +32,9 @@ from metabonk_gym.agents.record import play, record
 console = Console()
 
 AGENT_HELP = (
-    "human (a window, keyboard), random, scripted (the game's expert), think, or a model PATH.zip."
+    "human (a window, keyboard), random, scripted (the game's expert), think, think:MODEL, a "
+    "model PATH.zip, or a run directory of any trainer (train ppo/bc/appo/dreamer, curriculum, "
+    "tune pbt)."
 )
 
 
