@@ -1,7 +1,9 @@
 """A real headless browser for tests: Debian's chromium, the DOM after the page's scripts ran.
 
 What: `dump_dom(page)` opens a local HTML file (or URL) in a fresh headless chromium profile and
-returns the DOM as serialised after its JavaScript ran (`--dump-dom`); `missing_browser()` says
+returns the DOM as serialised after its JavaScript ran (`--dump-dom`); `open_page()` drives the
+same chromium through playwright (clicks, inputs, screenshots; no browser download: playwright
+launches this binary); `missing_browser()` says
 why no browser can run (the `browser` marker's need, see the root conftest.py). Why here: the
 ladder page (issue 22) and the dashboard (issue 25) both check pages in a real browser; one
 helper starts it the same way for both (install: `apt-get install -y chromium`, done by
@@ -13,10 +15,13 @@ helper starts it the same way for both (install: `apt-get install -y chromium`, 
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 #: Names of a chromium binary, Debian's first.
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -109,3 +114,28 @@ def dump_dom(
             f"chromium exited with {done.returncode} on {url}: {done.stderr.strip()[-2000:]}"
         )
     return done.stdout
+
+
+@contextlib.contextmanager
+def open_page(*, timeout_s: float = 30.0, viewport: tuple[int, int] = (1280, 900)) -> Iterator[Any]:
+    """A playwright page in a fresh headless chromium (the one `find_chromium` finds, launched
+    with `CHROMIUM_FLAGS`); the browser is closed on exit.
+
+    Args:
+        timeout_s: the default timeout of every wait and action of the page.
+        viewport: the window's size in CSS pixels (what screenshots show).
+    """
+    from playwright.sync_api import sync_playwright
+
+    binary = find_chromium()
+    if binary is None:
+        raise RuntimeError(missing_browser())
+    flags = [f for f in CHROMIUM_FLAGS if f != "--headless"]  # playwright adds its own
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=binary, headless=True, args=flags)
+        try:
+            page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+            page.set_default_timeout(timeout_s * 1000.0)
+            yield page
+        finally:
+            browser.close()

@@ -151,11 +151,13 @@ def _fit(frame: np.ndarray) -> np.ndarray:
 def env_frame(env: Any, obs: Any) -> np.ndarray | None:
     """The env's screen (`render()`), else its observation when that is an image."""
     frame: Any = None
-    if env is not None and getattr(env, "render_mode", None) == "rgb_array":
+    if env is not None and getattr(env, "render_mode", None) in ("rgb_array", None):
         with contextlib.suppress(Exception):
             frame = env.render()
     if frame is None or np.ndim(frame) < 2:
-        frame = obs.get("image") if isinstance(obs, Mapping) else obs
+        frame = obs
+        if isinstance(obs, Mapping):
+            frame = next((obs[k] for k in ("pixels", "image", "frame") if k in obs), None)
     if frame is None or np.ndim(frame) not in (2, 3) or np.asarray(frame).dtype == object:
         return None
     return _fit(np.asarray(frame))
@@ -227,13 +229,13 @@ class ViewBuffers:
     def wanted(self, i: int) -> bool:
         return bool(self.want[i])
 
-    def poll(self, i: int, last_seq: int = 0) -> tuple[np.ndarray, dict[str, Any]] | None:
+    def poll(self, i: int, last_seq: int = 0) -> tuple[np.ndarray | None, dict[str, Any]] | None:
         """Env `i`'s newest frame and overlay when one arrived since `last_seq` (and no request
         is pending: the env writes only while the byte is set), else None."""
         if self.want[i] or int(self.seq[i]) <= last_seq:
             return None
         h, w = (int(v) for v in self.shape[i])
-        frame = self.frames[i, : h * w * 3].reshape(h, w, 3).copy()
+        frame = self.frames[i, : h * w * 3].reshape(h, w, 3).copy() if h * w else None
         try:
             meta = json.loads(bytes(self.meta[i, : int(self.meta_len[i])]))
         except ValueError:

@@ -77,8 +77,9 @@ def scan(root: Path) -> dict[str, Any]:
             sorted(d for d in dirnames if not d.startswith(".")) if depth < MAX_DEPTH else []
         )
         rel_folder = _rel(root, folder) if folder != root else "."
-        if "metadata.json" in filenames and (folder / "data").is_dir():
-            found["datasets"].append(rel_folder)
+        if folder.name == "data" and "metadata.json" in filenames and folder != root:
+            parent = folder.parent  # a Minari dataset: DATASET/data/{metadata.json, ...}
+            found["datasets"].append(_rel(root, parent) if parent != root else ".")
         if LOG_NAME in filenames:
             found["decisions"].append(rel_folder)
         if "run.json" in filenames:

@@ -139,7 +139,8 @@ class WatchServer:
     """The dashboard and replay viewer (see the module docstring).
 
     Args:
-        root: the directory whose runs and replays are served (None: live view only).
+        root: the directory whose runs and replays are served (None: live view only; one
+            that does not exist yet, a new run's, is served once it does).
         hub: the live envs of this process (None: replays only).
         host, port: where to listen (port 0: any free port); 127.0.0.1 by default.
         token: the access token; None: none on loopback, a random one on any other host.
@@ -161,8 +162,8 @@ class WatchServer:
         bandwidth: int = BANDWIDTH_BYTES_S,
     ) -> None:
         self.root = Path(root).expanduser().resolve() if root is not None else None
-        if self.root is not None and not self.root.is_dir():
-            raise WatchError(f"{root} is not a directory")
+        if self.root is not None and self.root.exists() and not self.root.is_dir():
+            raise WatchError(f"{root} is not a directory")  # (a run dir may come later)
         self.hub = hub
         self.host = host
         self.port = int(port)
@@ -180,7 +181,7 @@ class WatchServer:
     # --------------------------------------------------------------------------------- routes
     def _path(self, request: Any) -> Path | None:
         rel = request.query_params.get("path", "")
-        if self.root is None:
+        if self.root is None or not self.root.is_dir():
             return None
         return self.root if rel in ("", ".") else inside(self.root, rel)
 
@@ -244,7 +245,7 @@ class WatchServer:
             return JSONResponse(hub().world_map())
 
         def root() -> Path:
-            if self.root is None:
+            if self.root is None or not self.root.is_dir():
                 raise not_found()
             return self.root
 

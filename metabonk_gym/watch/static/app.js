@@ -55,7 +55,9 @@ function envCard(i) {
   const ov = el("div", { class: "ov" });
   ov.append(el("div", { class: "head", id: "head-" + i }), el("div", { class: "directive", id: "dir-" + i }),
     el("div", { class: "reason", id: "why-" + i }), el("div", { class: "terms", id: "terms-" + i }));
-  card.append(img, canvas, ov);
+  const screen = el("div", { class: "screen" });
+  screen.append(img, canvas);
+  card.append(screen, ov);
   card.onclick = () => openDetail(i);
   return card;
 }
