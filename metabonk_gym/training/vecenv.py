@@ -26,7 +26,10 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.spaces import Dict as DictSpace
+from gymnasium.spaces import Tuple as TupleSpace
 from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import concatenate, create_empty_array
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
 from metabonk_gym.vector import VecEngine
@@ -36,9 +39,12 @@ class SharedMemoryVecEnv(VecEnv):
     """SB3's `VecEnv` over `VecEngine` (see the module docstring).
 
     Args:
-        env_fns: builds each env (picklable where the start method is `spawn`).
+        env_fns: builds each env (closures too: cloudpickle carries them under `spawn`).
+        start_method: `SubprocVecEnv`'s name for `context`.
         envs_per_worker: envs per worker process (1 where an emulator allows one per process).
-        info_keys: info keys returned every step (an episode's final info is always whole).
+        info_keys: info keys returned every step (an episode's final info is always whole;
+            None: the env's declared variables, or every key for an env that declares none,
+            as `SubprocVecEnv` returns them).
         context: the multiprocessing start method (default `fork` where there is one).
         step_timeout_s: the longest one step may take before its worker counts as hung.
         spaces: one env's (observation, action) spaces, where known (skips building a probe).
@@ -47,9 +53,10 @@ class SharedMemoryVecEnv(VecEnv):
     def __init__(
         self,
         env_fns: Sequence[Callable[[], gym.Env]],
+        start_method: str | None = None,
         *,
         envs_per_worker: int = 1,
-        info_keys: Sequence[str] = (),
+        info_keys: Sequence[str] | None = None,
         context: str | None = None,
         step_timeout_s: float = 60.0,
         spaces: tuple[gym.Space, gym.Space] | None = None,
@@ -59,7 +66,7 @@ class SharedMemoryVecEnv(VecEnv):
             envs_per_worker=envs_per_worker,
             autoreset=AutoresetMode.SAME_STEP,
             info_keys=info_keys,
-            context=context,
+            context=context or start_method,
             step_timeout_s=step_timeout_s,
             spaces=spaces,
         )
@@ -72,19 +79,32 @@ class SharedMemoryVecEnv(VecEnv):
         self.closed = False
 
     def reset(self) -> Any:
-        obs, infos = self.engine.reset(seeds=list(self._seeds), options=list(self._options))
+        # no options (SB3's `{}`) reach the env as None, as in `SubprocVecEnv`
+        options = [opt or None for opt in self._options]
+        obs, infos = self.engine.reset(seeds=list(self._seeds), options=options)
         self.reset_infos = infos
         self._reset_seeds()
         self._reset_options()
-        return deepcopy(obs)
+        return deepcopy(self.engine.batch())
 
-    def step_async(self, actions: np.ndarray) -> None:
-        self.engine.send(actions)
+    def step_async(self, actions: Any) -> None:
+        engine = self.engine
+        space = engine.single_action_space
+        if not engine.shared_actions:  # one action per env, pickled
+            engine.send(list(actions))
+            return
+        if isinstance(space, (DictSpace, TupleSpace)) and not isinstance(
+            actions, type(space.spaces)
+        ):  # SB3 passes one action per env: batch them as the shared arrays hold them
+            actions = concatenate(
+                space, list(actions), create_empty_array(space, self.num_envs, fn=np.zeros)
+            )
+        engine.send(actions)
 
     def step_wait(self) -> VecEnvStepReturn:
         engine = self.engine
         ids = engine.recv()
-        obs = deepcopy(engine.observations)
+        obs = deepcopy(engine.batch())
         terminated = engine.terminations
         truncated = engine.truncations
         dones = terminated | truncated
@@ -98,7 +118,7 @@ class SharedMemoryVecEnv(VecEnv):
             final = reply.get("final_info")
             if final is not None:
                 info.update(final)
-                info["terminal_observation"] = _row(engine.final_observations, i)
+                info["terminal_observation"] = engine.row(i, final=True)
                 info["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
         return obs, engine.rewards.astype(np.float32), dones, infos
 
@@ -111,7 +131,7 @@ class SharedMemoryVecEnv(VecEnv):
         return self.engine.call("render")
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
-        return self.engine.call(attr_name, env_ids=self._indices(indices))
+        return self.engine.get_attr(attr_name, env_ids=self._indices(indices))
 
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
         ids = self._indices(indices)
@@ -134,11 +154,6 @@ class SharedMemoryVecEnv(VecEnv):
         return self.engine.is_wrapped(wrapper_class, env_ids=self._indices(indices))
 
     def _indices(self, indices: VecEnvIndices) -> list[int]:
-        return [int(i) for i in self._get_indices(indices)]
-
-
-def _row(obs: Any, i: int) -> Any:
-    """Env `i`'s row of a batched observation (array or dict of arrays): a copy."""
-    if isinstance(obs, dict):
-        return {key: value[i].copy() for key, value in obs.items()}
-    return obs[i].copy()
+        """SB3's indices as env numbers; negative ones count from the end, as in a list."""
+        n = self.num_envs
+        return [int(i) + n if -n <= int(i) < 0 else int(i) for i in self._get_indices(indices)]

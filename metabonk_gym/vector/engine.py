@@ -22,6 +22,7 @@ array([0, 1])
 from __future__ import annotations
 
 import contextlib
+import copy as copy_module
 import multiprocessing
 import os
 import pickle
@@ -33,8 +34,17 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.error import ClosedEnvironmentError, CustomSpaceError
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory
+from gymnasium.vector.utils import (
+    CloudpickleWrapper,
+    batch_differing_spaces,
+    batch_space,
+    concatenate,
+    create_empty_array,
+    create_shared_memory,
+    read_from_shared_memory,
+)
 
 from metabonk_gym.errors import EnvWorkerError
 from metabonk_gym.process import die_with_parent
@@ -46,8 +56,10 @@ from metabonk_gym.vector.worker import (
     STEP_ALL,
     SharedBuffers,
     WorkerSpec,
+    dumps,
     pickled_error,
     run_worker,
+    shareable,
 )
 
 #: How long a worker may take to build its envs.
@@ -58,6 +70,17 @@ LIVENESS_S = 0.25
 
 def _fork_or_spawn() -> str:
     return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def _parent_pid(ctx: Any) -> int:
+    """The pid a worker's parent will have: this process, or under `forkserver` 0 (the worker's
+    parent is the fork server, which ends with this process)."""
+    return 0 if ctx.get_start_method() == "forkserver" else os.getpid()
+
+
+class VectorEnvClosedError(ClosedEnvironmentError, RuntimeError):
+    """A vector env was used after `close()` (gymnasium's `ClosedEnvironmentError`, and a
+    `RuntimeError` as before)."""
 
 
 class _WorkerHandle:
@@ -90,7 +113,8 @@ class VecEngine:
     """N envs in worker processes over shared memory (see the module docstring).
 
     Args:
-        env_fns: builds each env (picklable where the start method is `spawn`).
+        env_fns: builds each env (closures too: they travel with cloudpickle, as in
+            gymnasium's `AsyncVectorEnv`).
         envs_per_worker: envs each worker steps one after the other (1: one process per env, what
             an emulator that allows one instance per process needs).
         autoreset: what happens after an episode ends (gymnasium's `AutoresetMode`):
@@ -98,9 +122,10 @@ class VecEngine:
             gymnasium's default), SAME_STEP (reset at once; the final observation is kept in
             `final_observations` and the final info returned), or DISABLED.
         info_keys: the info keys whose values reach the main process every step: numbers and
-            booleans through shared columns, anything else pickled (None: the env's variables,
-            its `info_names`). An episode's final info always arrives whole; `last_infos()`
-            fetches the whole latest info of any env.
+            booleans through shared columns, anything else pickled. None: the env's declared
+            variables (its `info_names` and its wrappers' `added_info_keys`), or, for an env that
+            declares none, every key (pickled, as gymnasium does). An episode's final info
+            always arrives whole; `last_infos()` fetches the whole latest info of any env.
         context: the multiprocessing start method (default `fork` where there is one: workers
             start in milliseconds; `spawn` where this process holds threads that fork would copy
             in a bad state).
@@ -109,6 +134,12 @@ class VecEngine:
         spaces: the (observation, action) space of one env where the caller knows them;
             otherwise one env is built in a short-lived process to learn them (shared memory is
             sized before the workers start, and an emulator allows one instance per process).
+        shared_memory: observations and actions through shared memory (True), through the
+            pipes, pickled (False), or shared where the space allows it (None: spaces of
+            dynamic size, custom spaces, `Text` and `OneOf` go through the pipes).
+        observation_mode: gymnasium's: "same" (every env has the same observation space),
+            "different" (same shape and dtype, other bounds) or a (batched, single) pair.
+        daemon: the workers' daemon flag (False lets an env start processes of its own).
     """
 
     def __init__(
@@ -122,6 +153,9 @@ class VecEngine:
         step_timeout_s: float = 60.0,
         call_timeout_s: float = 300.0,
         spaces: tuple[gym.Space, gym.Space] | None = None,
+        shared_memory: bool | None = None,
+        observation_mode: str | tuple[gym.Space, gym.Space] = "same",
+        daemon: bool = True,
     ) -> None:
         if not env_fns:
             raise ValueError("VecEngine needs at least one env")
@@ -132,10 +166,24 @@ class VecEngine:
         for name, value in (("step_timeout_s", step_timeout_s), ("call_timeout_s", call_timeout_s)):
             if not value > 0:
                 raise ValueError(f"{name} must be > 0, not {value}")
+        if not (
+            observation_mode in ("same", "different")
+            or (
+                isinstance(observation_mode, tuple)
+                and len(observation_mode) == 2
+                and all(isinstance(s, gym.Space) for s in observation_mode)
+            )
+        ):
+            raise ValueError(
+                "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single "
+                f"and batch observation space, actual got {observation_mode}"
+            )
         self.num_envs = len(env_fns)
         self.autoreset = AutoresetMode(autoreset)
+        self.observation_mode = observation_mode
         requested = None if info_keys is None else tuple(info_keys)
         self.info_keys: tuple[str, ...] = ()
+        self.all_infos = False
         self.step_timeout_s = float(step_timeout_s)
         self.call_timeout_s = float(call_timeout_s)
         self.closed = False
@@ -146,11 +194,15 @@ class VecEngine:
         self._ready: list[int] = []  # envs finished, not yet returned by recv()
         self._replies: dict[int, dict[str, Any]] = {}
         self._errors: list[tuple[int, tuple[bytes | None, str, str]]] = []
+        self._awaiting: dict[int, str] = {}  # workers that owe the reply to a command
         self._poll: Any = None
         self._done_r = -1
+        # observations that travel through the pipes (spaces shared memory cannot hold)
+        self.obs_items: list[Any] = [None] * self.num_envs
+        self.final_obs_items: list[Any] = [None] * self.num_envs
         ctx = multiprocessing.get_context(context or _fork_or_spawn())
         try:
-            self._start(env_fns, envs_per_worker, ctx, spaces, requested)
+            self._start(env_fns, envs_per_worker, ctx, spaces, requested, shared_memory, daemon)
         except BaseException:
             self.close(timeout_s=5.0)
             raise
@@ -163,25 +215,44 @@ class VecEngine:
         ctx: Any,
         spaces: tuple[gym.Space, gym.Space] | None,
         requested: tuple[str, ...] | None,
+        shared_memory: bool | None,
+        daemon: bool,
     ) -> None:
         n = self.num_envs
+        fns = [CloudpickleWrapper(fn) for fn in env_fns]  # closures under spawn/forkserver
         # One completion pipe for all workers; a Connection so that spawned workers get the fd.
         done_reader, done_w = ctx.Pipe(duplex=False)
         self._done_conn = done_reader
         self._done_r = done_reader.fileno()
         groups = [list(range(s, min(s + per, n))) for s in range(0, n, per)]
+        declared: list[str] | None = None
         if spaces is None:
-            described = self._spaces_from(env_fns[0], ctx)
+            described = self._spaces_from(fns[0], ctx)
             spaces = described[0], described[1]
-            if requested is None:
-                requested = tuple(described[5])
-        self.info_keys = requested or ()
-        self.single_observation_space, self.single_action_space = spaces
+            declared = list(described[5])
+        if requested is None:
+            requested = tuple(declared or ())
+            self.all_infos = not requested  # an env that declares nothing: every key, pickled
+        self.info_keys = requested
+        obs_space, act_space = spaces
+        mode = self.observation_mode
+        if isinstance(mode, tuple):
+            self.observation_space, obs_space = mode
+        else:
+            self.observation_space = batch_space(obs_space, n)  # "different": set below
+        self.single_observation_space, self.single_action_space = obs_space, act_space
+        self.action_space = batch_space(act_space, n)
+        self.shared_obs = _use_shared_memory(obs_space, shared_memory)
+        self.shared_actions = _use_shared_memory(act_space, shared_memory)
         k = len(self.info_keys)
+
+        def shared(space: gym.Space, yes: bool) -> Any:
+            return create_shared_memory(space, n, ctx) if yes else None
+
         self.buffers = SharedBuffers(
-            observations=create_shared_memory(self.single_observation_space, n, ctx),
-            final_observations=create_shared_memory(self.single_observation_space, n, ctx),
-            actions=create_shared_memory(self.single_action_space, n, ctx),
+            observations=shared(obs_space, self.shared_obs),
+            final_observations=None,  # a final observation travels with its final info
+            actions=shared(act_space, self.shared_actions),
             rewards=ctx.Array("d", n),
             terminations=ctx.Array("b", n),
             truncations=ctx.Array("b", n),
@@ -190,24 +261,32 @@ class VecEngine:
             has_reply=ctx.Array("b", n),
         )
         b = self.buffers
-        self.observations = read_from_shared_memory(
-            self.single_observation_space, b.observations, n
-        )
-        self.final_observations = read_from_shared_memory(
-            self.single_observation_space, b.final_observations, n
-        )
-        self.actions = read_from_shared_memory(self.single_action_space, b.actions, n)
+        self.observations: Any = None
+        self.final_observations: Any = None
+        self.actions: Any = None
+        if self.shared_obs:
+            self.observations = read_from_shared_memory(obs_space, b.observations, n)
+        if self.shared_actions:
+            self.actions = read_from_shared_memory(act_space, b.actions, n)
         self.rewards = np.frombuffer(b.rewards.get_obj(), np.float64)
         self.terminations = np.frombuffer(b.terminations.get_obj(), np.bool_)
         self.truncations = np.frombuffer(b.truncations.get_obj(), np.bool_)
         self.info_values = np.frombuffer(b.info_values.get_obj(), np.float64)[: n * k].reshape(n, k)
         self.info_kinds = np.frombuffer(b.info_kinds.get_obj(), np.int8)[: n * k].reshape(n, k)
         self._has_reply = np.frombuffer(b.has_reply.get_obj(), np.bool_)
-        parent = os.getpid()
+        parent = _parent_pid(ctx)
         try:
             for w, ids in enumerate(groups):
                 spec = WorkerSpec(
-                    [env_fns[i] for i in ids], ids, n, self.autoreset, self.info_keys, parent
+                    [fns[i] for i in ids],
+                    ids,
+                    n,
+                    self.autoreset,
+                    self.info_keys,
+                    parent,
+                    shared_obs=self.shared_obs,
+                    shared_actions=self.shared_actions,
+                    all_infos=self.all_infos,
                 )
                 cmd_r, cmd_w = ctx.Pipe(duplex=False)
                 rep_r, rep_w = ctx.Pipe(duplex=False)
@@ -215,7 +294,7 @@ class VecEngine:
                     target=run_worker,
                     args=(spec, b, cmd_r, rep_w, done_w),
                     name=f"metabonk-vec-{w}",
-                    daemon=True,
+                    daemon=daemon,
                 )
                 process.start()
                 cmd_r.close()
@@ -233,23 +312,61 @@ class VecEngine:
         self._step_all = [
             (handle, STEP_ALL + bytes(range(len(handle.env_ids)))) for handle in self._workers
         ]
-        for handle in self._workers:
-            obs_space, act_space, self.spec, self.metadata, self.render_mode = self._expect_reply(
-                handle, START_TIMEOUT_S, "start"
-            )
-            if (obs_space, act_space) != (self.single_observation_space, self.single_action_space):
-                raise ValueError(
-                    f"{handle.describe()}: its env's spaces ({obs_space}, {act_space}) differ from "
-                    f"the engine's ({self.single_observation_space}, {self.single_action_space}); "
-                    "every env of a vector env must have the same spaces"
+        env_obs: list[gym.Space] = []
+        env_act: list[gym.Space] = []
+        errors = []
+        for handle in self._workers:  # read every worker's answer before raising any error
+            status, value = self._expect_reply(handle, START_TIMEOUT_S, "start")
+            if status == "error":
+                errors.append((handle, value))
+                continue
+            obs_spaces, act_spaces, self.spec, self.metadata, self.render_mode = value
+            env_obs += obs_spaces
+            env_act += act_spaces
+        if errors:
+            handle, value = errors[0]
+            _raise_worker_error(value, f"start in {handle.describe()}")
+        self._check_spaces(env_obs, env_act)
+
+    def _check_spaces(self, env_obs: list[gym.Space], env_act: list[gym.Space]) -> None:
+        """Every env's spaces against the engine's, with gymnasium's errors and messages."""
+        single = self.single_observation_space
+        if self.observation_mode == "same":
+            if any(space != single for space in env_obs):
+                raise RuntimeError(
+                    "AsyncVectorEnv(..., observation_mode='same') however some of the "
+                    "sub-environments observation spaces are not equivalent. If this is "
+                    "intentional, use `observation_mode='different'` instead."
                 )
+        else:
+            if self.observation_mode == "different":
+                self.observation_space = batch_differing_spaces(env_obs)
+            if any(
+                type(space) is not type(single)
+                or getattr(space, "shape", None) != getattr(single, "shape", None)
+                or getattr(space, "dtype", None) != getattr(single, "dtype", None)
+                for space in env_obs
+            ):
+                raise RuntimeError(
+                    "AsyncVectorEnv(..., observation_mode='different' or custom space) however "
+                    "the sub-environment's observation spaces do not share a common shape and "
+                    "dtype."
+                )
+        if any(space != self.single_action_space for space in env_act):
+            raise RuntimeError(
+                f"Some environments have an action space different from "
+                f"`{self.single_action_space}`. In order to batch actions, the action spaces "
+                "from all environments must be equal."
+            )
 
     @staticmethod
     def _spaces_from(env_fn: Callable[[], gym.Env], ctx: Any) -> tuple[Any, ...]:
         """Build one env in a short-lived process and return its spaces, spec and metadata
         (an emulator allows one instance per process, so never in this one)."""
         rd, wr = ctx.Pipe(duplex=False)
-        process = ctx.Process(target=_describe_env, args=(env_fn, wr, os.getpid()), daemon=True)
+        process = ctx.Process(
+            target=_describe_env, args=(env_fn, wr, _parent_pid(ctx)), daemon=True
+        )
         process.start()
         wr.close()
         try:
@@ -280,10 +397,12 @@ class VecEngine:
         self.close(timeout_s=2.0)
         return EnvWorkerError(f"{message} (the vector env is closed)")
 
-    def _read_completions(self, deadline: float, what: str) -> None:
-        """Block until at least one pending env completes (or fail at the deadline)."""
+    def _read_completions(self, deadline: float, what: str, soft: float | None = None) -> None:
+        """Block until at least one pending env completes (or fail at the deadline; at `soft`,
+        raise `multiprocessing.TimeoutError` and keep the envs pending)."""
         while True:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 stuck = sorted(self._pending)
                 handles = {self._workers[self._worker_of[i]].describe() for i in stuck}
@@ -291,10 +410,18 @@ class VecEngine:
                     f"{what}: {', '.join(sorted(handles))} did not answer within "
                     f"{self.step_timeout_s:g} s (hung; killed)"
                 )
-            if not self._poll.poll(min(remaining, LIVENESS_S) * 1000.0):
-                for handle in self._workers:
-                    if not handle.process.is_alive():
-                        raise self._fail(f"{what}: {handle.describe()} {handle.exit_reason()}")
+            wait = min(remaining, LIVENESS_S)
+            if soft is not None:
+                if now >= soft:
+                    raise multiprocessing.TimeoutError(
+                        f"{what}: the envs did not finish within the timeout (still pending)"
+                    )
+                wait = min(wait, soft - now)
+            if not self._poll.poll(wait * 1000.0):
+                if soft is None or time.monotonic() < soft:
+                    for handle in self._workers:
+                        if not handle.process.is_alive():
+                            raise self._fail(f"{what}: {handle.describe()} {handle.exit_reason()}")
                 continue
             data = os.read(self._done_r, 2 * max(1, len(self._pending)))
             if not data:  # every worker's end closed: all are gone
@@ -307,15 +434,24 @@ class VecEngine:
         self._pending.discard(gid)
         if self._has_reply[gid]:
             handle = self._workers[self._worker_of[gid]]
-            payload = pickle.loads(handle.reply.recv_bytes())
+            try:  # the worker writes it right after the completion
+                payload = pickle.loads(handle.reply.recv_bytes())
+            except (EOFError, OSError):
+                handle.process.join(1.0)
+                raise self._fail(f"step: {handle.describe()} {handle.exit_reason()}") from None
             if "error" in payload:
                 self._errors.append((gid, payload["error"]))
             else:
-                self._replies[gid] = payload
+                if "obs" in payload:
+                    self.obs_items[gid] = payload.pop("obs")
+                if "final_obs" in payload:
+                    self.final_obs_items[gid] = payload.pop("final_obs")
+                if payload:
+                    self._replies[gid] = payload
         self._ready.append(gid)
 
     def _expect_reply(self, handle: _WorkerHandle, timeout_s: float, what: str) -> Any:
-        """The reply of one worker to a pickled command, within `timeout_s`."""
+        """The (status, value) reply of one worker to a pickled command, within `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         while not handle.reply.poll(min(1.0, max(0.0, deadline - time.monotonic()))):
             if not handle.process.is_alive() and not handle.reply.poll(0):
@@ -329,23 +465,60 @@ class VecEngine:
         except (EOFError, OSError):
             handle.process.join(1.0)
             raise self._fail(f"{what}: {handle.describe()} {handle.exit_reason()}") from None
-        if status == "error":
+        self._awaiting.pop(handle.index, None)
+        return status, value
+
+    def command_send(self, by_worker: dict[int, Any], message: Callable[[Any], tuple]) -> None:
+        """Send a pickled command to some workers; `command_collect` reads their replies."""
+        self._check_open()
+        busy = sorted(i for i in self._pending if int(self._worker_of[i]) in by_worker)
+        if busy:
+            raise RuntimeError(f"envs {busy} are stepping: recv() their results first")
+        if self._awaiting:
+            raise RuntimeError(
+                f"a {next(iter(self._awaiting.values()))!r} command is still waiting for its "
+                "replies: collect them first"
+            )
+        for w, arg in by_worker.items():
+            blob = message(arg)
+            self._send(self._workers[w], dumps(blob))
+            self._awaiting[w] = blob[0]
+
+    def command_collect(self, timeout_s: float | None = None) -> dict[int, Any]:
+        """The replies of every worker sent a command, read all before any error is raised (so
+        that the next command never reads a stale reply). `timeout_s`: raise
+        `multiprocessing.TimeoutError` if they are not all there by then, reading none."""
+        self._check_open()
+        if timeout_s is not None:
+            deadline = time.monotonic() + timeout_s
+            for w in list(self._awaiting):
+                handle = self._workers[w]
+                if not handle.reply.poll(max(0.0, deadline - time.monotonic())):
+                    if not handle.process.is_alive() and not handle.reply.poll(0):
+                        raise self._fail(f"{handle.describe()} {handle.exit_reason()}")
+                    raise multiprocessing.TimeoutError(
+                        f"the call has timed out after {timeout_s} second(s)"
+                    )
+        replies: dict[int, Any] = {}
+        errors = []
+        for w, what in list(self._awaiting.items()):
+            handle = self._workers[w]
+            status, value = self._expect_reply(handle, self.call_timeout_s, what)
+            if status == "error":
+                errors.append((handle, what, value))
+            else:
+                replies[w] = value
+        if errors:
+            handle, what, value = errors[0]
             _raise_worker_error(value, f"{what} in {handle.describe()}")
-        return value
+        return replies
 
     def _command(
         self, by_worker: dict[int, Any], message: Callable[[Any], tuple]
     ) -> dict[int, Any]:
-        """Send a pickled command to some workers and collect their replies."""
-        busy = sorted(i for i in self._pending if int(self._worker_of[i]) in by_worker)
-        if busy:
-            raise RuntimeError(f"envs {busy} are stepping: recv() their results first")
-        for w, arg in by_worker.items():
-            self._send(self._workers[w], pickle.dumps(message(arg)))
-        return {
-            w: self._expect_reply(self._workers[w], self.call_timeout_s, message(arg)[0])
-            for w, arg in by_worker.items()
-        }
+        """Send a pickled command to some workers and collect all their replies."""
+        self.command_send(by_worker, message)
+        return self.command_collect()
 
     def _send(self, handle: _WorkerHandle, blob: bytes) -> None:
         try:
@@ -365,17 +538,43 @@ class VecEngine:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise RuntimeError("this vector env is closed; build a new one")
+            raise VectorEnvClosedError("this vector env is closed; build a new one")
+
+    def _in_order(
+        self, env_ids: Sequence[int] | None, groups: dict[int, list[int]], replies: dict[int, Any]
+    ) -> list[Any]:
+        results = {i: r for w, ids in groups.items() for i, r in zip(ids, replies[w])}
+        return [results[int(i)] for i in (range(self.num_envs) if env_ids is None else env_ids)]
+
+    # observations ---------------------------------------------------------------------------
+    def batch(self, ids: Sequence[int] | np.ndarray | None = None) -> Any:
+        """The observations of envs `ids` (default all, in order) as one batch: in shared
+        memory a view for all envs and a copy for some; through the pipes always a new batch."""
+        if self.shared_obs:
+            obs = self.observations
+            return obs if ids is None else _rows(obs, np.asarray(ids, np.intp))
+        items = self.obs_items
+        chosen = items if ids is None else [items[int(i)] for i in ids]
+        out = create_empty_array(self.single_observation_space, len(chosen), fn=np.zeros)
+        return concatenate(self.single_observation_space, chosen, out)
+
+    def row(self, i: int, final: bool = False) -> Any:
+        """One env's observation (a copy), or its last final observation (SAME_STEP: as the
+        env returned it)."""
+        if final:
+            return self.final_obs_items[i]
+        if self.shared_obs:
+            return _row(self.observations, i)
+        return copy_module.deepcopy(self.obs_items[i])
 
     # the API ------------------------------------------------------------------------------
-    def reset(
+    def reset_send(
         self,
         env_ids: Sequence[int] | None = None,
         seeds: Sequence[int | None] | None = None,
         options: Sequence[dict[str, Any] | None] | None = None,
-    ) -> tuple[Any, list[dict[str, Any]]]:
-        """Reset `env_ids` (default all) with a seed and options each; returns the observations
-        of all envs (shared memory) and the reset infos of `env_ids`."""
+    ) -> list[int]:
+        """Start resetting `env_ids` (default all); `reset_collect` returns their infos."""
         self._check_open()
         ids = list(range(self.num_envs)) if env_ids is None else [int(i) for i in env_ids]
         seeds = list(seeds) if seeds is not None else [None] * len(ids)
@@ -384,21 +583,53 @@ class VecEngine:
             raise ValueError(
                 f"reset: {len(ids)} envs but {len(seeds)} seeds / {len(options)} options"
             )
+        for i in ids:
+            if not 0 <= i < self.num_envs:
+                raise IndexError(f"env index {i} out of range for {self.num_envs} envs")
         requests: dict[int, list[tuple[int, int | None, Any]]] = {}
-        order: dict[int, list[int]] = {}
         for i, seed, opt in zip(ids, seeds, options):
             w = int(self._worker_of[i])
             requests.setdefault(w, []).append((int(self._local_of[i]), seed, opt))
-            order.setdefault(w, []).append(i)
-        replies = self._command(requests, lambda reqs: ("reset", reqs))
+        self.command_send(requests, lambda reqs: ("reset", reqs))
+        self._reset_ids = ids
+        return ids
+
+    def reset_collect(self, timeout_s: float | None = None) -> tuple[Any, list[dict[str, Any]]]:
+        """The observations of all envs and the reset infos of the envs `reset_send` reset."""
+        replies = self.command_collect(timeout_s)
+        ids = self._reset_ids
+        order: dict[int, list[int]] = {}
+        for i in ids:
+            order.setdefault(int(self._worker_of[i]), []).append(i)
         infos: dict[int, dict[str, Any]] = {}
         for w, answer in replies.items():
-            infos.update(zip(order[w], answer))
+            for i, (info, obs) in zip(order[w], answer):
+                infos[i] = info
+                if not self.shared_obs:
+                    self.obs_items[i] = obs
         return self.observations, [infos[i] for i in ids]
 
+    def reset(
+        self,
+        env_ids: Sequence[int] | None = None,
+        seeds: Sequence[int | None] | None = None,
+        options: Sequence[dict[str, Any] | None] | None = None,
+    ) -> tuple[Any, list[dict[str, Any]]]:
+        """Reset `env_ids` (default all) with a seed and options each; returns the observations
+        of all envs (shared memory; None where they travel through the pipes: see `batch`) and
+        the reset infos of `env_ids`."""
+        self.reset_send(env_ids, seeds, options)
+        return self.reset_collect()
+
     def send(self, actions: Any, env_ids: Sequence[int] | None = None) -> None:
-        """Start a step of `env_ids` (default all) with `actions` (one row per env in `env_ids`)."""
+        """Start a step of `env_ids` (default all) with `actions` (one row per env in `env_ids`;
+        where actions travel through the pipes, a sequence of one action per env)."""
         self._check_open()
+        if self._awaiting:
+            raise RuntimeError("a command is still waiting for its replies: collect them first")
+        if not self.shared_actions:
+            self._send_pickled(actions, env_ids)
+            return
         if env_ids is None:  # every env: the messages are built once (`_step_all`)
             if self._pending:
                 raise RuntimeError(
@@ -419,18 +650,45 @@ class VecEngine:
             self._pending.update(ids)
             self._send(self._workers[w], STEP + local)
 
-    def recv(self, min_ready: int | None = None) -> np.ndarray:
+    def _send_pickled(self, actions: Any, env_ids: Sequence[int] | None) -> None:
+        """A step whose actions travel pickled with the command (spaces that shared memory
+        cannot hold)."""
+        ids = list(range(self.num_envs)) if env_ids is None else [int(i) for i in env_ids]
+        actions = list(actions)
+        if len(actions) != len(ids):
+            raise ValueError(f"{len(actions)} actions for {len(ids)} envs")
+        groups = self._group(ids)
+        busy = self._pending.intersection(ids)
+        if busy:
+            raise RuntimeError(f"envs {sorted(busy)} are still stepping: recv() them first")
+        action_of = dict(zip(ids, actions))
+        each = env_ids is not None
+        for w, group in groups.items():
+            self._pending.update(group)
+            message = (
+                "step",
+                [int(self._local_of[i]) for i in group],
+                [action_of[i] for i in group],
+                each,
+            )
+            self._send(self._workers[w], dumps(message))
+
+    def recv(self, min_ready: int | None = None, timeout_s: float | None = None) -> np.ndarray:
         """Wait until at least `min_ready` stepping envs have finished (default: all of them) and
-        return their indices (pool mode: in the order they finished)."""
+        return their indices (pool mode: in the order they finished). `timeout_s`: raise
+        `multiprocessing.TimeoutError` past it, the envs still pending (a later `recv` gets
+        them); past `step_timeout_s` a worker counts as hung and the engine closes."""
         self._check_open()
         want = len(self._pending) + len(self._ready) if min_ready is None else int(min_ready)
         if want > len(self._pending) + len(self._ready):
             raise ValueError(
                 f"recv({want}): only {len(self._pending) + len(self._ready)} envs are stepping"
             )
-        deadline = time.monotonic() + self.step_timeout_s
+        now = time.monotonic()
+        deadline = now + self.step_timeout_s
+        soft = None if timeout_s is None else now + timeout_s
         while len(self._ready) < want:
-            self._read_completions(deadline, "step")
+            self._read_completions(deadline, "step", soft)
         if self._errors:
             while self._pending:  # keep the protocol in step before raising
                 self._read_completions(deadline, "step")
@@ -448,6 +706,11 @@ class VecEngine:
         """Step every env (send + recv); returns the env indices (all of them, sorted)."""
         self.send(actions)
         return np.sort(self.recv())
+
+    @property
+    def stepping(self) -> bool:
+        """Whether some envs are stepping or finished and not yet returned by `recv`."""
+        return bool(self._pending or self._ready)
 
     def pop_replies(self, env_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """The pickled extras of the last step of `env_ids` (`final_info`, non-number info)."""
@@ -470,17 +733,39 @@ class VecEngine:
                 out[key] = bool(values[k])
         return out
 
+    def call_send(
+        self, name: str, *args: Any, env_ids: Sequence[int] | None = None, **kwargs: Any
+    ) -> None:
+        """Start `call` (see there); `call_collect` returns the results."""
+        groups = self._group(env_ids)
+        self.command_send(
+            groups, lambda ids: ("call", [int(self._local_of[i]) for i in ids], name, args, kwargs)
+        )
+        self._call_ids = (env_ids, groups)
+
+    def call_collect(self, timeout_s: float | None = None) -> list[Any]:
+        """The results of the `call_send` in flight, in the order of its `env_ids`."""
+        replies = self.command_collect(timeout_s)
+        env_ids, groups = self._call_ids
+        return self._in_order(env_ids, groups, replies)
+
     def call(
         self, name: str, *args: Any, env_ids: Sequence[int] | None = None, **kwargs: Any
     ) -> list[Any]:
-        """Call method `name` (or read attribute `name`) of each env in `env_ids` (default all)."""
+        """Call method `name` of each env in `env_ids` (default all; an attribute that is not
+        callable is returned as it is)."""
+        self.call_send(name, *args, env_ids=env_ids, **kwargs)
+        return self.call_collect()
+
+    def get_attr(self, name: str, env_ids: Sequence[int] | None = None) -> list[Any]:
+        """Attribute `name` of each env in `env_ids` (default all), never called: a method
+        comes back as the method (`call` is for calling)."""
         self._check_open()
         groups = self._group(env_ids)
         replies = self._command(
-            groups, lambda ids: ("call", [int(self._local_of[i]) for i in ids], name, args, kwargs)
+            groups, lambda g: ("get_attr", [int(self._local_of[i]) for i in g], name)
         )
-        results = {i: r for w, ids in groups.items() for i, r in zip(ids, replies[w])}
-        return [results[int(i)] for i in (range(self.num_envs) if env_ids is None else env_ids)]
+        return self._in_order(env_ids, groups, replies)
 
     def set_attr(
         self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None
@@ -507,8 +792,7 @@ class VecEngine:
         replies = self._command(
             groups, lambda g: ("last_info", [int(self._local_of[i]) for i in g])
         )
-        results = {i: r for w, ids in groups.items() for i, r in zip(ids, replies[w])}
-        return [results[int(i)] for i in (range(self.num_envs) if env_ids is None else env_ids)]
+        return self._in_order(env_ids, groups, replies)
 
     def is_wrapped(self, wrapper_class: type, env_ids: Sequence[int] | None = None) -> list[bool]:
         """Whether each env in `env_ids` (default all) has a wrapper of `wrapper_class`."""
@@ -517,8 +801,7 @@ class VecEngine:
         replies = self._command(
             groups, lambda g: ("is_wrapped", [int(self._local_of[i]) for i in g], wrapper_class)
         )
-        results = {i: r for w, ids in groups.items() for i, r in zip(ids, replies[w])}
-        return [results[int(i)] for i in (range(self.num_envs) if env_ids is None else env_ids)]
+        return self._in_order(env_ids, groups, replies)
 
     @property
     def pids(self) -> list[int]:
@@ -554,10 +837,47 @@ class VecEngine:
             self._done_r = -1
         self._pending.clear()
         self._ready.clear()
+        self._awaiting.clear()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close(timeout_s=1.0)
+
+
+def _use_shared_memory(space: gym.Space, wanted: bool | None) -> bool:
+    """Whether `space` travels through shared memory: `wanted` True refuses a space that
+    cannot, with gymnasium's errors (ValueError for a custom space, TypeError for one of
+    dynamic size); Text and OneOf always travel through the pipes (gymnasium's readers of
+    them copy, so a buffer read once would go stale)."""
+    if wanted is False:
+        return False
+    if wanted:
+        try:
+            create_shared_memory(space, 1)
+        except CustomSpaceError as exc:
+            raise ValueError(
+                "Using `AsyncVector(..., shared_memory=True)` caused an error, you can disable "
+                "this feature with `shared_memory=False` however this is slower."
+            ) from exc
+    return shareable(space)
+
+
+def _rows(obs: Any, ids: np.ndarray) -> Any:
+    """Rows `ids` of a batched observation (array, dict or tuple): a copy."""
+    if isinstance(obs, dict):
+        return {key: _rows(value, ids) for key, value in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(_rows(value, ids) for value in obs)
+    return obs[ids]
+
+
+def _row(obs: Any, i: int) -> Any:
+    """Row `i` of a batched observation: a copy."""
+    if isinstance(obs, dict):
+        return {key: _row(value, i) for key, value in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(_row(value, i) for value in obs)
+    return obs[i].copy()
 
 
 def _copy_rows(dest: Any, src: Any, rows: np.ndarray | None) -> None:
@@ -607,7 +927,7 @@ def declared_info_names(env: gym.Env) -> list[str]:
 def _describe_env(env_fn: Callable[[], gym.Env], conn: Any, parent: int) -> None:
     """Run in a short-lived process: build one env and send back its spaces and spec."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent(parent)
+    die_with_parent(parent or os.getppid())
     try:
         env = env_fn()
         try:
@@ -624,6 +944,6 @@ def _describe_env(env_fn: Callable[[], gym.Env], conn: Any, parent: int) -> None
             )
         finally:
             env.close()
-        conn.send_bytes(pickle.dumps(answer))
+        conn.send_bytes(dumps(answer))
     except Exception as exc:
         conn.send_bytes(pickle.dumps(("error", pickled_error(exc))))

@@ -7,8 +7,9 @@ tuples, which only this project's own processes send), reads actions from and wr
 observations, rewards, done flags and requested info values into shared arrays, and announces
 each finished env by writing its global index (two bytes, an atomic pipe write) into one
 completion pipe that every worker shares. Anything that is not a number (an episode's final
-info, an exception, a reply to `call`) goes back pickled on the worker's own reply pipe, before
-its completion bytes. This is the design of PufferLib's vector module (shared buffers, the main
+info, an exception, a reply to `call`, observations of spaces that shared memory cannot hold)
+goes back pickled on the worker's own reply pipe, right after its completion bytes (the main
+process reads it when it sees them, so a payload of any size never fills a pipe nobody reads). This is the design of PufferLib's vector module (shared buffers, the main
 process waits on flags, pool mode), which cannot be installed here (its build downloads files);
 it is written with the standard library. Everything else (`make_vec`'s gymnasium front, the
 SB3 VecEnv of training, parallel eval) uses only `VecEngine`'s interface, so swapping PufferLib
@@ -29,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import cloudpickle
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -43,6 +45,44 @@ STEP = b"s"
 STEP_ALL = b"S"
 #: How an info value that is absent is kept in the shared info columns.
 ABSENT, BOOL, INT, FLOAT = 0, 1, 2, 3
+
+
+def dumps(obj: Any) -> bytes:
+    """Pickle `obj`, with cloudpickle where plain pickle cannot (a lambda in an env's spec,
+    a closure returned by a `call`), as gymnasium's `AsyncVectorEnv` sends env functions."""
+    try:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return cloudpickle.dumps(obj)
+
+
+def shareable(space: gym.Space) -> bool:
+    """Whether gymnasium's shared-memory helpers hold `space` as fixed views: Box, Discrete,
+    MultiDiscrete, MultiBinary, and Dict and Tuple of them.
+
+    >>> from gymnasium.spaces import Box, Dict, Text
+    >>> shareable(Dict({"a": Box(0, 1)})), shareable(Text(5))
+    (True, False)
+    """
+    if isinstance(space, gym.spaces.Dict):
+        return all(shareable(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return all(shareable(s) for s in space.spaces)
+    return type(space) in (
+        gym.spaces.Box,
+        gym.spaces.Discrete,
+        gym.spaces.MultiDiscrete,
+        gym.spaces.MultiBinary,
+    )
+
+
+def _action_row(actions: Any, i: int) -> Any:
+    """Env `i`'s action from the shared batch of a Dict or Tuple action space."""
+    if isinstance(actions, dict):
+        return {key: _action_row(value, i) for key, value in actions.items()}
+    if isinstance(actions, tuple):
+        return tuple(_action_row(value, i) for value in actions)
+    return actions[i]
 
 
 def decode_step_command(message: bytes) -> list[int]:
@@ -86,6 +126,9 @@ class WorkerSpec:
         autoreset: gymnasium's autoreset mode.
         info_keys: the info keys sent every step.
         parent_pid: the main process (the worker dies with it).
+        shared_obs, shared_actions: observations / actions through shared memory (else
+            pickled on the pipes).
+        all_infos: send every info key, pickled, every step.
     """
 
     env_fns: Sequence[Callable[[], gym.Env]]
@@ -94,6 +137,9 @@ class WorkerSpec:
     autoreset: AutoresetMode
     info_keys: Sequence[str]
     parent_pid: int
+    shared_obs: bool = True
+    shared_actions: bool = True
+    all_infos: bool = False
 
 
 def _kind(value: Any) -> int:
@@ -121,7 +167,12 @@ class _Worker:
         self.buffers = buffers
         self.observations = buffers.observations
         self.final_observations = buffers.final_observations
-        self.actions: Any = read_from_shared_memory(self.envs[0].action_space, buffers.actions, n)
+        self.actions: Any = None
+        if spec.shared_actions:
+            self.actions = read_from_shared_memory(self.envs[0].action_space, buffers.actions, n)
+        self.flat_actions = isinstance(self.actions, np.ndarray)
+        self.shared_obs = spec.shared_obs
+        self.all_infos = spec.all_infos
         self.rewards = np.frombuffer(buffers.rewards.get_obj(), np.float64)
         self.terminations = np.frombuffer(buffers.terminations.get_obj(), np.bool_)
         self.truncations = np.frombuffer(buffers.truncations.get_obj(), np.bool_)
@@ -132,6 +183,7 @@ class _Worker:
         self.info_kinds = self.info_kinds.reshape(n, keys)
         self.has_reply = np.frombuffer(buffers.has_reply.get_obj(), np.bool_)
         self.needs_reset = [False] * len(self.envs)
+        self.later: list[bytes] = []  # payloads sent after a batch of completions
         self.last_infos: list[dict[str, Any]] = [{} for _ in self.envs]
         self.term_totals: list[dict[str, float]] = [{} for _ in self.envs]
         self.scalar_keys = list(spec.info_keys)
@@ -152,14 +204,26 @@ class _Worker:
         return extra
 
     def _finish(self, i: int, payload: dict[str, Any] | None, announce: bool) -> bytes:
+        """Announce env `i`'s step: its completion bytes (written now, or returned for the batch
+        write when not `announce`), then its pickled payload, if any, on the reply pipe. The
+        payload goes after the completion: the main process reads it only when it sees the
+        completion, so a payload larger than the pipe's buffer (a frame) cannot deadlock."""
         gid = self.ids[i]
+        blob = None
         if payload:
-            self.reply.send_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
-        self.has_reply[gid] = bool(payload)
+            try:
+                blob = dumps(payload)
+            except Exception as exc:  # an observation or info that no pickler can send
+                blob = pickle.dumps({"error": pickled_error(exc)})
+        self.has_reply[gid] = blob is not None
         done = gid.to_bytes(2, "little")
         if announce:
             os.write(self.done_fd, done)
+            if blob is not None:
+                self.reply.send_bytes(blob)
             return b""
+        if blob is not None:
+            self.later.append(blob)
         return done
 
     def _track_terms(self, i: int, info: dict[str, Any]) -> None:
@@ -178,10 +242,10 @@ class _Worker:
         return final
 
     # commands ---------------------------------------------------------------------------------
-    def step(self, local: list[int], each: bool = True) -> None:
+    def step(self, local: list[int], each: bool = True, actions: list[Any] | None = None) -> None:
         mode = self.spec.autoreset
         batch = b""
-        for i in local:
+        for k, i in enumerate(local):
             gid = self.ids[i]
             env = self.envs[i]
             try:
@@ -191,31 +255,48 @@ class _Worker:
                     reward, terminated, truncated = 0.0, False, False
                     self.needs_reset[i] = False
                 else:
-                    obs, reward, terminated, truncated, info = env.step(self.actions[gid])
+                    if actions is not None:
+                        action = actions[k]
+                    elif self.flat_actions:
+                        action = self.actions[gid]
+                    else:
+                        action = _action_row(self.actions, gid)
+                    obs, reward, terminated, truncated, info = env.step(action)
                 self._track_terms(i, info)
                 payload: dict[str, Any] = {}
                 if terminated or truncated:
                     final = self._episode_end(i, info)
                     if mode is AutoresetMode.SAME_STEP:
-                        write_to_shared_memory(self.obs_space, gid, obs, self.final_observations)
+                        # pickled once per episode, as the env returned it (gymnasium's type)
+                        payload["final_obs"] = obs
                         payload["final_info"] = final
                         obs, info = env.reset()
                     else:
                         payload["final_info"] = final
                         self.needs_reset[i] = mode is AutoresetMode.NEXT_STEP
                 self.last_infos[i] = info
-                write_to_shared_memory(self.obs_space, gid, obs, self.observations)
+                if self.shared_obs:
+                    write_to_shared_memory(self.obs_space, gid, obs, self.observations)
+                else:
+                    payload["obs"] = obs
                 self.rewards[gid] = float(reward)
                 self.terminations[gid] = bool(terminated)
                 self.truncations[gid] = bool(truncated)
-                extra = self._write_infos(i, info)
-                if extra:
-                    payload["info"] = extra
+                if self.all_infos:
+                    if info:
+                        payload["info"] = info
+                else:
+                    extra = self._write_infos(i, info)
+                    if extra:
+                        payload["info"] = extra
             except Exception as exc:  # sent to the main process, which raises it there
                 payload = {"error": pickled_error(exc)}
             batch += self._finish(i, payload, announce=each)
         if batch:  # at most PIPE_BUF bytes: one atomic write
             os.write(self.done_fd, batch)
+            for blob in self.later:  # in the order of the completions
+                self.reply.send_bytes(blob)
+            self.later.clear()
 
     def reset(self, requests: list[tuple[int, int | None, dict[str, Any] | None]]) -> Any:
         replies = []
@@ -224,18 +305,25 @@ class _Worker:
             self.needs_reset[i] = False
             self.term_totals[i] = {}
             self.last_infos[i] = info
-            write_to_shared_memory(self.obs_space, self.ids[i], obs, self.observations)
-            replies.append(info)
+            if self.shared_obs:
+                write_to_shared_memory(self.obs_space, self.ids[i], obs, self.observations)
+                obs = None
+            replies.append((info, obs))
         return replies
 
     def call(self, local: list[int], name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         out = []
+        for attr in self.get_attr(local, name):
+            out.append(attr(*args, **kwargs) if callable(attr) else attr)
+        return out
+
+    def get_attr(self, local: list[int], name: str) -> Any:
+        # an attribute of a wrapper inside (a curriculum's `set_start`) counts too, as in
+        # SB3's SubprocVecEnv
+        out = []
         for i in local:
             env = self.envs[i]
-            # an attribute of a wrapper inside (a curriculum's `set_start`) counts too, as in
-            # SB3's SubprocVecEnv
-            attr = getattr(env, name) if hasattr(env, name) else env.get_wrapper_attr(name)
-            out.append(attr(*args, **kwargs) if callable(attr) else attr)
+            out.append(getattr(env, name) if hasattr(env, name) else env.get_wrapper_attr(name))
         return out
 
     def set_attr(self, local: list[int], name: str, values: list[Any]) -> Any:
@@ -265,7 +353,13 @@ class _Worker:
 
     def spaces(self) -> Any:
         env = self.envs[0]
-        return env.observation_space, env.action_space, env.spec, env.metadata, env.render_mode
+        return (
+            [e.observation_space for e in self.envs],
+            [e.action_space for e in self.envs],
+            env.spec,
+            env.metadata,
+            env.render_mode,
+        )
 
     def close(self) -> None:
         for env in self.envs:
@@ -292,28 +386,30 @@ def run_worker(
 ) -> None:
     """The worker process's main function (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
-    die_with_parent(spec.parent_pid)
+    die_with_parent(spec.parent_pid or os.getppid())  # 0: forkserver (its server is the parent)
     try:
         worker = _Worker(spec, buffers, done.fileno(), reply)
     except Exception as exc:
         reply.send_bytes(pickle.dumps(("error", pickled_error(exc))))
         return
-    reply.send_bytes(pickle.dumps(("ok", worker.spaces())))
+    reply.send_bytes(dumps(("ok", worker.spaces())))
     try:
         while True:
             message = commands.recv_bytes()
             if message[:1] in (STEP, STEP_ALL):
                 worker.step(decode_step_command(message), each=message[:1] == STEP)
                 continue
-            name, *args = pickle.loads(message)
+            name, *args = pickle.loads(message)  # from the main process that started this one
+            if name == "step":  # actions that travel pickled (spaces shared memory cannot hold)
+                worker.step(args[0], each=args[2], actions=args[1])
+                continue
             if name == "close":
                 worker.close()
                 reply.send_bytes(pickle.dumps(("ok", None)))
                 return
             try:
                 result = getattr(worker, name)(*args)
-                answer: tuple[str, Any] = ("ok", result)
-                blob = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+                blob = dumps(("ok", result))
             except Exception as exc:
                 blob = pickle.dumps(("error", pickled_error(exc)))
             reply.send_bytes(blob)
