@@ -155,7 +155,7 @@ def collection(
             if name == "subproc":
                 venv: Any = SubprocVecEnv(fns, start_method="fork")
             else:
-                venv = SharedMemoryVecEnv(fns, context="fork")
+                venv = SharedMemoryVecEnv(fns, context="fork", info_keys=())  # PPO reads none
             try:
                 model = PPO(policy, venv, n_steps=64, device="cpu", seed=0)
                 rates[name].append(_collection_sps(venv, model, steps))
