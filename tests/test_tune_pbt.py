@@ -79,6 +79,12 @@ def test_two_members_exploit_once_and_the_best_policy_evaluates(
     cli = runner.invoke(app, ["eval", QUEST, str(best), "--episodes", "1", "--out", str(out)])
     assert cli.exit_code == 0, cli.output
     assert json.loads(out.read_text())["episodes"][0]["length"] > 0
+    # the PBT run directory and its best/ folder load as agents too (issue 22)
+    for folder in (run_dir, run_dir / "best"):
+        cli = runner.invoke(app, ["eval", QUEST, str(folder), "--episodes", "1", "--out", str(out)])
+        assert cli.exit_code == 0, cli.output
+        run = json.loads(out.read_text())["run"]
+        assert run["kind"] == "pbt" and run["weights"] == str(best)
 
 
 def test_a_bad_pbt_file_is_a_one_line_error(tmp_path: Path) -> None:
