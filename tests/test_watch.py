@@ -91,7 +91,9 @@ def live(tmp_path: Path) -> Any:
         overrides={
             "n_envs": 4,
             "frame_stack": 1,
-            "wrappers": [{"name": "pause_to_think", "engine": "oracle"}],
+            "wrappers": [
+                {"name": "pause_to_think", "engine": "oracle", "log_dir": str(tmp_path / "think")}
+            ],
         },
     )
     request_views(True)
@@ -131,11 +133,18 @@ def test_live_grid_overlay_timeline_and_disconnect(live: Any, tmp_path: Path) ->
         _shot(page, tmp_path, "watch-grid.png")
         # click an env: its larger view and its decision timeline
         page.click("#env-1")
-        page.wait_for_selector("#timeline li.event")
+        page.wait_for_selector("#timeline li.call img")
         assert page.is_visible("#detail-img")
         text = page.text_content("#timeline")
-        timeline = hub.timeline(1)
-        assert timeline and timeline[-1]["directive"]["action"] in text
+        calls = hub.decisions(1)  # env 1's own thinker's log: its calls, none of another env's
+        assert calls and {c["run"] for c in calls} == {hub.decision_log(1)["run"]}
+        assert calls[0]["directive"]["goal"] in text and "prompt" in text and "answer" in text
+        page.wait_for_function(
+            "[...document.querySelectorAll('#timeline li.call img')].some("
+            "i => i.complete && i.naturalWidth > 0)"
+        )  # the frame the model saw
+        page.locator("#detail").scroll_into_view_if_needed()
+        _shot(page, tmp_path, "watch-timeline.png")
         # the world map: every env placed, visits counted
         page.click("#tab-map")
         page.wait_for_function("document.getElementById('map-note').textContent.includes('4 envs')")

@@ -34,6 +34,7 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -103,7 +104,32 @@ def _jsonable(value: Any, depth: int = 0) -> Any:
     return None
 
 
-def overlay(info: Mapping[str, Any], ret: float, length: int, folder: str | None) -> bytes:
+def decision_log_of(env: Any) -> dict[str, str] | None:
+    """The decision log a wrapper of `env` keeps (`director.log`: its folder and run id), which
+    the viewer's timeline reads prompts and answers from; None without one.
+
+    >>> import gymnasium as gym
+    >>> decision_log_of(gym.make("CartPole-v1")) is None
+    True
+    """
+    layer = env
+    for _ in range(64):
+        log = getattr(getattr(layer, "director", None), "log", None)
+        if log is not None and getattr(log, "folder", None) is not None:
+            return {"folder": str(Path(log.folder).resolve()), "run": str(getattr(log, "_run", ""))}
+        layer = getattr(layer, "env", None)
+        if layer is None:
+            break
+    return None
+
+
+def overlay(
+    info: Mapping[str, Any],
+    ret: float,
+    length: int,
+    folder: str | None,
+    decisions: dict[str, str] | None = None,
+) -> bytes:
     """The JSON an env sends with a frame: its numbers, directive, think counters, reward terms.
 
     >>> json.loads(overlay({"hp": 2, "directive": {"goal": "key"}}, 1.0, 5, None))["directive"]
@@ -120,6 +146,8 @@ def overlay(info: Mapping[str, Any], ret: float, length: int, folder: str | None
             data[key] = _jsonable(info[key])
     if folder:
         data["game_folder"] = folder
+    if decisions:
+        data["decisions"] = decisions
     blob = json.dumps(data, separators=(",", ":")).encode()
     if len(blob) > META_BYTES:  # drop the bulkiest parts first
         for key in ("think", "reward_terms", "info"):
@@ -270,6 +298,7 @@ class WorkerView:
         self.returns = [0.0] * len(self.ids)
         self.lengths = [0] * len(self.ids)
         self.folders: list[str | None] = [None] * len(self.ids)
+        self.logs: list[dict[str, str] | None] = [None] * len(self.ids)
 
     def after_step(
         self, local: int, env: Any, obs: Any, reward: float, done: bool, info: Mapping[str, Any]
@@ -287,7 +316,10 @@ class WorkerView:
         if self.folders[local] is None and env is not None:
             game = getattr(getattr(env, "unwrapped", env), "game_data", None)
             self.folders[local] = str(getattr(game, "folder", "")) or ""
-        meta = overlay(info, self.returns[local], self.lengths[local], self.folders[local])
+            self.logs[local] = decision_log_of(env)
+        meta = overlay(
+            info, self.returns[local], self.lengths[local], self.folders[local], self.logs[local]
+        )
         self.buffers.write(self.ids[local], env_frame(env, obs), meta)
 
 

@@ -24,10 +24,12 @@ import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from metabonk_gym.think.log import LOG_NAME, DecisionLogNotFoundError, read_decisions
 from metabonk_gym.vector.view import view_sources
 from metabonk_gym.watch.worldmap import MapSpec, load_map_spec
 
@@ -36,6 +38,8 @@ TIMELINE_LEN = 200
 TIMELINE_FRAMES = 40
 #: Frames smaller than this on their short side are enlarged (nearest neighbour) before JPEG.
 MIN_SIDE = 120
+#: A decision log larger than this is not read for the live timeline.
+MAX_LOG_BYTES = 32_000_000
 
 
 def encode_jpeg(frame: np.ndarray, quality: int = 75) -> bytes:
@@ -249,6 +253,29 @@ class LiveHub:
                 return []
             view = self.envs[index]
             return [{**e, "has_frame": e["id"] in view.timeline_frames} for e in view.timeline]
+
+    def decision_log(self, index: int) -> dict[str, str] | None:
+        """Env `index`'s decision log (folder and run id), when its thinker keeps one."""
+        with self._lock:
+            if not 0 <= index < len(self.envs):
+                return None
+            log = self.envs[index].meta.get("decisions")
+            return log if isinstance(log, dict) and log.get("folder") else None
+
+    def decisions(self, index: int, limit: int = 100) -> list[dict[str, Any]]:
+        """Env `index`'s newest think calls from its decision log (prompt, answer, directive,
+        latency, fallback, outcome, frame), oldest first; [] without a log."""
+        log = self.decision_log(index)
+        if log is None:
+            return []
+        path = Path(log["folder"]) / LOG_NAME
+        try:
+            if path.stat().st_size > MAX_LOG_BYTES:
+                return []
+            records = read_decisions(log["folder"])
+        except (OSError, ValueError, DecisionLogNotFoundError):
+            return []
+        return [r for r in records if not log.get("run") or r.get("run") == log["run"]][-limit:]
 
     def timeline_frame(self, index: int, event: int) -> bytes | None:
         with self._lock:

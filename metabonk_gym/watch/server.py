@@ -235,6 +235,18 @@ class WatchServer:
         async def timeline(request: Any) -> Response:
             return JSONResponse(hub().timeline(request.path_params["i"]))
 
+        async def calls(request: Any) -> Response:
+            records = await asyncio.to_thread(hub().decisions, request.path_params["i"])
+            return JSONResponse(json.loads(json.dumps(records, default=str)))
+
+        async def call_frame(request: Any) -> Response:
+            log = hub().decision_log(request.path_params["i"])
+            rel = request.query_params.get("file", "")
+            path = inside(Path(log["folder"]), rel) if log is not None else None
+            if path is None or not path.is_file() or path.suffix != ".png":
+                raise not_found()
+            return FileResponse(path, media_type="image/png")
+
         async def timeline_frame(request: Any) -> Response:
             jpeg = hub().timeline_frame(request.path_params["i"], request.path_params["e"])
             if not jpeg:
@@ -359,6 +371,8 @@ class WatchServer:
             Route("/api/live/frame/{i:int}", frame),
             Route("/api/live/timeline/{i:int}", timeline),
             Route("/api/live/timeline/{i:int}/{e:int}", timeline_frame),
+            Route("/api/live/calls/{i:int}", calls),
+            Route("/api/live/calls/{i:int}/frame", call_frame),
             Route("/api/map", world_map),
             Route("/api/scan", scan_route),
             Route("/api/train", train),

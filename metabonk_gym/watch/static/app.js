@@ -123,8 +123,25 @@ function renderDetailText() {
 async function loadTimeline() {
   if (state.selected === null) return;
   const i = state.selected;
-  const events = await getJSON("/api/live/timeline/" + i);
+  const [events, calls] = await Promise.all([getJSON("/api/live/timeline/" + i), getJSON("/api/live/calls/" + i)]);
   const list = $("timeline"); list.textContent = "";
+  if (calls.length) {  // the thinker's decision log: what the model saw, was asked, answered
+    for (const c of calls.slice().reverse()) {
+      const li = el("li", { class: "event call" });
+      if (c.frame) li.append(el("img", { src: q("/api/live/calls/" + i + "/frame?file=" + encodeURIComponent(c.frame)), alt: "frame the model saw" }));
+      const d = c.directive || {};
+      const box = el("div");
+      box.append(el("pre", {}, "step " + fmt(c.step) + " (" + (c.trigger || "") + "): " + directiveText(d) + "\n" + (d.reasoning || "") +
+        "\nlatency " + fmt(c.latency_s) + " s" + (c.fallback ? ", fallback " + c.fallback : "") + (c.error ? ", error " + c.error : "") +
+        (c.outcome ? ", outcome " + c.outcome.status : "")));
+      const prompt = el("details"); prompt.append(el("summary", {}, "prompt"), el("pre", {}, c.user || "(none)"));
+      const answer = el("details"); answer.append(el("summary", {}, "answer"), el("pre", {}, c.raw || "(none)"));
+      box.append(prompt, answer);
+      li.append(box);
+      list.append(li);
+    }
+    return;
+  }
   if (!events.length) list.append(el("li", { class: "empty" }, "no decisions yet (this env's agent has not given a directive)"));
   for (const ev of events.slice().reverse()) {
     const li = el("li", { class: "event" });
