@@ -43,6 +43,7 @@ COMMAND_MODULES = (
     "ladder",
     "advice",
     "watch",
+    "integrate",
 )
 
 

@@ -83,6 +83,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "metabonk_gym.think",
             "metabonk_gym.experts",
             "metabonk_gym.memory",  # the long-term memory (generic, read by think's prompt)
+            "metabonk_gym.integrate",  # bring your own ROM: RAM search, watch, tiles (generic)
         ),
     ),
     ("4 games", ("metabonk_gym.games",)),

@@ -1,0 +1,395 @@
+"""`metabonk integrate ...`, `metabonk ram ...`, `metabonk tiles ...`: bring your own ROM.
+
+A thin layer over `metabonk_gym.integrate`: a game folder from a ROM, a saved RAM search
+(filters, undo, candidates with their history), live watches, suggestions from scripted
+probes, tile classes and start states. Bad input is one line and exit code 2, the session
+untouched:
+
+>>> from typer.testing import CliRunner
+>>> from metabonk_gym.cli.main import app
+>>> result = CliRunner().invoke(app, ["integrate", "new", "/no/such.gba", "/tmp/x"])
+>>> result.exit_code, "ROM file not found: /no/such.gba" in result.output
+(2, True)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import typer
+from metabonk_gym.cli.bench import _print, bench_app
+from metabonk_gym.cli.errors import plain_console
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from metabonk_gym.agents.human import PlayWindow, require_display
+from metabonk_gym.bench.integrate_speed import run as run_integrate_bench
+from metabonk_gym.gba.buttons import buttons_to_mask
+from metabonk_gym.integrate import (
+    IntegrateError,
+    Machine,
+    RamSearch,
+    Watcher,
+    add_variable,
+    collect_tiles,
+    folder_variables,
+    label_tiles,
+    new_game_folder,
+    parse_filter,
+    parse_script,
+    parse_watch,
+    rank,
+    region_spans,
+    run_probes,
+    save_start,
+    view_type,
+)
+from metabonk_gym.utils import atomic_write_text
+
+integrate_app = typer.Typer(
+    help="Bring your own ROM: a game folder, tile classes, start states.", no_args_is_help=True
+)
+ram_app = typer.Typer(
+    help="RAM search, watch and suggestions for a game folder's data.json.", no_args_is_help=True
+)
+search_app = typer.Typer(help="Start a RAM search session.", no_args_is_help=True)
+tiles_app = typer.Typer(
+    help="Name the tile groups `integrate tiles` found (tiles.json).", no_args_is_help=True
+)
+console = plain_console()
+
+FOLDER = typer.Argument(..., help="The game folder (made by metabonk integrate new).")
+INPUTS_HELP = "An input script played first, e.g. 'wait 600; START 10; RIGHT+A 8'."
+SESSION_HELP = "The session folder (default FOLDER/ram-session)."
+
+
+def _play_window(title: str, watcher: Watcher | None = None):  # noqa: ANN202
+    """A callable that lets a human play a machine in a window until it is closed."""
+    require_display("ram --play")
+
+    def play(machine: Machine) -> None:
+        window = PlayWindow(title=title, fps=60.0)
+        while not window.closed:
+            window.pump()
+            machine.run([(buttons_to_mask(window.buttons()), 1)])
+            status = ""
+            if watcher is not None:
+                watcher.sample(machine)
+                status = " ".join(f"{r['name']}={r['value']}" for r in watcher.rows())
+            window.show(machine.screen(), status)
+
+    return play
+
+
+# ---------------------------------------------------------------------- integrate
+@integrate_app.command("new")
+def new(
+    rom: Path = typer.Argument(..., help="Your GBA ROM (.gba)."),
+    folder: Path = typer.Argument(..., help="The game folder to write (new or empty)."),
+    name: str | None = typer.Option(None, help="The game's name (default: from the ROM header)."),
+) -> None:
+    """A game folder from a ROM that `metabonk play MetaBonk/GBA-v0 --integration FOLDER` runs."""
+    made = new_game_folder(rom, folder, name)
+    extension = json.loads((made / "metabonk.json").read_text())
+    console.print(
+        f"wrote {made}: {extension['name']} ({extension['rom_title']}, {extension['rom_code']})"
+    )
+
+
+@integrate_app.command("state")
+def state(
+    folder: Path = FOLDER,
+    name: str = typer.Argument(..., help="The start's name (FOLDER/NAME.state)."),
+    inputs: str = typer.Option(..., help="The input script played from power-on."),
+    default: bool = typer.Option(False, help="Also make it metadata.json's default start."),
+) -> None:
+    """Play an input script from power-on and save a named, checksummed start state."""
+    path = save_start(folder, name, inputs, make_default=default)
+    console.print(f"wrote {path} (state={name!r} starts there)")
+
+
+@integrate_app.command("tiles")
+def tiles(
+    folder: Path = FOLDER,
+    inputs: str | None = typer.Option(None, help="Play this script instead of the probes."),
+    start: str | None = typer.Option(None, help="A start state of the folder to begin from."),
+    every: int = typer.Option(4, min=1, help="Look at the screen every N frames."),
+    sheet: Path | None = typer.Option(
+        None, help="The contact sheet PNG (default FOLDER/tiles.png)."
+    ),
+) -> None:
+    """Collect the 8x8 background tiles the game shows, group them, write a contact sheet with
+    group ids and FOLDER/tile_groups.json (walkability guessed where the player moved)."""
+    result = collect_tiles(folder, inputs=inputs, start=start, every=every, sheet=sheet)
+    console.print(
+        f"{result['tiles']} distinct tiles in {result['groups']} groups; contact sheet {result['sheet']}; "
+        f"name them: metabonk tiles label {folder} ID=CLASS ..."
+    )
+
+
+# ---------------------------------------------------------------------- ram
+@search_app.command("start")
+def search_start(
+    folder: Path = FOLDER,
+    inputs: str | None = typer.Option(None, help=INPUTS_HELP),
+    state_file: Path | None = typer.Option(None, "--state", help="Start from this savestate."),
+    backend: str = typer.Option("embedded", help="embedded (the mGBA core) or skyemu."),
+    skyemu_url: str | None = typer.Option(
+        None, help="The SkyEmu HTTP control server (backend skyemu)."
+    ),
+    region: list[str] = typer.Option(
+        ["ewram", "iwram"], help="Memory regions (ewram iwram io vram oam palette)."
+    ),
+    type_: list[str] = typer.Option(
+        [], "--type", help="Value types (default all: u8 .. s32, BCD, both endians)."
+    ),
+    session: Path | None = typer.Option(None, help=SESSION_HELP),
+) -> None:
+    """Snapshot RAM: the first step of a search."""
+    search = RamSearch.start(
+        folder,
+        backend=backend,
+        skyemu_url=skyemu_url,
+        regions=region,
+        types=type_ or None,
+        inputs=inputs,
+        state_file=state_file,
+        path=session,
+    )
+    console.print(
+        f"search started at {search.path}: {search.left:,} candidates ({search.labels[-1]})"
+    )
+
+
+@ram_app.command("filter")
+def filter_(
+    folder: Path = FOLDER,
+    op: str = typer.Argument(
+        ..., help="changed unchanged increased decreased eq ne lt gt range delta (or == != < >)."
+    ),
+    values: list[str] = typer.Argument(
+        None, help="The filter's numbers (eq 5, range 1 9, delta -1)."
+    ),
+    inputs: str | None = typer.Option(None, help="Play this script, then snapshot."),
+    state_file: Path | None = typer.Option(
+        None, "--state", help="Load this savestate, then snapshot."
+    ),
+    play: bool = typer.Option(False, help="Play in a window until you close it, then snapshot."),
+    session: Path | None = typer.Option(None, help=SESSION_HELP),
+) -> None:
+    """Keep the candidates for which the filter holds (a change filter takes a new snapshot)."""
+    flt = parse_filter(op, values or [])
+    search = RamSearch.load(folder, session)
+    left = search.filter(flt, inputs, state_file, _play_window("ram filter") if play else None)
+    _show_candidates(search, 10)
+    console.print(f"{flt}: {left:,} candidates, {search.addresses_left():,} addresses left")
+
+
+def _show_candidates(search: RamSearch, limit: int) -> None:
+    rows = search.candidates(limit=limit)
+    if not rows:
+        return
+    table = Table(title="candidates (value at each snapshot)")
+    for column in ("address", "type", "history"):
+        table.add_column(column)
+    for c in rows:
+        table.add_row(f"0x{c.address:08X}", c.type, " -> ".join(map(str, c.history[-8:])))
+    console.print(table)
+
+
+@ram_app.command("list")
+def list_(
+    folder: Path = FOLDER,
+    limit: int = typer.Option(20, min=1, help="Rows to show."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    session: Path | None = typer.Option(None, help=SESSION_HELP),
+) -> None:
+    """The candidates left, one type per address, with their value history."""
+    search = RamSearch.load(folder, session)
+    if as_json:
+        rows = [
+            {"address": c.address, "type": c.type, "history": c.history}
+            for c in search.candidates(limit)
+        ]
+        console.print_json(
+            json.dumps(
+                {"left": search.left, "addresses": search.addresses_left(), "candidates": rows}
+            )
+        )
+        return
+    _show_candidates(search, limit)
+    console.print(f"{search.addresses_left():,} addresses left after {len(search.steps)} filter(s)")
+
+
+@ram_app.command("undo")
+def undo(
+    folder: Path = FOLDER, session: Path | None = typer.Option(None, help=SESSION_HELP)
+) -> None:
+    """Take the last filter back."""
+    search = RamSearch.load(folder, session)
+    left = search.undo()
+    console.print(f"undone: {left:,} candidates")
+
+
+@ram_app.command("add")
+def add(
+    folder: Path = FOLDER,
+    name: str = typer.Argument(..., help="The variable's name in data.json (e.g. hp)."),
+    address: str | None = typer.Argument(
+        None, help="Bus address (0x02000010); default: the search's one address left."
+    ),
+    type_: str | None = typer.Argument(
+        None, help="u8 s8 u16 s16 u32 s32 bcd8 ... (default: the candidate's)."
+    ),
+    session: Path | None = typer.Option(None, help=SESSION_HELP),
+) -> None:
+    """Write a variable into FOLDER/data.json (checked: an address in RAM, a known type)."""
+    if address is None:
+        found = RamSearch.load(folder, session).sole_candidate()
+        where, kind = found.address, found.type
+    else:
+        try:
+            where = int(address, 0)
+        except ValueError:
+            raise IntegrateError(
+                f"address {address!r} is not a number: write it as 0x02000010"
+            ) from None
+        kind = view_type(type_ or "u8")
+    add_variable(folder, name, where, kind)
+    console.print(f"data.json: {name} = 0x{where:08X} {kind}")
+
+
+@ram_app.command("watch")
+def watch(
+    folder: Path = FOLDER,
+    what: list[str] = typer.Argument(
+        None, help="Variables of data.json or ADDR:TYPE (default: all of data.json)."
+    ),
+    inputs: str | None = typer.Option(None, help="Play this script headless, updating the table."),
+    play: bool = typer.Option(False, help="Play in a window; the table updates live."),
+    every: int = typer.Option(4, min=1, help="Update every N frames."),
+    log: Path | None = typer.Option(None, help="Write every sample as JSON lines here."),
+    svg: Path | None = typer.Option(None, help="Save the last view as an SVG picture."),
+    session: Path | None = typer.Option(None, help="Start where this search session stands."),
+) -> None:
+    """Values live while the game plays (a window, or an input script with --inputs)."""
+    variables = folder_variables(folder)
+    watched = [parse_watch(w, variables) for w in (what or list(variables))]
+    if not watched:
+        raise IntegrateError(
+            f"nothing to watch: {folder}/data.json has no variables; name ADDR:TYPE"
+        )
+    if not inputs and not play:
+        raise IntegrateError("ram watch plays the game: give --inputs SCRIPT or --play")
+    steps = parse_script(inputs) if inputs else []
+    search_state = RamSearch.load(folder, session).state if session is not None else None
+    watcher = Watcher(watched)
+    lines: list[str] = []
+    with (
+        Machine.open(folder / "rom.gba", state=search_state) as machine,
+        Live(watcher.table(), console=console, refresh_per_second=10) as live,
+    ):
+
+        def on_frame(m: Machine, buttons: int) -> None:
+            values = watcher.sample(m)
+            lines.append(
+                json.dumps(
+                    {
+                        "frame": m.frames,
+                        "buttons": buttons,
+                        "values": dict(zip([w.name for w in watched], values)),
+                    }
+                )
+            )
+            live.update(watcher.table(f"ram watch: frame {m.frames}"))
+
+        watcher.sample(machine)
+        machine.run(steps, on_frame=on_frame, every=every)
+        if play:
+            _play_window("ram watch", watcher)(machine)
+            live.update(watcher.table(f"ram watch: frame {machine.frames}"))
+    if log is not None:
+        atomic_write_text(log, "\n".join(lines) + "\n")
+    if svg is not None:
+        view = Console(file=io.StringIO(), record=True, width=100)
+        view.print(watcher.table(f"ram watch: frame {machine.frames}"))
+        atomic_write_text(svg, view.export_svg(title="metabonk ram watch"))
+
+
+@ram_app.command("suggest")
+def suggest(
+    folder: Path = FOLDER,
+    inputs: str | None = typer.Option(
+        None, help="Play this script from power-on first (default: where the session stands)."
+    ),
+    top: int = typer.Option(3, min=1, help="Addresses per role."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    session: Path | None = typer.Option(None, help=SESSION_HELP),
+) -> None:
+    """Probe the game (hold each direction, press A, wait) and rank addresses that follow the
+    player's x/y, count frames or change with A."""
+    state_bytes = None
+    where = session if session is not None else folder / "ram-session"
+    if inputs is None and (where / "session.json").is_file():
+        state_bytes = RamSearch.load(folder, session).state
+    spans = region_spans(["ewram", "iwram"])
+    with Machine.open(folder / "rom.gba", state=state_bytes) as machine:
+        machine.run(parse_script(inputs) if inputs else [])
+        snaps, held, frames = run_probes(machine, spans)
+    ranked = rank(snaps, held, frames, spans, top=top)
+    if as_json:
+        out = {
+            role: [{"address": s.address, "type": s.type, "score": s.score} for s in rows]
+            for role, rows in ranked.items()
+        }
+        console.print_json(json.dumps(out))
+        return
+    table = Table(title="ram suggest: addresses by what they follow")
+    for column in ("role", "rank", "address", "type", "score", "values after each probe"):
+        table.add_column(column)
+    for role, rows in ranked.items():
+        for i, s in enumerate(rows, 1):
+            table.add_row(
+                role,
+                str(i),
+                f"0x{s.address:08X}",
+                s.type,
+                f"{s.score:g}",
+                " ".join(map(str, s.history[:10])),
+            )
+    console.print(table)
+
+
+# ---------------------------------------------------------------------- tiles
+@tiles_app.command("label")
+def label(
+    folder: Path = FOLDER,
+    labels: list[str] = typer.Argument(
+        ..., help="ID=CLASS pairs (group ids of the contact sheet)."
+    ),
+) -> None:
+    """Name tile groups: writes FOLDER/tiles.json (classes by tile id) and metabonk.json tile_classes."""
+    written = label_tiles(folder, labels)
+    console.print(f"tiles.json: {written['tiles']} tiles in {written['classes']} classes")
+
+
+@bench_app.command("integrate")
+def bench_integrate(
+    steps: int = typer.Option(20, help="Timed filter steps of each kind."),
+    figures: bool = typer.Option(
+        True, help="Also run the scripted searches on relaid ROMs (needs the toolchain)."
+    ),
+    out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+) -> None:
+    """RAM-search step time vs a per-address Python loop, and the issue's search figures."""
+    _print("metabonk bench integrate", run_integrate_bench(steps=steps, figures=figures), out)
+
+
+def register(app: typer.Typer) -> None:
+    ram_app.add_typer(search_app, name="search")
+    app.add_typer(integrate_app, name="integrate")
+    app.add_typer(ram_app, name="ram")
+    app.add_typer(tiles_app, name="tiles")

@@ -1,0 +1,128 @@
+"""A game folder from a ROM, and the files the search fills in: data.json variables, start states.
+
+`new_game_folder(rom, folder)` writes what `MetaBonk/GBA-v0` needs to run the ROM at once: a copy
+of the ROM, `rom.sha`, a minimal `data.json` (the KEYINPUT register, which every GBA game has),
+`scenario.json`, `metadata.json` and `metabonk.json` named from the cartridge header.
+`add_variable` writes one checked variable into `data.json`; `save_start` plays an input script
+from power-on and saves a named, checksummed start state.
+
+>>> import tempfile
+>>> from metabonk_gym.gamedata import bundled_game_folder
+>>> tmp = tempfile.TemporaryDirectory()
+>>> folder = new_game_folder(bundled_game_folder("BonkQuest") / "rom.gba", Path(tmp.name) / "Mine")
+>>> sorted(p.name for p in folder.iterdir())[:3], json.loads((folder / "metabonk.json").read_text())["name"]
+(['data.json', 'metabonk.json', 'metadata.json'], 'Bonkquest')
+>>> add_variable(folder, "lives", 0x02000010, "u8")["lives"]
+{'address': 33554448, 'type': '|u1'}
+>>> tmp.cleanup()
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from metabonk_gym.gba.backends import write_state_file
+from metabonk_gym.integrate.errors import IntegrateError
+from metabonk_gym.integrate.machine import Machine, check_ram_address
+from metabonk_gym.integrate.rom import read_rom
+from metabonk_gym.integrate.scan import view_type
+from metabonk_gym.integrate.script import parse_script
+from metabonk_gym.utils import atomic_write_text
+
+#: KEYINPUT (0x04000130): the buttons held, active low; the one variable every GBA game has.
+KEYINPUT = {"address": 0x04000130, "type": "<u2"}
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _write_json(path: Path, value: Any) -> None:
+    atomic_write_text(path, json.dumps(value, indent=2) + "\n")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise IntegrateError(
+            f"{path} is missing: is {path.parent} a game folder (metabonk integrate new)?"
+        ) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise IntegrateError(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise IntegrateError(f"{path} must hold a JSON object")
+    return value
+
+
+def new_game_folder(rom: str | Path, folder: str | Path, name: str | None = None) -> Path:
+    """Write a game folder for `rom` at `folder` (which must not hold a game yet)."""
+    info = read_rom(rom)
+    folder = Path(folder)
+    if folder.exists() and any(folder.iterdir()):
+        raise IntegrateError(f"{folder} already exists and is not empty: choose a new folder")
+    game = name or info.folder_name
+    if not _NAME.match(game):
+        raise IntegrateError(f"game name {game!r}: use letters, digits and _")
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(info.path, folder / "rom.gba")
+    atomic_write_text(folder / "rom.sha", info.sha1 + "\n")
+    _write_json(folder / "data.json", {"info": {"keyinput": KEYINPUT}})
+    _write_json(folder / "scenario.json", {"reward": {"variables": {}}, "done": {"variables": {}}})
+    _write_json(
+        folder / "metadata.json",
+        {
+            "description": f"{info.title or info.path.stem} ({info.code}), made by metabonk integrate new"
+        },
+    )
+    _write_json(
+        folder / "metabonk.json",
+        {"name": game, "rom_title": info.title, "rom_code": info.code},
+    )
+    return folder
+
+
+def add_variable(folder: str | Path, name: str, address: int, type_: str) -> dict[str, Any]:
+    """Add (or replace) variable `name` in `folder/data.json`, checked; returns data.json's info."""
+    folder = Path(folder)
+    if not _NAME.match(name):
+        raise IntegrateError(f"variable name {name!r}: use letters, digits and _ (e.g. player_x)")
+    type_ = view_type(type_)
+    check_ram_address(address, type_)
+    data = _read_json(folder / "data.json")
+    info = data.setdefault("info", {})
+    if not isinstance(info, dict):
+        raise IntegrateError(f"{folder / 'data.json'}: 'info' must be an object")
+    info[name] = {"address": address, "type": type_}
+    extension_path = folder / "metabonk.json"
+    extension = _read_json(extension_path) if extension_path.is_file() else None
+    _write_json(folder / "data.json", data)
+    if (
+        extension is not None
+        and isinstance(extension.get("info"), list)
+        and name not in extension["info"]
+    ):
+        extension["info"].append(name)
+        _write_json(extension_path, extension)
+    return info
+
+
+def save_start(folder: str | Path, name: str, inputs: str, make_default: bool = False) -> Path:
+    """Play `inputs` from power-on on the folder's ROM and save `folder/NAME.state`
+    (checksummed, atomically); `make_default` also makes it metadata.json's default state."""
+    folder = Path(folder)
+    if not _NAME.match(name):
+        raise IntegrateError(f"state name {name!r}: use letters, digits and _")
+    steps = parse_script(inputs)
+    read_rom(folder / "rom.gba")
+    with Machine.open(folder / "rom.gba") as machine:
+        machine.run(steps)
+        state = machine.save_state()
+    path = folder / f"{name}.state"
+    write_state_file(path, state)
+    if make_default:
+        metadata = _read_json(folder / "metadata.json")
+        metadata["default_state"] = name
+        _write_json(folder / "metadata.json", metadata)
+    return path

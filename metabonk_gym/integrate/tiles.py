@@ -1,0 +1,299 @@
+"""Tile classes for a game of your own: the 8x8 background tiles it shows, grouped, named, and
+whether the player can walk on them.
+
+`TileCollector.observe(machine)` reads the mode-0 backgrounds the game shows (DISPCNT, BGnCNT, the
+tilemaps and tile graphics in VRAM, the palette) and notes the tile on top at every screen cell;
+with the player's cell (data.json `player_x`/`player_y` in tiles) it also notes, per tile, how
+often the player stepped onto it and how often a held direction left the player standing in
+front of it. `finish` groups tiles that look alike (at most `SIMILAR` pixels differ, same
+colours), writes a contact sheet PNG with the group ids and `tile_groups.json`; `label_tiles`
+turns `ID=CLASS` names into `tiles.json` (classes by tile id, walkability by class).
+
+>>> a = np.zeros(64, np.uint16); b = a.copy(); b[:3] = 1
+>>> group_tiles({1: a, 2: b, 3: a + 5})
+{1: 0, 2: 0, 3: 1}
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metabonk_gym.gba.backends import read_state_file
+from metabonk_gym.integrate.errors import IntegrateError
+from metabonk_gym.integrate.machine import Machine
+from metabonk_gym.integrate.script import Step, parse_script
+from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
+
+#: Tiles whose pixels differ in at most this many of 64 places (same colours) share a group.
+SIMILAR = 6
+#: A walk is "walkable" when at least this share of the tries to step onto it worked.
+WALKABLE_SHARE = 0.5
+#: Looks without a move after which the player is taken to be out of play.
+STUCK = 8
+DIRS = {"UP": (0, -1), "DOWN": (0, 1), "LEFT": (-1, 0), "RIGHT": (1, 0)}
+_BITS = {"RIGHT": 4, "LEFT": 5, "UP": 6, "DOWN": 7}
+
+
+def random_walk(moves: int = 200, hold: int = 8, seed: int = 0) -> list[Step]:
+    """A seeded random walk: each move holds one direction for `hold` frames (the default probe
+    of `integrate tiles`)."""
+    rng = random.Random(seed)
+    names = list(DIRS)
+    return [(1 << _BITS[rng.choice(names)], hold) for _ in range(moves)]
+
+
+def group_tiles(pixels: dict[int, np.ndarray]) -> dict[int, int]:
+    """Tile id -> group id: greedy, in id order, a tile joins the first group whose first tile
+    differs from it in at most `SIMILAR` pixels (colours compared exactly)."""
+    groups: list[tuple[int, np.ndarray]] = []
+    out: dict[int, int] = {}
+    for tile in sorted(pixels):
+        p = pixels[tile]
+        for gid, (_, ref) in enumerate(groups):
+            if int((ref != p).sum()) <= SIMILAR:
+                out[tile] = gid
+                break
+        else:
+            out[tile] = len(groups)
+            groups.append((tile, p))
+    return out
+
+
+@dataclass
+class TileCollector:
+    """Collects the background tiles a game shows (see the module docstring).
+
+    Args:
+        player: (x, y) variables of the player's cell, as (address, type) each, or None.
+    """
+
+    player: tuple[tuple[int, str], tuple[int, str]] | None = None
+    pixels: dict[int, np.ndarray] = field(default_factory=dict)  # tile id -> 64 RGB555 colours
+    seen: dict[int, int] = field(default_factory=dict)  # tile id -> cells seen showing it
+    onto: dict[int, int] = field(default_factory=dict)  # tile id -> steps onto it
+    blocked: dict[int, int] = field(default_factory=dict)  # tile id -> held moves it stopped
+    charblock: int = 0
+    _last: tuple[int, int] | None = None
+    _grid: np.ndarray | None = None
+    _still: int = 0  # looks since the player last moved
+
+    def screen_tiles(self, machine: Machine) -> np.ndarray:
+        """The tile id on top at each of the 20x30 screen cells (-1: nothing drawn)."""
+        io, pal, vram = machine.core.read_regions(
+            [(0x04000000, 0x60), (0x05000000, 0x200), (0x06000000, 0x10000)]
+        )
+        io16 = np.frombuffer(io.tobytes(), "<u2")
+        palette = np.frombuffer(pal.tobytes(), "<u2")
+        dispcnt = int(io16[0])
+        if dispcnt & 7 != 0:
+            raise IntegrateError(
+                f"the game shows video mode {dispcnt & 7}: tile classes need mode 0 (tile backgrounds)"
+            )
+        layers = []
+        for bg in range(4):
+            if not dispcnt >> (8 + bg) & 1:
+                continue
+            cnt = int(io16[4 + bg])
+            layers.append(
+                (cnt & 3, bg, cnt, int(io16[8 + 2 * bg]) & 0x1FF, int(io16[9 + 2 * bg]) & 0x1FF)
+            )
+        top = np.full((20, 30), -1, np.int32)
+        rows, cols = np.arange(20)[:, None], np.arange(30)[None, :]
+        for _, _bg, cnt, hofs, vofs in sorted(layers, reverse=True):  # lowest priority drawn first
+            if cnt & 0x80:
+                continue  # 256-colour tiles: not read here
+            char_base = ((cnt >> 2) & 3) * 0x4000
+            screen_base = ((cnt >> 8) & 31) * 0x800
+            self.charblock = (cnt >> 2) & 3
+            screen = np.frombuffer(
+                vram[screen_base : screen_base + 0x800].tobytes(), "<u2"
+            ).reshape(32, 32)
+            entries = screen[(rows + vofs // 8) % 32, (cols + hofs // 8) % 32].astype(np.int32)
+            ids = entries & 0x3FF
+            chars = vram[char_base : char_base + 0x8000]
+            chars = chars[: len(chars) // 32 * 32].reshape(-1, 32)
+            opaque = np.zeros(1024, bool)
+            opaque[: len(chars)] = chars.any(axis=1)
+            shown = opaque[ids]
+            for tile in np.unique(ids[shown]).tolist():
+                if tile not in self.pixels:
+                    bank = int(entries[ids == tile][0]) >> 12
+                    raw = chars[tile]
+                    nibbles = np.stack([raw & 0xF, raw >> 4], axis=1).reshape(64).astype(np.int64)
+                    colours = palette[bank * 16 + nibbles].astype(np.uint16)
+                    self.pixels[tile] = np.where(nibbles == 0, 0xFFFF, colours).astype(np.uint16)
+            top = np.where(shown, ids, top)
+        return top
+
+    def observe(self, machine: Machine, buttons: int = 0) -> None:
+        """Look at the screen now; with the player's cell, note steps and stops."""
+        grid = self.screen_tiles(machine)
+        for tile, n in zip(*np.unique(grid[grid >= 0], return_counts=True), strict=True):
+            self.seen[int(tile)] = self.seen.get(int(tile), 0) + int(n)
+        if self.player is None:
+            return
+        (xa, xt), (ya, yt) = self.player
+        cell = (machine.read(xa, xt), machine.read(ya, yt))
+        held = [name for name, bit in _BITS.items() if buttons >> bit & 1]
+        last, last_grid = self._last, self._grid
+        if last is not None and last_grid is not None:
+            dx, dy = cell[0] - last[0], cell[1] - last[1]
+            self._still = 0 if (dx, dy) != (0, 0) else self._still + 1
+            if abs(dx) + abs(dy) == 1 and 0 <= cell[0] < 30 and 0 <= cell[1] < 20:
+                tile = int(last_grid[cell[1], cell[0]])
+                self.onto[tile] = self.onto.get(tile, 0) + 1
+            elif (dx, dy) == (0, 0) and len(held) == 1 and self._still <= STUCK:
+                # a player who has not moved for long is not in play (a menu, game over):
+                # standing still then says nothing about the tile ahead
+                ddx, ddy = DIRS[held[0]]
+                tx, ty = cell[0] + ddx, cell[1] + ddy
+                if 0 <= tx < 30 and 0 <= ty < 20:
+                    tile = int(grid[ty, tx])
+                    self.blocked[tile] = self.blocked.get(tile, 0) + 1
+        self._last, self._grid = cell, grid
+
+    def walkable(self, tile: int) -> bool | None:
+        onto, stop = self.onto.get(tile, 0), self.blocked.get(tile, 0)
+        if onto + stop == 0:
+            return None
+        return onto / (onto + stop) >= WALKABLE_SHARE
+
+    def finish(self, folder: Path, sheet: Path | None = None) -> dict[str, Any]:
+        """Group the tiles; write the contact sheet and `folder/tile_groups.json`."""
+        if not self.pixels:
+            raise IntegrateError(
+                "no background tiles were seen: does the game show a tile mode screen?"
+            )
+        groups = group_tiles(self.pixels)
+        table: dict[str, dict[str, Any]] = {}
+        for tile, gid in sorted(groups.items()):
+            entry = table.setdefault(str(gid), {"tiles": [], "onto": 0, "blocked": 0, "seen": 0})
+            entry["tiles"].append(tile)
+            entry["onto"] += self.onto.get(tile, 0)
+            entry["blocked"] += self.blocked.get(tile, 0)
+            entry["seen"] += self.seen.get(tile, 0)
+        for entry in table.values():
+            tries = entry["onto"] + entry["blocked"]
+            entry["walkable"] = None if tries == 0 else entry["onto"] / tries >= WALKABLE_SHARE
+        sheet = sheet or folder / "tiles.png"
+        atomic_write_bytes(sheet, contact_sheet(self.pixels, groups))
+        atomic_write_text(
+            folder / "tile_groups.json",
+            json.dumps({"charblock": self.charblock, "groups": table}, indent=1) + "\n",
+        )
+        return {"tiles": len(groups), "groups": len(table), "sheet": str(sheet), "table": table}
+
+
+def _rgb(colours: np.ndarray) -> np.ndarray:
+    c = colours.astype(np.int64)
+    rgb = np.stack([(c & 31) << 3, (c >> 5 & 31) << 3, (c >> 10 & 31) << 3], axis=-1)
+    rgb[colours == 0xFFFF] = (255, 0, 255)  # transparent pixels in magenta
+    return rgb.astype(np.uint8)
+
+
+def contact_sheet(pixels: dict[int, np.ndarray], groups: dict[int, int], scale: int = 4) -> bytes:
+    """A PNG: one row per group (its id, then its tiles at `scale`x, each with its tile id)."""
+    from PIL import Image, ImageDraw
+
+    by_group: dict[int, list[int]] = {}
+    for tile, gid in groups.items():
+        by_group.setdefault(gid, []).append(tile)
+    cell = 8 * scale + 6
+    width = 40 + cell * max(len(t) for t in by_group.values())
+    image = Image.new(
+        "RGB", (min(width, 40 + cell * 16), (cell + 12) * len(by_group)), (24, 24, 32)
+    )
+    draw = ImageDraw.Draw(image)
+    for row, (gid, tiles) in enumerate(sorted(by_group.items())):
+        y = row * (cell + 12)
+        draw.text((4, y + cell // 2 - 4), f"{gid}", fill=(255, 255, 0))
+        for i, tile in enumerate(tiles[:16]):
+            picture = Image.fromarray(_rgb(pixels[tile]).reshape(8, 8, 3)).resize(
+                (8 * scale, 8 * scale), Image.Resampling.NEAREST
+            )
+            image.paste(picture, (40 + i * cell, y + 2))
+            draw.text((40 + i * cell, y + 8 * scale + 2), str(tile), fill=(200, 200, 200))
+    import io
+
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()
+
+
+def player_cell_variables(folder: Path) -> tuple[tuple[int, str], tuple[int, str]] | None:
+    """(player_x, player_y) of data.json as (address, type), if both are there."""
+    path = folder / "data.json"
+    info = json.loads(path.read_text()).get("info", {}) if path.is_file() else {}
+    if "player_x" in info and "player_y" in info:
+        return (
+            (int(info["player_x"]["address"]), str(info["player_x"]["type"])),
+            (int(info["player_y"]["address"]), str(info["player_y"]["type"])),
+        )
+    return None
+
+
+def collect_tiles(
+    folder: str | Path,
+    inputs: str | None = None,
+    start: str | None = None,
+    every: int = 4,
+    sheet: Path | None = None,
+) -> dict[str, Any]:
+    """Play `inputs` (default: a seeded random walk) from power-on or the folder's start state
+    `start`, looking every `every` frames; then `TileCollector.finish`."""
+
+    folder = Path(folder)
+    state = None
+    if start is not None:
+        path = folder / f"{start}.state"
+        if not path.is_file():
+            raise IntegrateError(f"no start state {path}: make one with metabonk integrate state")
+        state = read_state_file(path)
+    steps = parse_script(inputs) if inputs else random_walk()
+    collector = TileCollector(player_cell_variables(folder))
+    with Machine.open(folder / "rom.gba", state=state) as machine:
+        collector.observe(machine)
+        machine.run(steps, on_frame=lambda m, b: collector.observe(m, b), every=every)
+    return collector.finish(folder, sheet)
+
+
+def label_tiles(folder: str | Path, labels: list[str]) -> dict[str, int]:
+    """Write `folder/tiles.json` from `ID=CLASS` group names (tile_groups.json's ids); the
+    walkability of each class is the groups' guess."""
+    folder = Path(folder)
+    groups_path = folder / "tile_groups.json"
+    if not groups_path.is_file():
+        raise IntegrateError(f"no {groups_path}: run metabonk integrate tiles {folder} first")
+    found = json.loads(groups_path.read_text())
+    groups = found["groups"]
+    tiles_path = folder / "tiles.json"
+    current = json.loads(tiles_path.read_text()) if tiles_path.is_file() else {}
+    classes: dict[str, str] = dict(current.get("classes", {}))
+    votes: dict[str, list[int]] = {k: list(v) for k, v in current.get("walk_votes", {}).items()}
+    for pair in labels:
+        gid, sep, name = pair.partition("=")
+        if not sep or not name.strip() or gid.strip() not in groups:
+            raise IntegrateError(
+                f"{pair!r}: write GROUP=CLASS with a group id of the contact sheet (0-{len(groups) - 1})"
+            )
+        entry, name = groups[gid.strip()], name.strip()
+        for tile in entry["tiles"]:
+            classes[str(tile)] = name
+        onto, stop = votes.setdefault(name, [0, 0])
+        votes[name] = [onto + entry["onto"], stop + entry["blocked"]]
+    # a class is walkable when most tries to step onto any of its tiles worked (None: never tried)
+    walk = {k: (None if sum(v) == 0 else v[0] / sum(v) >= WALKABLE_SHARE) for k, v in votes.items()}
+    out = {
+        "charblock": found["charblock"],
+        "classes": dict(sorted(classes.items(), key=lambda kv: int(kv[0]))),
+        "walkable": walk,
+        "walk_votes": votes,
+    }
+    atomic_write_text(tiles_path, json.dumps(out, indent=1) + "\n")
+    return {"tiles": len(classes), "classes": len(set(classes.values()))}
