@@ -232,3 +232,21 @@ def test_rllib_trains_with_a_wrapper_stack_and_eval_rebuilds_it(tmp_path: Path) 
         train_rllib(
             QUEST, tmp_path / "fade", overrides={**FAST, "wrappers": fading}, ray=RayOptions()
         )
+
+
+def test_a_swarm_curriculum_trains_through_a_wrapper_stack(tmp_path: Path) -> None:
+    """Curricula reach StartWrapper's methods through the stack (`env_method`)."""
+    from metabonk_gym.training.curriculum import run_curriculum
+
+    result = run_curriculum(
+        QUEST,
+        {"swarm": {"total_steps": 96}},
+        tmp_path / "swarm",
+        overrides={**FAST, "max_episode_steps": 30, "wrappers": [{"name": "button_history"}]},
+        swarm=True,
+        milestone="player_x",
+    )
+    assert result.num_timesteps >= 96 and result.milestones
+    assert run_wrappers(tmp_path / "swarm") == [{"name": "button_history"}]
+    meta = read_model_metadata(tmp_path / "swarm" / "model.zip")
+    assert meta["config"]["policy"] == "MultiInputPolicy"

@@ -26,6 +26,7 @@ from typing import Any
 from metabonk_gym.agents.episode import episode_config
 from metabonk_gym.agents.model import ModelAgent
 from metabonk_gym.training.envs import make_env
+from metabonk_gym.training.errors import RunDirError
 from metabonk_gym.training.ppo import train_ppo
 from metabonk_gym.training.rundir import RunDir, read_model_metadata
 from metabonk_gym.utils import atomic_write_text
@@ -73,6 +74,8 @@ def _train(run_dir: Path, overrides: dict[str, Any], progress: bool) -> dict[str
     if run.model.is_file() and state.get("status") == "finished":
         steps = read_model_metadata(run.model)["num_timesteps"]
         return {"steps": steps, "minutes": state.get("minutes"), "resumed": False}
+    if run.is_run():
+        run.check_not_running()  # RunDirError while another live process trains it
     start = time.monotonic()
     resume = run.is_run() and (run.model.is_file() or bool(run.list_checkpoints()))
     if run.is_run() and not resume:  # a run that died before its first checkpoint
@@ -136,26 +139,53 @@ def run_advice_bench(
     n_envs: int = 4,
     progress: bool = False,
     on_result: Callable[[str, dict[str, Any]], None] | None = None,
+    order: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """Train and evaluate both arms on `seeds` seeds in `out` (runs resume); see the module
-    docstring. Writes `out/advice.json` after every run."""
+    """Train and evaluate both arms on `seeds` seeds in `out`; see the module docstring. Runs
+    resume; each run's scores are kept in its `scores.json`, so several processes may share
+    `out` (`order`: the seeds this one takes first; a run another live process trains is left
+    to it). Writes `out/advice.json` after every run."""
     out = Path(out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
-    per_seed: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
-    for seed in range(seeds):
+    for seed in order if order is not None else range(seeds):
         for arm in ARMS:
+            run_dir = out / f"{arm}_seed{seed}"
+            if (run_dir / "scores.json").is_file():
+                continue
             overrides = {**quest_overrides(total_steps, seed), "n_envs": n_envs}
             if arm == "advice":
                 overrides["wrappers"] = advice_stack(total_steps, fade, follow_weight)
-            run_dir = out / f"{arm}_seed{seed}"
-            trained = _train(run_dir, overrides, progress)
+            try:
+                trained = _train(run_dir, overrides, progress)
+            except RunDirError as exc:
+                if "being trained right now" not in str(exc):
+                    raise
+                continue  # another process trains it
             scores = evaluate_alone(run_dir / "model.zip", episodes)
             row = {"seed": seed, **trained, **scores}
-            per_seed[arm].append(row)
+            atomic_write_text(run_dir / "scores.json", json.dumps(row))
             if on_result is not None:
                 on_result(arm, row)
-            report = _report(per_seed, total_steps, episodes, fade, follow_weight)
+            report = collect(out, seeds, total_steps, episodes, fade, follow_weight)
             atomic_write_text(out / "advice.json", json.dumps(report, indent=2))
+    return collect(out, seeds, total_steps, episodes, fade, follow_weight)
+
+
+def collect(
+    out: Path,
+    seeds: int,
+    total_steps: int,
+    episodes: int,
+    fade: tuple[float, float],
+    follow_weight: float,
+) -> dict[str, Any]:
+    """The report of the runs in `out` scored so far (`scores.json` of each)."""
+    per_seed: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
+    for seed in range(seeds):
+        for arm in ARMS:
+            path = out / f"{arm}_seed{seed}" / "scores.json"
+            if path.is_file():
+                per_seed[arm].append(json.loads(path.read_text()))
     return _report(per_seed, total_steps, episodes, fade, follow_weight)
 
 
