@@ -328,6 +328,13 @@ def test_dream_under_a_model_policy(trained: dict, tmp_path: Path) -> None:
         app, ["dream", str(trained["run"]), "--agent", str(model), "--steps", "6", "--no-real"]
     )
     assert out.exit_code == 0, out.output
+    # the BC run directory as the agent (issue 22): the same model, found by agents.runs
+    run_dir = runner.invoke(
+        app,
+        ["dream", str(trained["run"]), "--agent", str(tmp_path / "bc"), "--steps", "6"]
+        + ["--no-real"],
+    )
+    assert run_dir.exit_code == 0, run_dir.output
     both = runner.invoke(
         app, ["dream", str(trained["run"]), "--agent", str(model), "--plan", "RIGHT*3"]
     )
