@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
+from metabonk_gym.cli.errors import plain_console
 from rich.table import Table
 
 from metabonk_gym.bench.env_speed import run as run_env_speed
@@ -20,7 +20,7 @@ bench_app = typer.Typer(
     help="Benchmarks: figures as ratios against a baseline run in the same process.",
     no_args_is_help=True,
 )
-console = Console()
+console = plain_console()
 
 
 def _print(title: str, result: dict, out: Path | None) -> None:

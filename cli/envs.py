@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from metabonk_gym.cli.errors import plain_console
 from metabonk_gym.cli.train import guarded
 from metabonk_gym.rewards.presets import available_presets
-from rich.console import Console
 from rich.table import Table
 
 import metabonk_gym
@@ -70,4 +70,4 @@ def register(app: typer.Typer) -> None:
             table.add_column(column, overflow="fold")
         for row in rows:
             table.add_row(row["id"], row["game"], ", ".join(row["states"]), ", ".join(row["info"]))
-        Console().print(table)
+        plain_console().print(table)

@@ -17,18 +17,19 @@ from pathlib import Path
 
 import typer
 from metabonk_gym.cli.bench import _print, bench_app
-from rich.console import Console
+from metabonk_gym.cli.errors import plain_console
 from rich.table import Table
 
 from metabonk_gym.bench.memory_speed import run as run_memory_bench
 from metabonk_gym.memory.graph import KnowledgeGraph
 from metabonk_gym.memory.report import memory_path, summary, write_map_png
+from metabonk_gym.memory.store import MAX_ROWS
 
 memory_app = typer.Typer(
     help="The thinking agent's long-term memory (a knowledge graph): show, export, query.",
     no_args_is_help=True,
 )
-console = Console()
+console = plain_console()
 RUN_HELP = "A run folder holding memory.lbdb, a memory database file, or a bolt:// URL."
 
 
@@ -115,11 +116,18 @@ def query(
     cypher: str = typer.Argument(..., help="A Cypher query, e.g. MATCH (a:Area) RETURN a.id"),
     user: str | None = typer.Option(None, help="Neo4j user (with a bolt:// URL)."),
     password: str | None = typer.Option(None, help="Neo4j password (with a bolt:// URL)."),
+    max_rows: int = typer.Option(
+        MAX_ROWS, "--max-rows", min=1, max=10_000_000, help="Refuse a result of more rows."
+    ),
 ) -> None:
-    """Run a Cypher query on a run's memory; rows are printed as JSON lines."""
+    """Run a Cypher query on a run's memory; rows are printed as JSON lines.
+
+    Queries only read (MATCH, UNWIND, WITH, RETURN, CALL ...: no COPY TO or EXPORT), return at
+    most `--max-rows` rows and run within a deadline and a memory cap.
+    """
     graph = _open(run, user, password)
     try:
-        for row in graph.query(cypher):
+        for row in graph.read_query(cypher, max_rows):
             print(json.dumps(row, default=str))
     finally:
         graph.close()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from metabonk_gym.cli.errors import fail, plain_console
 from metabonk_gym.cli.train import (
     ENV_HELP,
     ENV_KWARG_OPTION,
@@ -22,14 +23,13 @@ from metabonk_gym.cli.train import (
     trust_kwargs,
 )
 from metabonk_gym.cli.watch import WATCH_OPTION, live_watch
-from rich.console import Console
 from rich.table import Table
 
 from metabonk_gym.agents.human import KEY_MAP
 from metabonk_gym.agents.many import play_many
 from metabonk_gym.agents.record import play, record
 
-console = Console()
+console = plain_console()
 
 AGENT_HELP = (
     "human (a window, keyboard), random, scripted (the game's expert), think, think:MODEL, a "
@@ -115,8 +115,7 @@ def play_command(
     if server is not None:
         agent_kwargs["base_url"] = server
     if n_envs != 1 and (agent == "human" or window or record_to is not None):
-        console.print("[red]error:[/red] --n-envs plays agents headless: drop --window/--record")
-        raise typer.Exit(2)
+        fail("--n-envs plays agents headless: drop --window/--record")
 
     if agent == "human":
         console.print(_key_map())

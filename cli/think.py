@@ -21,9 +21,8 @@ from pathlib import Path
 
 import typer
 from metabonk_gym.cli.bench import _print, bench_app
-from metabonk_gym.cli.errors import exit_with_error
+from metabonk_gym.cli.errors import exit_with_error, plain_console
 from metabonk_gym.cli.train import guarded
-from rich.console import Console
 
 from metabonk_gym.bench.serve_speed import run as run_serve_bench
 from metabonk_gym.bench.think_speed import run as run_think_bench
@@ -31,7 +30,7 @@ from metabonk_gym.errors import MetabonkError
 from metabonk_gym.think.distill import distill
 from metabonk_gym.think.serve import ServerProcess
 
-console = Console()
+console = plain_console()
 
 
 def serve_vlm(
@@ -103,7 +102,7 @@ def serve_vlm(
         )
         assert server.child is not None
         code = server.child.proc.wait()
-        console.print(f"[red]{server.engine} exited with code {code}[/red]")
+        console.print(f"{server.engine} exited with code {code}", style="red")
         console.print(server.child.log_tail())
         raise typer.Exit(1)
     except MetabonkError as exc:

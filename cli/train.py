@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import typer
 from metabonk_gym.cli.bench import bench_app
-from metabonk_gym.cli.errors import exit_with_error
+from metabonk_gym.cli.errors import exit_with_error, fail, plain_console
 from metabonk_gym.cli.rayopts import (
     ADDRESS_OPTION,
     ENGINE_OPTION,
@@ -33,7 +33,6 @@ from metabonk_gym.cli.rayopts import (
     train_with_rllib,
 )
 from metabonk_gym.cli.watch import WATCH_OPTION, live_watch
-from rich.console import Console
 from rich.table import Table
 
 from metabonk_gym.agents.evaluate import evaluate, read_ladder
@@ -49,8 +48,8 @@ from metabonk_gym.training.config import (
 )
 from metabonk_gym.training.errors import ConfigError
 
-console = Console()
-err_console = Console(stderr=True)
+console = plain_console()
+err_console = plain_console(stderr=True)
 T = TypeVar("T")
 
 train_app = typer.Typer(
@@ -383,8 +382,7 @@ def curriculum_command(
     from metabonk_gym.training.curriculum import run_curriculum
 
     if plan is None and not swarm:
-        err_console.print("[bold red]error:[/] pass --plan PLAN.yaml, or --swarm")
-        raise typer.Exit(2)
+        fail("pass --plan PLAN.yaml, or --swarm")
     flags = overrides_from(
         set_options,
         env_options(integration, rom, env_kwarg),
@@ -497,8 +495,7 @@ def eval_command(
         agent_kwargs["base_url"] = server
     if n_envs != 1:
         if video is not None or ladder is not None:
-            console.print("[red]error:[/red] --n-envs runs without --video and --ladder")
-            raise typer.Exit(2)
+            fail("--n-envs runs without --video and --ladder")
         report = guarded(
             lambda: evaluate_many(
                 env_id,
@@ -610,10 +607,7 @@ def bench_learning(
     chosen = parts or ["ppo-room1", "bc-room1"]
     unknown = [p for p in chosen if p not in PARTS]
     if unknown:
-        err_console.print(
-            f"[bold red]error:[/] unknown part(s) {unknown}; choose from {', '.join(PARTS)}"
-        )
-        raise typer.Exit(2)
+        fail(f"unknown part(s) {unknown}; choose from {', '.join(PARTS)}")
     results: dict[str, Any] = {}
     for part in chosen:
         kwargs: dict[str, Any] = {}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 from metabonk_gym.cli.bench import _print, bench_app
+from metabonk_gym.cli.errors import plain_console
 from metabonk_gym.cli.rayopts import (
     ADDRESS_OPTION,
     ENVS_PER_RUNNER_OPTION,
@@ -32,7 +33,6 @@ from metabonk_gym.cli.train import (
     train_app,
 )
 from metabonk_gym.cli.watch import WATCH_OPTION, live_watch
-from rich.console import Console
 from rich.table import Table
 
 from metabonk_gym.bench.distributed_speed import run as run_distributed
@@ -41,7 +41,7 @@ tune_app = typer.Typer(
     help="Hyperparameter search on a Ray cluster: population-based training (Ray Tune).",
     no_args_is_help=True,
 )
-console = Console()
+console = plain_console()
 
 
 @tune_app.command("pbt")

@@ -17,22 +17,33 @@ from typing import Any
 
 import typer
 from metabonk_gym.cli.bench import bench_app
+from metabonk_gym.cli.errors import plain_console
 from metabonk_gym.cli.train import train_app
-from rich.console import Console
 
-from metabonk_gym.utils import atomic_write_text
+from metabonk_gym.contract import DOWNSCALES
+from metabonk_gym.utils import atomic_write_text, check_number
 from metabonk_gym.video.dataset import to_dataset
+from metabonk_gym.video.errors import VideoError
 from metabonk_gym.video.idm import train_idm
 from metabonk_gym.video.label import label
 from metabonk_gym.video.reward import train_reward_model
 
-console = Console()
-err_console = Console(stderr=True)
+console = plain_console()
+err_console = plain_console(stderr=True)
 
 video_app = typer.Typer(
     help="Gameplay videos: turn them into datasets at the env's step rate and screen.",
     no_args_is_help=True,
 )
+
+
+def _check_frames(obs_type: str | None, downscale: int | None) -> None:
+    """Refuse frame options no env takes, before any dataset is read or folder made."""
+    if obs_type is not None and obs_type not in ("rgb", "grayscale"):
+        raise VideoError(f"--obs-type must be rgb or grayscale, not {obs_type!r}")
+    if downscale is not None and downscale not in DOWNSCALES:
+        shown = ", ".join(map(str, DOWNSCALES[:-1]))
+        raise VideoError(f"--downscale must be {shown} or {DOWNSCALES[-1]}, not {downscale}")
 
 
 def _print(data: dict[str, Any], as_json: bool) -> None:
@@ -99,6 +110,12 @@ def idm_command(
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
     """An inverse dynamics model: the action between two frames, from datasets with actions."""
+    check_number("--window", window, 0, 16, integer=True)
+    check_number("--epochs", epochs, 1, 100_000, integer=True)
+    check_number("--batch-size", batch_size, 1, 4096, integer=True)
+    check_number("--lr", lr, 0, 10, low_open=True)
+    check_number("--val-fraction", val_fraction, 0, 0.9)
+    _check_frames(obs_type, downscale)
     result = train_idm(
         datasets,
         out,
@@ -133,6 +150,9 @@ def reward_command(
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
     """A progress score of frames by temporal ranking: a `learned` reward term, label rewards."""
+    check_number("--epochs", epochs, 1, 100_000, integer=True)
+    check_number("--pairs", pairs, 1, 10_000_000, integer=True)
+    _check_frames(obs_type, downscale)
     result = train_reward_model(
         sources,
         out,
@@ -164,6 +184,8 @@ def label_command(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Label a video dataset with an IDM's actions into a Minari dataset for `train bc`."""
+    check_number("--threshold", threshold, 0, 1)
+    _check_frames(obs_type, downscale)
     result = label(
         video_dataset,
         idm,

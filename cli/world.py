@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 from metabonk_gym.cli.bench import _print, bench_app, console
-from metabonk_gym.cli.errors import err_console
+from metabonk_gym.cli.errors import fail
 from metabonk_gym.cli.train import guarded, train_app
 
 from metabonk_gym.bench.worldmodel_speed import DEFAULT_ENVS, run_world_model_bench
@@ -204,8 +204,7 @@ def dream_command(
     from metabonk_gym.worldmodel.files import load_world_model
 
     if agent is not None and plan is not None:
-        err_console.print("[bold red]error:[/] give --plan or --agent, not both")
-        raise typer.Exit(2)
+        fail("give --plan or --agent, not both")
 
     def policy() -> Any:
         if agent is None:

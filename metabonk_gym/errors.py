@@ -77,3 +77,8 @@ class EnvClosedError(MetabonkError, RuntimeError):
 
 class RomLoadError(MetabonkError, ValueError):
     """The emulator could not load the ROM file (not a GBA ROM, or damaged)."""
+
+
+class BadNumberError(MetabonkError, ValueError):
+    """A number (a flag, a value in a file) of the wrong kind or outside its range: NaN,
+    infinity, a negative count, a fraction above 1."""

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Any, TypeVar
+
+from metabonk_gym.errors import BadNumberError
 
 W = TypeVar("W")
 
@@ -20,7 +23,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:  # name the file asked for, not the temporary one
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from None
     try:
         # mkstemp creates 0600; give the file the mode a plain open() would (0666 & ~umask).
         os.chmod(tmp, 0o666 & ~_current_umask())
@@ -63,3 +69,64 @@ def find_wrapper(env: Any, cls: type[W]) -> W | None:
             return layer
         layer = getattr(layer, "env", None)
     return None
+
+
+def check_number(
+    name: str,
+    value: Any,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    integer: bool = False,
+    low_open: bool = False,
+) -> Any:
+    """`value` if it is a finite number (a whole one with `integer`) in `[low, high]` (`(low,
+    high]` with `low_open`), else a one-line `BadNumberError` naming `name` and the range.
+
+    NaN and infinity pass most comparisons unnoticed (`nan < 0` is False), so every number
+    from a flag or a file goes through here before it sizes or steers anything.
+
+    >>> check_number("--fps", 30.0, 0, 1000, low_open=True)
+    30.0
+    >>> check_number("--fps", float("inf"), 0, 1000, low_open=True)
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.errors.BadNumberError: --fps must be a number in (0, 1000], not inf
+    >>> check_number("--epochs", -3, 1, integer=True)
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.errors.BadNumberError: --epochs must be a whole number >= 1, not -3
+    """
+    kind = "a whole number" if integer else "a number"
+    if low is not None and high is not None:
+        where = f" in {'(' if low_open else '['}{_fmt(low)}, {_fmt(high)}]"
+    elif low is not None:
+        where = f" {'>' if low_open else '>='} {_fmt(low)}"
+    elif high is not None:
+        where = f" <= {_fmt(high)}"
+    else:
+        where = ""
+    bad = BadNumberError(f"{name} must be {kind}{where}, not {value!r}")
+    if isinstance(value, bool):
+        raise bad
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise bad from None
+    if not math.isfinite(number) or (integer and not float(number).is_integer()):
+        raise bad
+    if integer and not isinstance(value, int):
+        try:
+            if int(value) != number:
+                raise bad
+        except (TypeError, ValueError):
+            raise bad from None
+    if low is not None and (number <= low if low_open else number < low):
+        raise bad
+    if high is not None and number > high:
+        raise bad
+    return value
+
+
+def _fmt(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() and abs(bound) < 1e15 else f"{bound:g}"

@@ -28,7 +28,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from metabonk_gym.memory.store import NODES, OWNED, RELS, GraphStore, MemoryStoreError, open_store
+from metabonk_gym.memory.store import (
+    MAX_ROWS,
+    NODES,
+    OWNED,
+    RELS,
+    EmbeddedStore,
+    GraphStore,
+    MemoryStoreError,
+    check_read_query,
+    open_store,
+)
 from metabonk_gym.utils import atomic_write_text
 
 logger = logging.getLogger("metabonk_gym.memory")
@@ -221,6 +231,18 @@ class KnowledgeGraph:
     def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Rows of a Cypher query (buffered writes are not seen before `flush()`)."""
         return self.store.query(cypher, params)
+
+    def read_query(self, cypher: str, max_rows: int = MAX_ROWS) -> list[dict[str, Any]]:
+        """Rows of a user's query that only reads (`check_read_query`), at most `max_rows`,
+        with a deadline and a memory cap on the embedded database (what `memory query` runs)."""
+        if isinstance(self.store, EmbeddedStore):
+            return self.store.read_query(cypher, max_rows)
+        rows = self.store.query(check_read_query(cypher))
+        if len(rows) > max_rows:
+            raise MemoryStoreError(
+                f"memory query returned more than {max_rows} rows; add LIMIT or aggregate"
+            )
+        return rows
 
     def counts(self) -> dict[str, int]:
         """Nodes per label and relationships per type in the database."""

@@ -17,7 +17,8 @@ Never import `kuzu` in the same process: it registers the same native types as `
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,80 @@ class GraphStore:
         """Release the database (the embedded file lock, the driver's connections)."""
 
 
+#: What `metabonk memory query` may run: reading clauses first, one statement. The database is
+#: opened read-only, but `COPY ... TO`, `EXPORT DATABASE`, `INSTALL`/`LOAD EXTENSION` and
+#: `ATTACH` act outside it.
+READ_STARTS: tuple[str, ...] = ("MATCH", "OPTIONAL", "UNWIND", "WITH", "RETURN", "CALL")
+#: Rows `metabonk memory query` returns at most, the memory a query may use beyond what the
+#: process had (bytes), and its deadline (seconds).
+MAX_ROWS = 100_000
+QUERY_MEMORY = 1 << 30
+QUERY_TIMEOUT_S = 60.0
+_STRINGS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`")
+
+
+def check_read_query(cypher: str) -> str:
+    """`cypher` if it is one statement that starts with a reading clause, else a
+    `MemoryStoreError` (a query must not write files or change the database).
+
+    >>> check_read_query("MATCH (a:Area) RETURN a.id")
+    'MATCH (a:Area) RETURN a.id'
+    >>> check_read_query("COPY (MATCH (a:Area) RETURN a.id) TO 'out.csv'")
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.memory.store.MemoryStoreError: memory query refused: it starts with COPY; queries only read (start with MATCH, OPTIONAL, UNWIND, WITH, RETURN or CALL), one statement
+    """
+    bare = _STRINGS.sub("''", cypher).strip().rstrip(";").strip()
+    first = bare.split(None, 1)[0].upper() if bare else ""
+    first = re.split(r"[^A-Z_]", first, maxsplit=1)[0]
+    if first not in READ_STARTS or ";" in bare:
+        what = "several statements" if ";" in bare else f"it starts with {first or 'nothing'}"
+        raise MemoryStoreError(
+            f"memory query refused: {what}; queries only read (start with "
+            f"{', '.join(READ_STARTS[:-1])} or {READ_STARTS[-1]}), one statement"
+        )
+    return cypher
+
+
+def _vm_data() -> int | None:
+    """Bytes of data this process has mapped (Linux `VmData`), None elsewhere."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+@contextlib.contextmanager
+def capped_memory(extra: int) -> Iterator[None]:
+    """Within: this process may map at most `extra` more bytes of data (the soft
+    `RLIMIT_DATA`, restored after), so a query that would take gigabytes fails with
+    `bad_alloc` instead. Without `resource` or `/proc` (not Linux), no cap."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover (Windows)
+        yield
+        return
+    used = _vm_data()
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if used is None:
+        yield
+        return
+    cap = used + extra
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft != resource.RLIM_INFINITY and soft <= cap:
+        yield  # already as tight
+        return
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
 class EmbeddedStore(GraphStore):
     """A `ladybug` database in a file (or in memory with `path=None`), schema created on open.
 
@@ -184,6 +259,11 @@ class EmbeddedStore(GraphStore):
             self._conn = ladybug.Connection(self._db)
             for ddl in [] if read_only else schema_ddl():
                 self._conn.execute(ddl)
+            if read_only:
+                self._check_schema()
+        except MemoryStoreError:
+            self.close()
+            raise
         except RuntimeError as exc:
             raise MemoryStoreError(_explain(self.where, exc)) from exc
 
@@ -195,6 +275,52 @@ class EmbeddedStore(GraphStore):
         assert not isinstance(result, list)
         names = result.get_column_names()
         return [dict(zip(names, row)) for row in result.get_all()]
+
+    def _check_schema(self) -> None:
+        """Refuse a database without the memory's tables (an empty or foreign file)."""
+        result = self._conn.execute("CALL show_tables() RETURN name")
+        assert not isinstance(result, list)
+        tables = {row[0] for row in result.get_all()}
+        missing = sorted(set(NODES) - tables)
+        if missing:
+            raise MemoryStoreError(
+                f"{self.where} is empty or not a metabonk memory (no {', '.join(missing[:3])} "
+                "table); give the memory.lbdb a run wrote"
+            )
+
+    def read_query(
+        self, cypher: str, max_rows: int = MAX_ROWS, timeout_s: float = QUERY_TIMEOUT_S
+    ) -> list[dict[str, Any]]:
+        """Rows of a user's read-only query (`check_read_query`), at most `max_rows` of them,
+        within `timeout_s` and `QUERY_MEMORY` more bytes of memory; else `MemoryStoreError`."""
+        check_read_query(cypher)
+        self._conn.set_query_timeout(int(timeout_s * 1000))
+        rows: list[dict[str, Any]] = []
+        try:
+            with capped_memory(QUERY_MEMORY):
+                result = self._conn.execute(cypher, {})
+                if isinstance(result, list):  # several statements slipped through
+                    raise MemoryStoreError("memory query refused: several statements")
+                names = result.get_column_names()
+                while result.has_next():
+                    if len(rows) >= max_rows:
+                        raise MemoryStoreError(
+                            f"memory query returned more than {max_rows} rows; add LIMIT "
+                            "or aggregate"
+                        )
+                    rows.append(dict(zip(names, result.get_next())))
+        except MemoryStoreError:
+            raise
+        except (RuntimeError, MemoryError) as exc:
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if "bad_alloc" in text or isinstance(exc, MemoryError):
+                text = f"it needs more than {QUERY_MEMORY >> 20} MiB of memory"
+            elif "interrupt" in text.lower() or "timeout" in text.lower():
+                text = f"it ran past its {timeout_s:g} s deadline"
+            raise MemoryStoreError(f"memory query failed on {self.where}: {text}") from None
+        finally:
+            self._conn.set_query_timeout(0)
+        return rows
 
     def write(self, statements: Sequence[Statement]) -> None:
         if not statements:
@@ -333,9 +459,13 @@ def _explain(where: str, exc: Exception) -> str:
             f"the memory database {where} is locked by another process ({text}); stop that run "
             "or give this one another memory path"
         )
-    if "not a valid" in text.lower() or "corrupt" in text.lower() or "wal" in text.lower():
+    lowered = text.lower()
+    if any(
+        word in lowered
+        for word in ("not a valid", "corrupt", "wal", "cannot read checkpoint", "outside the")
+    ):
         return (
-            f"the memory database {where} is corrupt or not a ladybug database ({text}); move it "
-            "aside (it is left untouched) or give another memory path"
+            f"the memory database {where} is truncated, corrupt or not a ladybug database; move "
+            "it aside (it is left untouched) or give another memory path"
         )
     return f"cannot open the memory database {where}: {text}"

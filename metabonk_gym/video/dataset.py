@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import time
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
 from metabonk_gym.video.decode import open_video, parse_crop, resampled
 from metabonk_gym.video.envfacts import EnvFacts, env_facts, reference_frames
@@ -46,6 +49,73 @@ VERSION = 1
 CHUNK = 256
 MAX_STEPS = 20_000
 Log = Callable[[str], None]
+
+
+#: Bounds on what an index.json may say (it sizes every array read from the dataset).
+MAX_SIDE = 4096
+MAX_LENGTH = 10_000_000
+_CHUNK_NAME = re.compile(r"^videos/[A-Za-z0-9_.-]{1,64}\.npz$")
+
+
+def _check_index(index: dict[str, Any], where: Path) -> None:
+    """Refuse an index whose numbers would size arrays without bound or whose chunk names
+    leave the dataset folder (it is read before any frame)."""
+
+    def bad(what: str) -> VideoDatasetError:
+        return VideoDatasetError(f"{where}: {what}; make the dataset again with video to-dataset")
+
+    screen = index.get("screen")
+    if (
+        not isinstance(screen, list)
+        or len(screen) != 2
+        or not all(type(v) is int and 1 <= v <= MAX_SIDE for v in screen)
+    ):
+        raise bad(f"screen must be [height, width] of 1..{MAX_SIDE} pixels, not {screen!r}")
+    frameskip = index.get("frameskip", 4)
+    if type(frameskip) is not int or not 1 <= frameskip <= 1000:
+        raise bad(f"frameskip must be a whole number in 1..1000, not {frameskip!r}")
+    for i, entry in enumerate(index["videos"]):
+        if not isinstance(entry, dict):
+            raise bad(f"video {i} is {type(entry).__name__}, not an entry")
+        length, chunks = entry.get("length"), entry.get("chunks")
+        if type(length) is not int or not 0 <= length <= MAX_LENGTH:
+            raise bad(f"video {i} length must be a whole number in 0..{MAX_LENGTH}, not {length!r}")
+        if not isinstance(chunks, list) or not all(
+            isinstance(c, str) and _CHUNK_NAME.match(c) for c in chunks
+        ):
+            raise bad(f"video {i} chunks must be names videos/NAME.npz, not {chunks!r}")
+
+
+def _read_chunk(file: Path, frame_shape: tuple[int, int, int]) -> np.ndarray:
+    """A chunk's frames (n, H, W, 3) uint8: its array header is checked against the index's
+    screen and `CHUNK` before anything is decompressed."""
+    try:
+        with zipfile.ZipFile(file) as archive, archive.open("frames.npy") as member:
+            version = np.lib.format.read_magic(member)
+            read_header = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, fortran, dtype = read_header(member)
+            if fortran or dtype != np.uint8 or len(shape) != 4 or tuple(shape[1:]) != frame_shape:
+                raise VideoDatasetError(
+                    f"{file} holds frames {tuple(shape)} {dtype}; the index says n x "
+                    f"{' x '.join(map(str, frame_shape))} uint8: the dataset is corrupt"
+                )
+            if not 1 <= shape[0] <= CHUNK:
+                raise VideoDatasetError(
+                    f"{file} holds {shape[0]} frames; a chunk holds 1..{CHUNK}: corrupt"
+                )
+            size = int(np.prod(shape))
+            data = member.read(size + 1)
+    except VideoDatasetError:
+        raise
+    except Exception as exc:
+        raise VideoDatasetError(f"{file} cannot be read (corrupt?): {exc}") from None
+    if len(data) != size:
+        raise VideoDatasetError(f"{file} holds {len(data)} bytes of frames, not {size}: corrupt")
+    return np.frombuffer(data, dtype=np.uint8).reshape(shape).copy()
 
 
 def _save_chunk(path: Path, frames: list[np.ndarray]) -> None:
@@ -70,11 +140,16 @@ class VideoDataset:
                 "`metabonk video to-dataset VIDEO... --env ENV_ID --out DIR`"
             )
         try:
-            self.index: dict[str, Any] = json.loads(index.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
+            self.index: dict[str, Any] = load_config_file(index)
+        except ConfigFileError as exc:
             raise VideoDatasetError(f"{index} cannot be read (corrupt?): {exc}") from None
-        if self.index.get("format") != FORMAT or not isinstance(self.index.get("videos"), list):
+        if (
+            not isinstance(self.index, dict)
+            or self.index.get("format") != FORMAT
+            or not isinstance(self.index.get("videos"), list)
+        ):
             raise VideoDatasetError(f"{index} is not a {FORMAT} index; make it again")
+        _check_index(self.index, index)
 
     @property
     def env_id(self) -> str:
@@ -99,13 +174,9 @@ class VideoDataset:
         """Video `i`'s frames (T, H, W, 3)."""
         entry = self.videos[i]
         parts = []
+        height, width = self.index["screen"]
         for name in entry["chunks"]:
-            file = self.path / name
-            try:
-                with np.load(file, allow_pickle=False) as data:
-                    parts.append(data["frames"])
-            except Exception as exc:
-                raise VideoDatasetError(f"{file} cannot be read (corrupt?): {exc}") from None
+            parts.append(_read_chunk(self.path / name, (height, width, 3)))
         frames = np.concatenate(parts)
         if len(frames) != entry["length"]:
             raise VideoDatasetError(

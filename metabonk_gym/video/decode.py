@@ -13,6 +13,7 @@ Crop(x=8, y=0, w=240, h=160)
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from metabonk_gym.utils import check_number
 from metabonk_gym.video.errors import VideoError
 
 VIDEO_SUFFIXES: tuple[str, ...] = (".mp4", ".webm", ".mkv", ".mov", ".avi")
@@ -27,6 +29,8 @@ FRAME_SUFFIXES: tuple[str, ...] = (".png", ".jpg", ".jpeg", ".bmp")
 #: Caps on what one video may make us decode: pixels per frame and source frames.
 MAX_PIXELS = 4096 * 4096
 MAX_SOURCE_FRAMES = 60 * 60 * 60 * 2  # two hours at 60 fps
+#: The frame rates a video may be given (`--fps`): a rate near 0 would repeat one frame forever.
+MIN_FPS, MAX_FPS = 0.1, 1000.0
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,19 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+def _image_size(file: Path) -> tuple[int, int]:
+    """(width, height) of an image from its header alone (PIL reads no pixels on open)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with warnings.catch_warnings():  # PIL's bomb warning: the size is checked here
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(file) as image:
+                return image.size
+    except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
+        raise VideoError(f"frame {file} cannot be decoded: {_first_line(exc)}") from None
+
+
 def _open_folder(path: Path, fps: float | None, default_fps: float, max_frames: int) -> VideoSource:
     import imageio.v2 as imageio
 
@@ -182,6 +199,7 @@ def _open_folder(path: Path, fps: float | None, default_fps: float, max_frames: 
         raise VideoError(f"frame folder {path} has more than {max_frames} frames; split it")
 
     def read(file: Path) -> np.ndarray:
+        _check_pixels(*_image_size(file), file)  # from the header: a bomb is never decoded
         try:
             return _rgb(imageio.imread(file), file)
         except VideoError:
@@ -217,8 +235,8 @@ def open_video(
     """Open a video file or a folder of frames (`fps` overrides the file's own rate; a folder
     without `fps` is taken to be at `default_fps`)."""
     path = Path(path).expanduser()
-    if fps is not None and not fps > 0:
-        raise VideoError(f"--fps must be > 0, not {fps}")
+    if fps is not None:
+        check_number("--fps", fps, MIN_FPS, MAX_FPS)
     if path.is_dir():
         return _open_folder(path, fps, default_fps, max_source_frames)
     if not path.exists():

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
 from metabonk_gym.video.errors import ModelFileError
 
@@ -100,14 +101,54 @@ def read_metadata(path: str | Path, default_name: str, kind: str) -> dict[str, A
             else f"{kind} model not found: need {weights} and {meta_path}"
         )
     try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        meta = load_config_file(meta_path)
+    except ConfigFileError as exc:
         raise ModelFileError(f"{meta_path} cannot be read (corrupt?): {exc}") from None
     if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
         raise ModelFileError(f"{meta_path} is not a metabonk video model's metadata")
     if meta.get("kind") != kind:
         raise ModelFileError(f"{meta_path} is a {meta.get('kind')} model, not an {kind} model")
+    check_sizes(meta, meta_path)
     return meta
+
+
+#: Bounds on the sizes a model's metadata may give (they size the net built before its
+#: weights are read): (keys down the JSON, low, high).
+SIZE_BOUNDS: tuple[tuple[tuple[str | int, ...], int, int], ...] = (
+    (("window",), 0, 16),
+    (("width",), 2, 512),
+    (("action_space", "n"), 1, 4096),
+    (("obs", "downscale"), 1, 8),
+    (("obs", "shape", 0), 1, 4096),
+    (("obs", "shape", 1), 1, 4096),
+    (("obs", "shape", 2), 1, 3),
+)
+
+
+def check_sizes(meta: dict[str, Any], where: Path) -> None:
+    """Refuse metadata whose sizes are not whole numbers in `SIZE_BOUNDS` (those present).
+
+    >>> check_sizes({"width": 8000}, Path("idm.json"))
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.video.errors.ModelFileError: idm.json: width must be a whole number in 2..512, not 8000 (the net is built from it before its weights are read)
+    """
+    for keys, low, high in SIZE_BOUNDS:
+        value: Any = meta
+        for key in keys:
+            found = (isinstance(value, dict) and isinstance(key, str) and key in value) or (
+                isinstance(value, list) and isinstance(key, int) and key < len(value)
+            )
+            if not found:
+                break
+            value = value[key]
+        else:
+            if type(value) is not int or not low <= value <= high:
+                name = ".".join(map(str, keys))
+                raise ModelFileError(
+                    f"{where}: {name} must be a whole number in {low}..{high}, not {value!r} "
+                    "(the net is built from it before its weights are read)"
+                )
 
 
 def load_state(path: str | Path, default_name: str, net: nn.Module) -> None:

@@ -27,6 +27,7 @@ from metabonk_gym.training.errors import CheckpointError
 from metabonk_gym.training.predictor import sticky_actions
 from metabonk_gym.training.safeload import load_ppo, model_train_config, policy_venv
 from metabonk_gym.training.video import write_mp4
+from metabonk_gym.utils import check_number
 from metabonk_gym.worldmodel.files import WorldModelError, load_world_model
 from metabonk_gym.worldmodel.model import CONTEXT, imagine
 
@@ -68,6 +69,10 @@ def _button_actions(env: Any) -> list[set[str]] | None:
     return None if combos is None else [set(c) for c in combos]
 
 
+#: Most frames one `dream` imagines (each is kept, with its real twin, for the figures and video).
+MAX_DREAM_STEPS = 10_000
+
+
 def parse_plan(text: str, n_actions: int, env: Any = None) -> list[int]:
     """Actions of a plan text (`ACTION*N,...`; buttons need `env` to name its actions)."""
     out: list[int] = []
@@ -82,6 +87,11 @@ def parse_plan(text: str, n_actions: int, env: Any = None) -> list[int]:
             raise WorldModelError(
                 f"plan item {item!r}: the count after * must be a number"
             ) from None
+        if not 1 <= repeat <= MAX_DREAM_STEPS - len(out):
+            raise WorldModelError(
+                f"plan item {item!r}: a plan holds 1..{MAX_DREAM_STEPS} actions in all "
+                "(a count of at least 1 each)"
+            )
         name = name.strip()
         if name.lstrip("-").isdigit():
             action = int(name)
@@ -146,6 +156,8 @@ def dream(
     """
     import metabonk_gym  # noqa: F401  (registers the envs)
 
+    check_number("--steps", steps, 1, MAX_DREAM_STEPS, integer=True)
+    check_number("--fps", fps, 0.1, 240)
     model, meta = load_world_model(model_path)
     env_id = str(meta.get("env_id") or "")
     kwargs = dict(meta.get("env_kwargs") or {})
@@ -185,6 +197,8 @@ def dream(
                 spreads.append(std[i].numpy())
             frames.extend(imagined[-k:])
             actions.extend(chunk)
+            if log is not None and len(imagined) // 1000 > (len(imagined) - k) // 1000:
+                log(f"imagined {len(imagined)}/{steps} frames")
         truth: list[np.ndarray] = []
         if real:
             for action in actions:

@@ -61,13 +61,79 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def dreamer_overrides(env_id: str, out: Path, options: dict[str, Any]) -> list[str]:
-    """sheeprl's hydra overrides for a run of `env_id` logging into `out/sheeprl`."""
-    opts = {**DREAMER_DEFAULTS, **options}
+#: Range of each whole-number option (inclusive); a run directory's config.yaml is checked too.
+_INT_RANGES: dict[str, tuple[int, int]] = {
+    "total_steps": (1, 10**10),
+    "learning_starts": (0, 10**10),
+    "batch_size": (1, 4096),
+    "sequence_length": (1, 4096),
+    "checkpoint_every": (1, 10**10),
+    "screen_size": (8, 1024),
+    "num_envs": (1, 256),
+    "seed": (0, 2**32 - 1),
+    "log_every": (1, 10**10),
+}
+ACCELERATORS = ("cpu", "gpu", "cuda", "mps", "auto")
+#: env keyword arguments reach hydra as `+env.wrapper.KEY=VALUE`: plain names and plain values
+#: only, so a run directory's config.yaml cannot add a `_target_` (code hydra would call).
+_KWARG_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+_KWARG_TEXT = re.compile(r"^[A-Za-z0-9_.,:/@+= -]{0,4096}$")
+
+
+def check_dreamer_options(opts: dict[str, Any]) -> None:
+    """Refuse Dreamer options of the wrong type or range (flags, or a run's config.yaml).
+
+    Every value becomes a hydra override, and hydra calls any `_target_` it meets; so only
+    numbers in range, known words and plain `env_kwargs` pass.
+
+    >>> check_dreamer_options({**DREAMER_DEFAULTS, "total_steps": -1})
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.training.errors.RunDirError: Dreamer total_steps must be a whole number in 1..10000000000, not -1
+    """
+    for key, (low, high) in _INT_RANGES.items():
+        value = opts[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise RunDirError(
+                f"Dreamer {key} must be a whole number in {low}..{high}, not {value!r}"
+            )
+    ratio = opts["replay_ratio"]
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 1024:
+        raise RunDirError(f"Dreamer replay_ratio must be a number in (0, 1024], not {ratio!r}")
     if opts["size"] not in SIZES:
         raise RunDirError(
             f"unknown Dreamer size {opts['size']!r}; choose one of {', '.join(SIZES)}"
         )
+    if opts["accelerator"] not in ACCELERATORS:
+        raise RunDirError(
+            f"unknown Dreamer accelerator {opts['accelerator']!r}; "
+            f"choose one of {', '.join(ACCELERATORS)}"
+        )
+    if not isinstance(opts["grayscale"], bool):
+        raise RunDirError(f"Dreamer grayscale must be true or false, not {opts['grayscale']!r}")
+    kwargs = opts["env_kwargs"] or {}
+    if not isinstance(kwargs, dict):
+        raise RunDirError(f"Dreamer env_kwargs must be a mapping, not {kwargs!r}")
+    for key, value in kwargs.items():
+        if not isinstance(key, str) or not _KWARG_NAME.match(key):
+            raise RunDirError(
+                f"Dreamer env_kwargs key {key!r} refused: a name of letters, digits and _ "
+                "(no dots, no leading _: hydra would read `_target_` as code to call)"
+            )
+        plain = value is None or isinstance(value, bool | int | float)
+        if not plain and not (isinstance(value, str) and _KWARG_TEXT.match(value)):
+            raise RunDirError(
+                f"Dreamer env_kwargs {key}={value!r} refused: only numbers, true/false and "
+                "plain text (letters, digits, ._,:/@+= -) pass to sheeprl's config"
+            )
+
+
+def dreamer_overrides(env_id: str, out: Path, options: dict[str, Any]) -> list[str]:
+    """sheeprl's hydra overrides for a run of `env_id` logging into `out/sheeprl`."""
+    opts = {**DREAMER_DEFAULTS, **options}
+    check_dreamer_options(opts)
+    if not isinstance(env_id, str) or not _KWARG_TEXT.match(env_id):
+        raise RunDirError(f"Dreamer env id {env_id!r} refused: not a plain env id")
     out = Path(out).expanduser().resolve()
     overrides = [
         "exp=dreamer_v3",
@@ -108,7 +174,10 @@ def dreamer_overrides(env_id: str, out: Path, options: dict[str, Any]) -> list[s
         "metric.logger.version=''",
     ]
     for key, value in dict(opts["env_kwargs"] or {}).items():
-        overrides.append(f"+env.wrapper.{key}={_value(value)}")
+        text = "null" if value is None else _value(value)
+        if isinstance(value, str):  # quoted: hydra reads it as text, never a list or a dict
+            text = "'" + value + "'"
+        overrides.append(f"+env.wrapper.{key}={text}")
     return overrides
 
 
@@ -121,8 +190,32 @@ def list_dreamer_checkpoints(run: RunDir) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def check_checkpoint(path: Path) -> dict[str, Any]:
-    """A sheeprl checkpoint's contents, read with `weights_only=True` (no code unpickled)."""
+#: What sheeprl's DreamerV3 reads from a checkpoint it resumes from.
+RESUME_KEYS = (
+    "world_model",
+    "actor",
+    "critic",
+    "target_critic",
+    "world_optimizer",
+    "actor_optimizer",
+    "critic_optimizer",
+    "moments",
+    "ratio",
+    "iter_num",
+    "batch_size",
+    "last_log",
+    "last_checkpoint",
+)
+
+
+_NETS = ("world_model", "actor", "critic", "target_critic")
+
+
+def check_checkpoint(
+    path: Path, keys: tuple[str, ...] = ("world_model", "actor")
+) -> dict[str, Any]:
+    """A sheeprl checkpoint's contents, read with `weights_only=True` (no code unpickled),
+    holding `keys`."""
     import torch
 
     try:
@@ -132,9 +225,37 @@ def check_checkpoint(path: Path) -> dict[str, Any]:
             f"{path} holds more than tensors and plain values (or is corrupt): loading it would "
             f"unpickle code, so it is refused; start a new run ({str(exc).splitlines()[0]})"
         ) from None
-    if not isinstance(state, dict) or "actor" not in state or "world_model" not in state:
+    if not isinstance(state, dict):
         raise CheckpointError(f"{path} is not a DreamerV3 checkpoint of sheeprl")
+    missing = [key for key in keys if key not in state]
+    if missing:
+        raise CheckpointError(
+            f"{path} is not a DreamerV3 checkpoint of sheeprl (no {', '.join(missing[:4])})"
+        )
+    for key in keys:
+        value = state[key]
+        if key in _NETS and not (
+            isinstance(value, dict) and value and all(torch.is_tensor(v) for v in value.values())
+        ):
+            raise CheckpointError(f"{path}: {key} holds no tensors; start a new run")
+        if key.endswith("_optimizer") and not (
+            isinstance(value, dict) and {"state", "param_groups"} <= set(value)
+        ):
+            raise CheckpointError(f"{path}: {key} is not an optimizer's state; start a new run")
     return state
+
+
+def _misfit(exc: RuntimeError, checkpoint: Path | None) -> CheckpointError | None:
+    """`exc` as a one-line `CheckpointError` when it is torch refusing the checkpoint's tensors
+    (shapes that do not fit the run's model), else None."""
+    text = str(exc)
+    if checkpoint is None or "loading state_dict" not in text:
+        return None
+    detail = " ".join(line.strip() for line in text.splitlines()[1:3])
+    return CheckpointError(
+        f"{checkpoint} does not fit the model of this run's config.yaml ({detail[:300]}); "
+        "start a new run"
+    )
 
 
 def _sheeprl() -> Any:
@@ -171,7 +292,7 @@ def train_dreamer(
     import metabonk_gym  # noqa: F401  (registers the envs)
 
     _sheeprl()
-    from sheeprl.cli import check_configs, resume_from_checkpoint, run_algorithm
+    from sheeprl.cli import check_configs, run_algorithm
     from sheeprl.utils.utils import dotdict
 
     log = log or (lambda _msg: None)
@@ -192,17 +313,19 @@ def train_dreamer(
         if stored.get("env_id") != env_id:
             raise RunDirError(f"{run.path} trains {stored.get('env_id')}, not {env_id}")
         opts = {**DREAMER_DEFAULTS, **dict(stored.get("dreamer") or {}), **given}
+        check_dreamer_options(opts)  # config.yaml is a file of the run directory: data only
         found = list_dreamer_checkpoints(run)
         if not found:
             raise CheckpointError(
                 f"cannot resume {run.path}: no {SHEEPRL_DIR}/checkpoint/ckpt_*_0.ckpt"
             )
         step, checkpoint = found[-1]
-        check_checkpoint(checkpoint)
+        check_checkpoint(checkpoint, RESUME_KEYS)
         log(f"resuming {run.path} from step {step} ({checkpoint.name})")
     else:
         run.check_new()
         opts = {**DREAMER_DEFAULTS, **given}
+        check_dreamer_options(opts)
         probe = gym.make(env_id, **dict(opts["env_kwargs"] or {}))
         try:
             if not isinstance(probe.action_space, gym.spaces.Discrete):
@@ -220,13 +343,10 @@ def train_dreamer(
     with initialize_config_module("sheeprl.configs", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     if checkpoint is not None:
-        cfg = resume_from_checkpoint(cfg)
-        with open_dict(cfg):  # the run may have moved since: log where it is now
-            cfg.log_root = str(run.path.resolve())
-            cfg.root_dir, cfg.run_name = ".", SHEEPRL_DIR
-            cfg.metric.logger.version = ""
-            cfg.env.wrapper._target_ = LOGGED_ENV  # the game scalars continue at `step`
-            cfg.env.wrapper.scalars_dir = str(run.path.resolve() / "tensorboard")
+        # Never sheeprl's `resume_from_checkpoint`: it merges DIR/sheeprl/config.yaml into the
+        # config, and hydra calls any `_target_` in it (a shared run directory could run code).
+        # The config is rebuilt from metabonk's own options, checked above.
+        with open_dict(cfg):  # the game scalars continue at `step`
             cfg.env.wrapper.scalars_step = int(step)
     cfg = dotdict(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))
     check_configs(cfg)
@@ -241,6 +361,10 @@ def train_dreamer(
     except KeyboardInterrupt:
         status = "interrupted"
         raise
+    except RuntimeError as exc:
+        if (misfit := _misfit(exc, checkpoint)) is None:
+            raise
+        raise misfit from None
     finally:
         found = list_dreamer_checkpoints(run)
         steps = found[-1][0] if found else 0
@@ -300,9 +424,14 @@ class DreamerPolicy:
         if head is None:
             raise CheckpointError(f"{found[-1][1]} has no discrete actor head (mlp_heads.0)")
         n = int(head.shape[0])
-        *_, self.player = build_agent(
-            self.fabric, (n,), False, self.cfg, obs_space, state["world_model"], state["actor"]
-        )
+        try:
+            *_, self.player = build_agent(
+                self.fabric, (n,), False, self.cfg, obs_space, state["world_model"], state["actor"]
+            )
+        except RuntimeError as exc:
+            if (misfit := _misfit(exc, found[-1][1])) is None:
+                raise
+            raise misfit from None
         self.greedy = greedy
         self.n_actions = n
         self.steps = found[-1][0]

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
 from metabonk_gym.worldmodel.model import ModelConfig, WorldModel
@@ -69,22 +70,57 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     """The metadata of a weights file (or run directory), checked to be a world model's."""
     weights = resolve_model_path(path)
     meta_file = metadata_path(weights)
-    try:
-        meta = json.loads(meta_file.read_text())
-    except FileNotFoundError:
+    if not meta_file.is_file():
         raise WorldModelError(
             f"{weights} has no metadata file {meta_file.name} beside it; it was not written by "
             "`metabonk train world-model`"
-        ) from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise WorldModelError(f"{meta_file} is corrupt: {exc}") from exc
+        )
+    try:
+        meta = load_config_file(meta_file)
+    except ConfigFileError as exc:
+        raise WorldModelError(f"{meta_file} is corrupt: {exc}") from None
     if not isinstance(meta, dict) or meta.get("kind") != KIND or "config" not in meta:
         raise WorldModelError(f"{meta_file} is not the metadata of a metabonk world model")
+    if type(meta.get("format", 0)) is not int:
+        raise WorldModelError(f"{meta_file}: format must be a whole number, not {meta['format']!r}")
+    check_config(meta["config"], meta_file)
     if int(meta.get("format", 0)) > FORMAT:
         raise WorldModelError(
             f"{weights} has format {meta['format']}, newer than this metabonk reads ({FORMAT}); upgrade"
         )
     return meta
+
+
+#: Bounds on a model config's sizes (the model is built from them before its weights are read).
+CONFIG_BOUNDS: dict[str, tuple[int, int]] = {
+    "channels": (1, 3),
+    "n_actions": (1, 4096),
+    "width": (1, 256),
+    "action_dim": (1, 1024),
+    "horizon": (1, 64),
+}
+
+
+def check_config(config: Any, where: Path | str) -> None:
+    """Refuse a model config whose sizes are not whole numbers within `CONFIG_BOUNDS`.
+
+    >>> check_config({"channels": 1, "n_actions": 9, "horizon": 1e9}, "model.json")
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.worldmodel.files.WorldModelError: model.json: config.horizon must be a whole number in 1..64, not 1000000000.0
+    """
+    if not isinstance(config, dict):
+        raise WorldModelError(f"{where}: config must be a mapping, not {config!r}")
+    for key, value in config.items():
+        if key not in CONFIG_BOUNDS:
+            raise WorldModelError(
+                f"{where}: unknown config key {key!r}; known: {', '.join(CONFIG_BOUNDS)}"
+            )
+        low, high = CONFIG_BOUNDS[key]
+        if type(value) is not int or not low <= value <= high:
+            raise WorldModelError(
+                f"{where}: config.{key} must be a whole number in {low}..{high}, not {value!r}"
+            )
 
 
 def read_weights(path: Path, device: str | torch.device = "cpu") -> dict[str, Any]:
@@ -113,9 +149,18 @@ def load_world_model(
     """The model (in eval mode) and metadata of a weights file or run directory."""
     weights = resolve_model_path(path)
     meta = read_metadata(weights)
-    model = build_model(meta)
     state = read_weights(weights, device)
     state = state.get("model", state) if isinstance(state.get("model"), dict) else state
+    with torch.device("meta"):  # shapes only: nothing is allocated before they match
+        shapes = {k: tuple(v.shape) for k, v in build_model(meta).state_dict().items()}
+    found = {k: tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)}
+    if found != shapes:
+        differ = sorted(set(shapes) ^ set(found)) or [k for k in shapes if shapes[k] != found[k]]
+        raise WorldModelError(
+            f"{weights} does not match its metadata's model ({len(differ)} tensor(s) differ, "
+            f"e.g. {differ[0]}); the files are not one model's: train again"
+        )
+    model = build_model(meta)
     try:
         model.load_state_dict(state)
     except RuntimeError as exc:
