@@ -5,7 +5,10 @@ Two training vector envs (`make_train_venv`, what `train ppo` steps) are built s
 plain, one with views requested (`--watch`). A viewer in another process (as a browser would
 be) holds the live WebSocket open and reads every frame. Rounds alternate between the two
 (random actions, `seconds` each), so load from other work hits both alike; the figure is the
-ratio of the medians, with the frames each env delivered per second to the viewer.
+ratio of the medians (and the median of each adjacent pair's ratio), with the frames each env
+delivered per second to the viewer, and the CPU time per env step of everything each setting
+runs (this process, the env workers, the viewer's process): on a machine busy with other work
+the wall-clock ratio swings, the CPU figure much less.
 
 >>> _ratio([2.0, 4.0], [1.0, 2.0, 3.0])
 2.0
@@ -14,9 +17,11 @@ ratio of the medians, with the frames each env delivered per second to the viewe
 from __future__ import annotations
 
 import multiprocessing
+import os
 import statistics
 import struct
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,12 +57,37 @@ def _viewer(port: int, frames: Any, nbytes: Any, stop: Any, envs_seen: Any) -> N
                 envs_seen.value = len(seen)
 
 
-def _steps_per_s(venv: Any, seconds: float, rng: np.random.Generator, n: int) -> float:
-    count, start = 0, time.perf_counter()
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes so far (all their threads; Linux /proc).
+
+    >>> cpu_seconds([os.getpid()]) > 0
+    True
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+def _engine_pids(venv: Any) -> list[int]:
+    return list(venv.unwrapped.engine.pids)
+
+
+def _round(
+    venv: Any, seconds: float, rng: np.random.Generator, n: int, pids: list[int]
+) -> tuple[float, float]:
+    """(env steps per second, CPU milliseconds per env step of `pids`) over one round."""
+    count, cpu, start = 0, cpu_seconds(pids), time.perf_counter()
     while time.perf_counter() - start < seconds:
         venv.step(rng.integers(0, n, venv.num_envs))
         count += venv.num_envs
-    return count / (time.perf_counter() - start)
+    wall = time.perf_counter() - start
+    return count / wall, (cpu_seconds(pids) - cpu) * 1000.0 / count
 
 
 def bench_watch_speed(
@@ -94,16 +124,25 @@ def bench_watch_speed(
             time.sleep(0.05)
         n = int(getattr(plain.action_space, "n", 2))
         rng = np.random.default_rng(0)
-        for venv in (plain, watched):
+        # CPU of everything each setting runs: this process (the training loop, and with a
+        # viewer the sampler and the server), the env workers, and the viewer's process
+        pids = {
+            "none": [os.getpid(), *_engine_pids(plain)],
+            "viewer": [os.getpid(), *_engine_pids(watched), int(viewer.pid)],
+        }
+        for venv, name in ((plain, "none"), (watched, "viewer")):
             venv.reset()
-            _steps_per_s(venv, 1.0, rng, n)  # warm up
+            _round(venv, 1.0, rng, n, pids[name])  # warm up
         rates: dict[str, list[float]] = {"none": [], "viewer": []}
+        cpu: dict[str, list[float]] = {"none": [], "viewer": []}
         watched_s, watched_frames, watched_bytes = 0.0, 0, 0
         for r in range(rounds):
             order = [("none", plain), ("viewer", watched)]
             for name, venv in order if r % 2 == 0 else order[::-1]:
                 f0, b0, t0 = frames.value, nbytes.value, time.perf_counter()
-                rates[name].append(_steps_per_s(venv, seconds, rng, n))
+                rate, cpu_ms = _round(venv, seconds, rng, n, pids[name])
+                rates[name].append(rate)
+                cpu[name].append(cpu_ms)
                 if name == "viewer":
                     time.sleep(0.3)  # frames of the round still on their way
                     watched_s += time.perf_counter() - t0
@@ -117,6 +156,13 @@ def bench_watch_speed(
             "steps_per_s_no_watch": round(statistics.median(rates["none"]), 1),
             "steps_per_s_one_viewer": round(statistics.median(rates["viewer"]), 1),
             "ratio_viewer_vs_none": round(_ratio(rates["viewer"], rates["none"]), 4),
+            "ratio_per_round_pair_median": round(
+                statistics.median(v / p for v, p in zip(rates["viewer"], rates["none"])), 4
+            ),
+            "cpu_ms_per_env_step_no_watch": round(statistics.median(cpu["none"]), 4),
+            "cpu_ms_per_env_step_one_viewer": round(statistics.median(cpu["viewer"]), 4),
+            "load_1min": round(os.getloadavg()[0], 2),
+            "cpus": os.cpu_count(),
             "frames_per_s_per_env": round(watched_frames / watched_s / n_envs, 2),
             "viewer_kbytes_per_s": round(watched_bytes / watched_s / 1000, 1),
             "envs_seen_by_viewer": int(envs_seen.value),
