@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import multiprocessing
 import os
 import signal
 import time
@@ -237,55 +238,65 @@ def test_disabled_autoreset_keeps_stepping_the_ended_episode() -> None:
 
 
 # pool mode ------------------------------------------------------------------------------------
-class _Slow(gym.Wrapper[Any, Any, Any, Any]):
-    """Each step of this env sleeps `delay` seconds."""
+class _Gated(gym.Wrapper[Any, Any, Any, Any]):
+    """A step of this env waits until `gate` is set (None: never waits): which envs finish first
+    is decided by the test, not by timing."""
 
-    def __init__(self, env: gym.Env, delay: float) -> None:
+    def __init__(self, env: gym.Env, gate: Any) -> None:
         super().__init__(env)
-        self.delay = delay
+        self.gate = gate
 
     def step(self, action: Any) -> Any:
-        time.sleep(self.delay)
+        if self.gate is not None and not self.gate.wait(timeout=60):
+            raise TimeoutError("the test never opened the gate")
         return self.env.step(action)
 
 
-def _cartpole_with_delay(delay: float) -> gym.Env:
-    return _Slow(gym.make("CartPole-v1"), delay)
+def _gated_cartpole(gate: Any) -> gym.Env:
+    return _Gated(gym.make("CartPole-v1"), gate)
 
 
 def test_pool_mode_returns_the_first_ready_envs_with_their_ids() -> None:
-    delays = [0.4, 0.0, 0.0, 0.4]
-    envs = SharedMemoryVectorEnv([partial(_cartpole_with_delay, d) for d in delays])
+    gate = multiprocessing.get_context("fork").Event()
+    envs = SharedMemoryVectorEnv(
+        [partial(_gated_cartpole, gate if i in (0, 3) else None) for i in range(4)],
+        context="fork",
+    )
     try:
         envs.async_reset(seed=0)
         obs, rewards, _, _, infos = envs.recv(4)  # after a reset every env is ready
         assert sorted(infos["env_id"].tolist()) == [0, 1, 2, 3]
         envs.send(np.zeros(4, np.int64), infos["env_id"])
         obs, rewards, _, _, infos = envs.recv(2)
-        assert sorted(infos["env_id"].tolist()) == [1, 2]  # the fast ones
+        assert sorted(infos["env_id"].tolist()) == [1, 2]  # envs 0 and 3 wait at the gate
         ready = infos["env_id"].tolist()
         states = envs.engine.call("unwrapped", env_ids=ready)  # envs 0 and 3 still step
         for row, state in enumerate(states):
             np.testing.assert_allclose(obs[row], np.asarray(state.state, np.float32))
         envs.send(np.ones(2, np.int64), infos["env_id"])
+        gate.set()
         _, _, _, _, infos = envs.recv(4)
         assert sorted(infos["env_id"].tolist()) == [0, 1, 2, 3]
         with pytest.raises(ValueError, match="only 0 envs are stepping"):
             envs.recv(1)
     finally:
+        gate.set()
         envs.close()
 
 
 def test_sending_to_an_env_still_stepping_is_refused() -> None:
-    envs = SharedMemoryVectorEnv([partial(_cartpole_with_delay, 0.2)] * 2)
+    gate = multiprocessing.get_context("fork").Event()
+    envs = SharedMemoryVectorEnv([partial(_gated_cartpole, gate)] * 2, context="fork")
     try:
         envs.async_reset(seed=0)
         envs.recv(2)
         envs.send(np.zeros(1, np.int64), [0])
         with pytest.raises(RuntimeError, match="still stepping"):
             envs.send(np.zeros(1, np.int64), [0])
-        envs.recv(1)
+        gate.set()
+        assert envs.recv(1)[4]["env_id"].tolist() == [0]
     finally:
+        gate.set()
         envs.close()
 
 

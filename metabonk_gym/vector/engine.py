@@ -119,8 +119,8 @@ class VecEngine:
             an emulator that allows one instance per process needs).
         autoreset: what happens after an episode ends (gymnasium's `AutoresetMode`):
             NEXT_STEP (the next step of that env resets it and returns the reset observation,
-            gymnasium's default), SAME_STEP (reset at once; the final observation is kept in
-            `final_observations` and the final info returned), or DISABLED.
+            gymnasium's default), SAME_STEP (reset at once; the final observation, `row(i,
+            final=True)`, and the final info come back pickled with that step), or DISABLED.
         info_keys: the info keys whose values reach the main process every step: numbers and
             booleans through shared columns, anything else pickled. None: the env's declared
             variables (its `info_names` and its wrappers' `added_info_keys`), or, for an env that
