@@ -99,7 +99,7 @@ def normalize_wrappers(value: Any, source: str = "config") -> list[WrapperSpec]:
                 f"each wrappers entry needs a name ({{name: tile_tokens, ...}}), not {item!r} "
                 f"[{source}]"
             )
-        name = ALIASES.get(item["name"], item["name"])
+        name = str(ALIASES.get(item["name"], item["name"]))
         if name not in WRAPPERS:
             raise ConfigError(
                 f"unknown wrapper {item['name']!r}{_nearest(name, [*WRAPPERS, *ALIASES])}; "
