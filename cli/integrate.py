@@ -314,7 +314,7 @@ def watch(
     if log is not None:
         atomic_write_text(log, "\n".join(lines) + "\n")
     if svg is not None:
-        view = Console(file=io.StringIO(), record=True, width=100)
+        view = Console(file=io.StringIO(), record=True, width=100, markup=False)
         view.print(watcher.table(f"ram watch: frame {machine.frames}"))
         atomic_write_text(svg, view.export_svg(title="metabonk ram watch"))
 
@@ -327,6 +327,11 @@ def suggest(
     ),
     top: int = typer.Option(3, min=1, help="Addresses per role."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    add_: list[str] = typer.Option(
+        [],
+        "--add",
+        help="ROLE=NAME: write the best address of ROLE (x, y, frames, button_a) to data.json as NAME.",
+    ),
     session: Path | None = typer.Option(None, help=SESSION_HELP),
 ) -> None:
     """Probe the game (hold each direction, press A, wait) and rank addresses that follow the
@@ -340,6 +345,17 @@ def suggest(
         machine.run(parse_script(inputs) if inputs else [])
         snaps, held, frames = run_probes(machine, spans)
     ranked = rank(snaps, held, frames, spans, top=top)
+    for pair in add_:
+        role, sep, name = pair.partition("=")
+        if not sep or role not in ranked:
+            raise IntegrateError(
+                f"--add {pair!r}: write ROLE=NAME with ROLE one of {', '.join(ranked)}"
+            )
+        if not ranked[role] or ranked[role][0].score <= 0:
+            raise IntegrateError(f"--add {pair!r}: no address follows {role} in these probes")
+        best = ranked[role][0]
+        add_variable(folder, name, best.address, best.type)
+        console.print(f"data.json: {name} = 0x{best.address:08X} {best.type} (best {role})")
     if as_json:
         out = {
             role: [{"address": s.address, "type": s.type, "score": s.score} for s in rows]

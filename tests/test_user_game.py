@@ -4,6 +4,7 @@ the package; and the walkthrough in docs/new-game.md runs as written."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -17,6 +18,7 @@ from metabonk_gym.wrappers.text_map import TextMap
 from typer.testing import CliRunner
 
 from metabonk_gym.gamedata import GameData, bundled_game_folder
+from metabonk_gym.integrate import RamSearch
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.errors import ConfigError
 
@@ -161,10 +163,13 @@ def doc_blocks(text: str) -> list[tuple[str, str]]:
     return [(m[1], m[2]) for m in re.finditer(r"^```(\w*)\n(.*?)^```$", text, re.M | re.S)]
 
 
+@pytest.mark.toolchain
+@pytest.mark.net
 def test_new_game_walkthrough_runs_as_written(tmp_path: Path, monkeypatch) -> None:
     """Runs docs/new-game.md in an empty folder: python blocks in order, yaml/markdown blocks whose
     first line names a file are written there, json snippets must parse, and every `metabonk`
-    line of a bash block must succeed."""
+    line of a bash block must succeed ($VARS expanded). The ROM is BonkQuest relaid (the doc
+    builds it), so the RAM search must find each variable where that build put it."""
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": "new_game_doc"}
     ran = {"python": 0, "metabonk": 0, "files": 0}
@@ -185,12 +190,29 @@ def test_new_game_walkthrough_runs_as_written(tmp_path: Path, monkeypatch) -> No
         elif language == "bash":
             for line in body.splitlines():
                 if line.startswith("metabonk "):
-                    out = runner.invoke(app, shlex.split(line)[1:], catch_exceptions=False)
+                    words = shlex.split(os.path.expandvars(line))[1:]
+                    out = runner.invoke(app, words, catch_exceptions=False)
                     assert out.exit_code == 0, f"{line}\n{out.output}"
                     ran["metabonk"] += 1
     assert ran["python"] >= 3 and ran["metabonk"] >= 5 and ran["files"] >= 5, ran
+    layout = json.loads((tmp_path / "relaid" / "bonkquest" / "layout.json").read_text())
+    found = json.loads((tmp_path / "MyQuest" / "data.json").read_text())["info"]
+    for name in ("hp", "keys", "room", "player_x", "player_y"):  # where the relaid build put them
+        assert found[name]["address"] == layout[name]["address"], name
+    tiles = json.loads((tmp_path / "MyQuest" / "tiles.json").read_text())
+    assert tiles["classes"]["3"] == "wall" and tiles["walkable"] == {
+        **tiles["walkable"],
+        "floor": True,
+        "wall": False,
+    }
+    assert (tmp_path / "tiles.png").read_bytes().startswith(b"\x89PNG")
+    assert "<svg" in (tmp_path / "watch.svg").read_text()
+    skyemu = json.loads((tmp_path / "skyemu-search" / "session.json").read_text())
+    assert skyemu["backend"] == "skyemu" and len(skyemu["steps"]) == 2
+    left = RamSearch.load(tmp_path / "MyQuest", tmp_path / "skyemu-search").candidates(limit=None)
+    assert found["player_x"]["address"] in {c.address for c in left}  # walked right, then left
     report = json.loads((tmp_path / "runs" / "myquest" / "eval.json").read_text())
-    assert report["reward"] == "keys" and report["state"] == "room2"
+    assert report["reward"] == "keys" and report["state"] == "hall"
     assert (tmp_path / "runs" / "myquest-plan" / "run.json").is_file()
 
 

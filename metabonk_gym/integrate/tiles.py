@@ -197,30 +197,31 @@ def _rgb(colours: np.ndarray) -> np.ndarray:
     return rgb.astype(np.uint8)
 
 
-def contact_sheet(pixels: dict[int, np.ndarray], groups: dict[int, int], scale: int = 4) -> bytes:
-    """A PNG: one row per group (its id, then its tiles at `scale`x, each with its tile id)."""
+def contact_sheet(
+    pixels: dict[int, np.ndarray], groups: dict[int, int], scale: int = 4, columns: int = 4
+) -> bytes:
+    """A PNG: a grid of groups, each its id in yellow and up to 4 of its tiles at `scale`x,
+    each with its tile id under it."""
+    import io
+
     from PIL import Image, ImageDraw
 
     by_group: dict[int, list[int]] = {}
     for tile, gid in groups.items():
         by_group.setdefault(gid, []).append(tile)
     cell = 8 * scale + 6
-    width = 40 + cell * max(len(t) for t in by_group.values())
-    image = Image.new(
-        "RGB", (min(width, 40 + cell * 16), (cell + 12) * len(by_group)), (24, 24, 32)
-    )
+    block_w, block_h = 28 + 4 * cell, cell + 14
+    rows = (len(by_group) + columns - 1) // columns
+    image = Image.new("RGB", (block_w * columns, block_h * rows), (24, 24, 32))
     draw = ImageDraw.Draw(image)
-    for row, (gid, tiles) in enumerate(sorted(by_group.items())):
-        y = row * (cell + 12)
-        draw.text((4, y + cell // 2 - 4), f"{gid}", fill=(255, 255, 0))
-        for i, tile in enumerate(tiles[:16]):
-            picture = Image.fromarray(_rgb(pixels[tile]).reshape(8, 8, 3)).resize(
-                (8 * scale, 8 * scale), Image.Resampling.NEAREST
-            )
-            image.paste(picture, (40 + i * cell, y + 2))
-            draw.text((40 + i * cell, y + 8 * scale + 2), str(tile), fill=(200, 200, 200))
-    import io
-
+    for n, (gid, tiles) in enumerate(sorted(by_group.items())):
+        x0, y0 = (n % columns) * block_w, (n // columns) * block_h
+        draw.text((x0 + 4, y0 + cell // 2 - 4), f"{gid}", fill=(255, 255, 0))
+        for i, tile in enumerate(tiles[:4]):
+            rgb = _rgb(pixels[tile]).reshape(8, 8, 3)
+            picture = Image.fromarray(rgb).resize((8 * scale, 8 * scale), Image.Resampling.NEAREST)
+            image.paste(picture, (x0 + 28 + i * cell, y0 + 2))
+            draw.text((x0 + 28 + i * cell, y0 + 8 * scale + 3), str(tile), fill=(200, 200, 200))
     out = io.BytesIO()
     image.save(out, "PNG")
     return out.getvalue()
