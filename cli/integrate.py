@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from pathlib import Path
 
 import typer
@@ -64,6 +65,8 @@ console = plain_console()
 FOLDER = typer.Argument(..., help="The game folder (made by metabonk integrate new).")
 INPUTS_HELP = "An input script played first, e.g. 'wait 600; START 10; RIGHT+A 8'."
 SESSION_HELP = "The session folder (default FOLDER/ram-session)."
+#: Seconds between two looks at a SkyEmu someone plays.
+WATCH_POLL_S = 0.1
 
 
 def _play_window(title: str, watcher: Watcher | None = None):  # noqa: ANN202
@@ -274,22 +277,33 @@ def watch(
     log: Path | None = typer.Option(None, help="Write every sample as JSON lines here."),
     svg: Path | None = typer.Option(None, help="Save the last view as an SVG picture."),
     session: Path | None = typer.Option(None, help="Start where this search session stands."),
+    backend: str = typer.Option(
+        "embedded", help="embedded, or skyemu: watch a SkyEmu you play in."
+    ),
+    skyemu_url: str | None = typer.Option(
+        None, help="The SkyEmu HTTP control server (backend skyemu)."
+    ),
+    seconds: float | None = typer.Option(
+        None, min=0, help="SkyEmu: watch this long (default until Ctrl-C)."
+    ),
 ) -> None:
-    """Values live while the game plays (a window, or an input script with --inputs)."""
+    """Values live while the game plays (a window, an input script with --inputs, or SkyEmu)."""
     variables = folder_variables(folder)
     watched = [parse_watch(w, variables) for w in (what or list(variables))]
     if not watched:
         raise IntegrateError(
             f"nothing to watch: {folder}/data.json has no variables; name ADDR:TYPE"
         )
-    if not inputs and not play:
-        raise IntegrateError("ram watch plays the game: give --inputs SCRIPT or --play")
+    if not inputs and not play and backend != "skyemu":
+        raise IntegrateError(
+            "ram watch plays the game: give --inputs SCRIPT or --play (or --backend skyemu)"
+        )
     steps = parse_script(inputs) if inputs else []
     search_state = RamSearch.load(folder, session).state if session is not None else None
     watcher = Watcher(watched)
     lines: list[str] = []
     with (
-        Machine.open(folder / "rom.gba", state=search_state) as machine,
+        Machine.open(folder / "rom.gba", backend, skyemu_url, state=search_state) as machine,
         Live(watcher.table(), console=console, refresh_per_second=10) as live,
     ):
 
@@ -311,6 +325,14 @@ def watch(
         if play:
             _play_window("ram watch", watcher)(machine)
             live.update(watcher.table(f"ram watch: frame {machine.frames}"))
+        if machine.kind == "skyemu" and not inputs:  # the user plays in SkyEmu's window
+            end = None if seconds is None else time.monotonic() + seconds
+            try:
+                while end is None or time.monotonic() < end:
+                    on_frame(machine, 0)
+                    time.sleep(WATCH_POLL_S)
+            except KeyboardInterrupt:
+                pass
     if log is not None:
         atomic_write_text(log, "\n".join(lines) + "\n")
     if svg is not None:

@@ -245,3 +245,38 @@ def test_bad_input_is_one_line_and_leaves_the_session_alone(game: Path, tmp_path
     out = cli("ram", "filter", other, "changed", "--inputs", "wait 1")
     assert out.exit_code == 2 and "made on another ROM" in out.output
     assert fingerprint(other) == session_before
+
+
+@pytest.mark.net
+def test_watch_a_skyemu_someone_plays(game: Path, tmp_path: Path) -> None:
+    """The watch reads a running SkyEmu (the project's test peer) without restarting it."""
+    from metabonk_gym.integrate.machine import SkyEmuLive
+    from metabonk_gym.skyemu.fake_server import PeerProcess
+
+    assert cli("ram", "add", game, "player_x", hex(PLAYER_X), "u8").exit_code == 0
+    with PeerProcess(game / "rom.gba") as peer:
+        you = SkyEmuLive(peer.url, (game / "rom.gba").read_bytes())
+        you.step(60, 0)
+        you.step(16, 1 << 4)  # RIGHT, as a player in SkyEmu's window
+        log = tmp_path / "sky.jsonl"
+        out = cli(
+            "ram",
+            "watch",
+            game,
+            "--backend",
+            "skyemu",
+            "--skyemu-url",
+            peer.url,
+            "--seconds",
+            "0.3",
+            "--log",
+            log,
+        )
+        assert out.exit_code == 0, out.output
+        values = [json.loads(line)["values"]["player_x"] for line in log.read_text().splitlines()]
+        assert values and set(values) == {13}  # where the player stands; nothing was restarted
+        you.step(0, 0)
+        you.close()
+        other = new_game_folder(bundled_game_folder("BonkArena") / "rom.gba", tmp_path / "Arena")
+        out = cli("ram", "search", "start", other, "--backend", "skyemu", "--skyemu-url", peer.url)
+        assert out.exit_code == 2 and "runs another ROM" in out.output
