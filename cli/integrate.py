@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from metabonk_gym.agents.human import PlayWindow, require_display
+from metabonk_gym.agents.human import PlayWindow, display_problem
 from metabonk_gym.bench.integrate_speed import run as run_integrate_bench
 from metabonk_gym.gba.buttons import buttons_to_mask
 from metabonk_gym.integrate import (
@@ -71,7 +71,12 @@ WATCH_POLL_S = 0.1
 
 def _play_window(title: str, watcher: Watcher | None = None):  # noqa: ANN202
     """A callable that lets a human play a machine in a window until it is closed."""
-    require_display("ram --play")
+    problem = display_problem()
+    if problem is not None:
+        raise IntegrateError(
+            f"--play needs a window you can see, but {problem}; play on a desktop, or give "
+            "--inputs SCRIPT (e.g. 'RIGHT 16; wait 30')"
+        )
 
     def play(machine: Machine) -> None:
         window = PlayWindow(title=title, fps=60.0)
@@ -301,6 +306,7 @@ def watch(
     steps = parse_script(inputs) if inputs else []
     search_state = RamSearch.load(folder, session).state if session is not None else None
     watcher = Watcher(watched)
+    play_in_window = _play_window("ram watch", watcher) if play else None
     lines: list[str] = []
     with (
         Machine.open(folder / "rom.gba", backend, skyemu_url, state=search_state) as machine,
@@ -322,8 +328,8 @@ def watch(
 
         watcher.sample(machine)
         machine.run(steps, on_frame=on_frame, every=every)
-        if play:
-            _play_window("ram watch", watcher)(machine)
+        if play_in_window is not None:
+            play_in_window(machine)
             live.update(watcher.table(f"ram watch: frame {machine.frames}"))
         if machine.kind == "skyemu" and not inputs:  # the user plays in SkyEmu's window
             end = None if seconds is None else time.monotonic() + seconds

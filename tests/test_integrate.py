@@ -231,6 +231,7 @@ def test_bad_input_is_one_line_and_leaves_the_session_alone(game: Path, tmp_path
         (("ram", "filter", game, "range", "1"), "takes 2 number(s)"),
         (("ram", "filter", game, "bigger"), "unknown filter 'bigger'"),
         (("ram", "add", game, "hp"), "not one"),
+        (("ram", "filter", game, "changed", "--play"), "needs a window you can see"),
         (("ram", "watch", game, "0x09000000:u8", "--inputs", "wait 1"), "outside RAM"),
     ]
     for args, message in cases:
