@@ -17,6 +17,7 @@ from metabonk_gym.cli.bench import bench_app
 
 from metabonk_gym.bench.bonklink_speed import report, run
 from metabonk_gym.bonklink.sim import BonkLinkSim, SimProcess
+from metabonk_gym.utils import check_number
 
 __all__ = ["register"]
 
@@ -82,6 +83,8 @@ def register(app: typer.Typer) -> None:
 
         A stand-in for Megabonk and its plugin, for tests and offline training: not the game.
         """
+        check_number("--port", port, 0, 65535 - (instances - 1), integer=True)
+        check_number("--duration", duration, 0, 10**9)
         mode = "realtime" if realtime else "lockstep"
         kwargs: dict[str, Any] = {
             "host": host,

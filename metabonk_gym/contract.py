@@ -9,12 +9,14 @@ and puts the screen under `PIXELS` wherever its observation is a Dict.
 >>> check_frameskip(0)
 Traceback (most recent call last):
 ...
-ValueError: frameskip must be an int >= 1, not 0
+metabonk_gym.errors.EnvArgumentError: frameskip must be an int >= 1, not 0
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from metabonk_gym.errors import EnvArgumentError
 
 #: Info names on every env (`hp`/`max_hp` None and `won`/`lost` False when a game has none).
 CONTRACT_INFO: tuple[str, ...] = ("hp", "max_hp", "won", "lost", "reward_terms")
@@ -27,13 +29,13 @@ OBS_TYPES: tuple[str, ...] = ("rgb", "grayscale", "state")
 
 
 def check_obs_type(obs_type: object) -> str:
-    """`obs_type` if valid, else a ValueError naming the valid ones.
+    """`obs_type` if valid, else an `EnvArgumentError` (a ValueError) naming the valid ones.
 
     >>> check_obs_type("rgb")
     'rgb'
     """
     if obs_type not in OBS_TYPES:
-        raise ValueError(f"obs_type must be 'rgb', 'grayscale' or 'state', not {obs_type!r}")
+        raise EnvArgumentError(f"obs_type must be 'rgb', 'grayscale' or 'state', not {obs_type!r}")
     return str(obs_type)
 
 
@@ -44,19 +46,19 @@ def check_downscale(downscale: object, allowed: tuple[int, ...] | None = DOWNSCA
     4
     """
     if isinstance(downscale, bool) or not isinstance(downscale, (int, np.integer)):
-        raise ValueError(f"downscale must be an int, not {downscale!r}")
+        raise EnvArgumentError(f"downscale must be an int, not {downscale!r}")
     k = int(downscale)
     if allowed is not None and k not in allowed:
-        raise ValueError(
+        raise EnvArgumentError(
             f"downscale must be {', '.join(map(str, allowed[:-1]))} or {allowed[-1]}, not {k}"
         )
     if k < 1:
-        raise ValueError(f"downscale must be >= 1, not {k}")
+        raise EnvArgumentError(f"downscale must be >= 1, not {k}")
     return k
 
 
 def check_frameskip(frameskip: object) -> int:
-    """`frameskip` as an int if it is one >= 1, else a ValueError saying so."""
+    """`frameskip` as an int if it is one >= 1, else an `EnvArgumentError` saying so."""
     if isinstance(frameskip, bool) or not isinstance(frameskip, (int, np.integer)) or frameskip < 1:
-        raise ValueError(f"frameskip must be an int >= 1, not {frameskip!r}")
+        raise EnvArgumentError(f"frameskip must be an int >= 1, not {frameskip!r}")
     return int(frameskip)

@@ -82,3 +82,8 @@ class RomLoadError(MetabonkError, ValueError):
 class BadNumberError(MetabonkError, ValueError):
     """A number (a flag, a value in a file) of the wrong kind or outside its range: NaN,
     infinity, a negative count, a fraction above 1."""
+
+
+class EnvArgumentError(MetabonkError, ValueError):
+    """An env keyword argument of the wrong kind (`frameskip="banana"`, `obs_type="purple"`):
+    raised by the env contract's checks when an env is made."""

@@ -107,7 +107,7 @@ def check_number(
     else:
         where = ""
     bad = BadNumberError(f"{name} must be {kind}{where}, not {value!r}")
-    if isinstance(value, bool):
+    if isinstance(value, bool | str | bytes):  # "four" or "4" from a file is not a number
         raise bad
     try:
         number = float(value)

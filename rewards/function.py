@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 from collections.abc import Mapping
 from pathlib import Path
@@ -95,7 +96,11 @@ def _check_numbers(name: str, term: RewardTerm) -> None:
         value = getattr(term, spec.name)
         if value is None and kind == "float | None":
             continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or not math.isfinite(float(value))
+        ):
             raise RewardSpecError(
                 f"reward term {name!r}: {spec.name} must be a number, not {value!r}"
             )
@@ -108,14 +113,18 @@ def terms_from_scenario(scenario: Mapping[str, Any]) -> dict[str, RewardTerm]:
     for name, entry in variables.items():
         if entry.get("op") is not None:
             check_op(entry["op"])
-        terms[name] = ScenarioVariable(
-            variable=name,
-            reward=float(entry.get("reward", 0.0)),
-            penalty=float(entry.get("penalty", 0.0)),
-            op=entry.get("op"),
-            reference=int(entry.get("reference", 0)),
-            measurement=str(entry.get("measurement", "delta")),
-        )
+        try:
+            terms[name] = ScenarioVariable(
+                variable=name,
+                reward=float(entry.get("reward", 0.0)),
+                penalty=float(entry.get("penalty", 0.0)),
+                op=entry.get("op"),
+                reference=int(entry.get("reference", 0)),
+                measurement=str(entry.get("measurement", "delta")),
+            )
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise RewardSpecError(f"scenario.json variable {name!r}: {exc}") from None
+        _check_numbers(name, terms[name])  # a NaN weight would make every reward NaN
     return terms
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 import gymnasium as gym
 import numpy as np
 import pytest
+from strict_checker import check_env_strict
 
 from metabonk_gym import make_vec
 from metabonk_gym.bonklink.actions import BOX_LAYOUT, make_box_action
@@ -590,10 +591,8 @@ def sim() -> Iterator[BonkLinkSim]:
 
 
 def test_gymnasium_check_env(sim: BonkLinkSim) -> None:
-    from gymnasium.utils.env_checker import check_env
-
     env = MegabonkEnv(port=sim.port, frame_size=(45, 80), render_mode="rgb_array")
-    check_env(env)
+    check_env_strict(env)  # its warnings fail the test
     env.close()
 
 

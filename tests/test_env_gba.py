@@ -8,6 +8,7 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
+from strict_checker import check_env_strict
 
 import metabonk_gym
 from metabonk_gym.errors import InvalidActionError, UnknownVariableError
@@ -279,16 +280,19 @@ def test_a_second_env_in_one_process_runs_on_its_own_core(quest) -> None:
 def test_gymnasium_env_checker(make_env, env_id: str) -> None:
     """gymnasium's checker, whole. Its render and close checks build a second env while the first
     is open, which one emulator per process forbids, so they run after the first env closes."""
-    from gymnasium.utils.env_checker import check_env
+    import warnings
+
     from gymnasium.utils.passive_env_checker import env_render_passive_checker
 
     env = make_env(env_id)
-    check_env(env.unwrapped, skip_render_check=True, skip_close_check=True)
+    check_env_strict(env.unwrapped, skip_render_check=True, skip_close_check=True)
     env.close()
     for render_mode in env.unwrapped.metadata["render_modes"]:
         other = make_env(env_id, render_mode=render_mode)
         other.reset(seed=0)
-        env_render_passive_checker(other)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # the render checker warns, too
+            env_render_passive_checker(other)
         other.close()
         other.close()  # closing twice is allowed
 

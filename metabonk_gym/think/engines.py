@@ -333,6 +333,11 @@ class OpenAIEngine(Engine):
             raise ValueError(
                 f"response_format must be 'json_object', 'json_schema' or 'none', not {response_format!r}"
             )
+        if not str(base_url).lower().startswith(("http://", "https://")):
+            raise EngineError(
+                f"base_url {base_url!r} is not an http:// or https:// URL of an "
+                "OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1)"
+            )
         self.base_url = base_url.rstrip("/")
         if not self.base_url.endswith("/v1"):
             self.base_url += "/v1"

@@ -164,6 +164,9 @@ FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Tr
 _INF = float("inf")
 #: Number keys with bounds: (low, high, low excluded). Rates and clips must be positive (a
 #: negative learning rate would train the policy away from its rewards).
+#: Most envs one training run steps (each is a process; the vector engine's workers step at
+#: most 255 each).
+MAX_N_ENVS = 255
 RANGES: dict[str, tuple[float, float, bool]] = {
     "learning_rate": (0.0, _INF, True),
     "bc_learning_rate": (0.0, _INF, True),
@@ -258,6 +261,14 @@ def validate(data: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
     ):
         if key in out and out[key] < 1:
             raise ConfigError(f"config key {key!r} must be >= 1, not {out[key]} [{source}]")
+    steps = out.get("max_episode_steps")
+    if steps is not None and steps < 1:
+        raise ConfigError(f"config key 'max_episode_steps' must be >= 1, not {steps} [{source}]")
+    if out.get("n_envs", 1) > MAX_N_ENVS:
+        raise ConfigError(
+            f"config key 'n_envs' must be <= {MAX_N_ENVS} (each env runs in a process), "
+            f"not {out['n_envs']} [{source}]"
+        )
     for key, (low, high, low_open) in RANGES.items():
         value = out.get(key)
         if value is None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
+from metabonk_gym.errors import BadNumberError
 from metabonk_gym.training.config import check_env_fit, config_to_yaml, resolve_config, traits_of
 from metabonk_gym.training.errors import ConfigError, RunDirError
 from metabonk_gym.training.rllib import (
@@ -42,7 +43,7 @@ from metabonk_gym.training.rllib import (
     with_env_count,
 )
 from metabonk_gym.training.rundir import RunDir
-from metabonk_gym.utils import atomic_write_text
+from metabonk_gym.utils import atomic_write_text, check_number
 
 #: Config keys PBT may mutate -> the RLlib config key they set.
 MUTABLE: dict[str, str] = {
@@ -75,6 +76,10 @@ def rllib_key(key: str) -> str | tuple[str, ...]:
     if key == "state":
         return ("env_config", "cfg", "state")
     return MUTABLE[key]
+
+
+#: Most members of one PBT population (each is an RLlib trial with its own env processes).
+MAX_POPULATION = 256
 
 
 @dataclass
@@ -118,10 +123,19 @@ class PBTSpec:
                 f"unknown PBT key(s) {unknown} [{source}]; valid: {', '.join(SPEC_KEYS)}"
             )
         spec = cls(**dict(data))
-        if spec.population_size < 2:
-            raise ConfigError(
-                f"population_size must be >= 2, not {spec.population_size} [{source}]"
-            )
+
+        def number(key: str, value: Any, low: float, high: float, integer: bool = False) -> None:
+            try:
+                check_number(key, value, low, high, integer=integer)
+            except BadNumberError as exc:
+                raise ConfigError(f"{exc} [{source}]") from None
+
+        number("population_size", spec.population_size, 2, MAX_POPULATION, integer=True)
+        number("perturbation_interval", spec.perturbation_interval, 1, 10**11, integer=True)
+        number("total_steps", spec.total_steps, 1, 10**11, integer=True)
+        number("quantile_fraction", spec.quantile_fraction, 0, 0.5)
+        number("resample_probability", spec.resample_probability, 0, 1)
+        number("seed", spec.seed, 0, 2**32 - 1, integer=True)
         if spec.perturbation_interval < 1 or spec.total_steps < spec.perturbation_interval:
             raise ConfigError(
                 f"perturbation_interval ({spec.perturbation_interval}) must be >= 1 and at most "
@@ -141,6 +155,9 @@ class PBTSpec:
                 raise ConfigError(
                     f"mutation {key} must be [low, high] or a list of choices, not {value!r} [{source}]"
                 )
+            for item in value:  # NaN and infinity would pass every comparison unnoticed
+                if isinstance(item, float):
+                    number(f"mutations.{key}", item, -1e300, 1e300)
         return spec
 
     @classmethod

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
-from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
-from metabonk_gym.video.decode import open_video, parse_crop, resampled
+from metabonk_gym.utils import atomic_write_bytes, atomic_write_text, check_number
+from metabonk_gym.video.decode import MAX_FPS, MIN_FPS, open_video, parse_crop, resampled
 from metabonk_gym.video.envfacts import EnvFacts, env_facts, reference_frames
 from metabonk_gym.video.errors import VideoDatasetError, VideoError
 from metabonk_gym.video.screen import (
@@ -273,6 +273,9 @@ def to_dataset(
     """
     if not videos:
         raise VideoError("no video given: pass one or more video files or frame folders")
+    check_number("--max-steps", max_steps, 2, MAX_LENGTH, integer=True)
+    if fps is not None:
+        check_number("--fps", fps, MIN_FPS, MAX_FPS)
     facts = env_facts(env_id)
     out = Path(out).expanduser()
     existed = _prepare_out(out)
