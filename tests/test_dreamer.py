@@ -113,6 +113,15 @@ def test_metabonk_eval_and_play_load_a_dreamer_run(dreamer_run: Path, tmp_path: 
     assert result.exit_code == 0, result.output
     data = json.loads(report.read_text())
     assert data["n_episodes"] == 2 and [e["length"] for e in data["episodes"]] == [15, 15]
+    assert data["run"]["kind"] == "dreamer"  # agents.runs.find_run (issue 22)
+    ladder = runner.invoke(
+        app,
+        ["ladder", QUEST, "--agents", f"random,{dreamer_run}", "--episodes", "1"]
+        + ["--max-steps", "10", "--no-video", "--out", str(tmp_path / "ladder")],
+    )
+    assert ladder.exit_code == 0, ladder.output
+    cells = json.loads((tmp_path / "ladder" / "ladder.json").read_text())["cells"]
+    assert {c["kind"] for c in cells} == {"random", "dreamer"}
     other = runner.invoke(
         app, ["eval", "MetaBonk/BonkArena-v0", str(dreamer_run), "--episodes", "1"]
     )
