@@ -79,10 +79,25 @@ def _missing_llama_server() -> str | None:
     return None
 
 
+@cache
+def _missing_real_model() -> str | None:
+    try:
+        from metabonk_gym.think.models import default_model_path
+
+        default_model_path()
+    except Exception as exc:  # ModelNotInstalledError says how to install it
+        return f"needs the default model: {exc}"
+    return None
+
+
 def _missing_llm(marker: pytest.Mark) -> str | None:
     missing = _missing_modules("llama_cpp", "gguf")
     if missing is None and "llama-server" in marker.args:
         missing = _missing_llama_server()
+    if missing is None and "real-model" in marker.args:
+        missing = _missing_real_model()
+    if missing is None and "finetune" in marker.args:
+        missing = _missing_modules("torch", "transformers", "peft")
     return missing
 
 

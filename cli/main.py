@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "play",
     "train",
     "think",
+    "finetune",
     "bonklink",
     "skyemu",
     "observe",

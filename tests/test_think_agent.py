@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from metabonk_gym.errors import MetabonkError
 from metabonk_gym.think.agent import ThinkAgent, make_think_agent
 from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.follower import make_follower, path_cells
@@ -124,9 +123,8 @@ def test_prompt_keeps_a_constant_system_prefix(make_env) -> None:
 
 
 def test_make_think_agent_needs_a_strategist(make_env, tmp_path: Path) -> None:
+    # without a model the default model is used (tests/test_think_real_model.py)
     env = make_env("MetaBonk/BonkQuest-v0")
-    with pytest.raises(MetabonkError, match="the think agent needs a strategist: --model M.gguf"):
-        make_think_agent(env)
     with pytest.raises(FileNotFoundError, match=str(tmp_path / "m.gguf")):
         make_think_agent(env, model_path=tmp_path / "m.gguf")
     agent = make_think_agent(env, model_path="oracle", log_dir=tmp_path / "log", cooldown_steps=2)

@@ -52,7 +52,8 @@ from metabonk_gym.think.factory import make_strategist
 from metabonk_gym.think.follower import make_follower
 from metabonk_gym.think.games import adapter_for
 from metabonk_gym.think.log import DecisionLog
-from metabonk_gym.think.prompts import PromptBuilder, system_prompt
+from metabonk_gym.think.models import resolve_model
+from metabonk_gym.think.prompts import PromptBuilder, prompt_profile
 from metabonk_gym.think.strategist import Strategist
 from metabonk_gym.think.view import GameView
 
@@ -83,7 +84,8 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         engine: the language model: `"llama_cpp"` (in-process GGUF), `"openai"` (an
             OpenAI-compatible server at `base_url`, e.g. `metabonk serve-vlm`), or `"oracle"`,
             `"distilled"`, a `Strategist`.
-        model_path: the GGUF (llama_cpp) or the distilled policy (distilled).
+        model_path: the GGUF (llama_cpp; None: the default model, SmolLM2-135M-Instruct, see
+            `metabonk_gym.think.models`) or the distilled policy (distilled).
         mmproj_path: the vision projector GGUF (llama_cpp).
         base_url: the server's URL (openai; default http://127.0.0.1:8000/v1).
         model: the model name sent to the server (openai).
@@ -99,6 +101,8 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         log_frames: store each call's frame as PNG in the log.
         max_tokens: the longest answer.
         game_card: replaces the integration's `game_card.md` in the system prompt.
+        profile: the prompt profile: "full", "compact" (small models), or "auto" (full for
+            vision models, else compact; `metabonk_gym.think.prompts.prompt_profile`).
         follow_weight: weight of the `follow` reward term (0: none).
         advice_fade: `[START, END]` training env steps over which the adviser fades out
             (None: advice always).
@@ -131,6 +135,7 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         log_frames: bool = True,
         max_tokens: int = 256,
         game_card: str | None = None,
+        profile: str = "auto",
         follow_weight: float = 0.0,
         advice_fade: Sequence[int] | None = None,
         seed: int | None = None,
@@ -155,6 +160,7 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
             log_frames=log_frames,
             max_tokens=max_tokens,
             game_card=game_card,
+            profile=profile,
             follow_weight=follow_weight,
             advice_fade=list(advice_fade) if advice_fade is not None else None,
             seed=seed,
@@ -185,7 +191,11 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
             game_card = game_card if game_card is not None else self.adapter.game_card()
         kwargs: dict[str, Any] = dict(engine_kwargs)
         if engine == "llama_cpp":
-            kwargs.update(model_path=model_path, mmproj_path=mmproj_path, chat_handler=chat_handler)
+            kwargs.update(
+                model_path=resolve_model(model_path),
+                mmproj_path=mmproj_path,
+                chat_handler=chat_handler,
+            )
         elif engine == "openai":
             kwargs.update(
                 base_url=base_url or "http://127.0.0.1:8000/v1", model=model, vision=bool(vision)
@@ -193,7 +203,12 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         elif engine == "distilled":
             kwargs.update(model_path=model_path)
         builder = PromptBuilder.for_env(
-            env, self.adapter, game_card, strip=mode == "async", max_tokens=max_tokens
+            env,
+            self.adapter,
+            game_card,
+            strip=mode == "async",
+            max_tokens=max_tokens,
+            profile=prompt_profile(profile, vision=mmproj_path is not None or bool(vision)),
         )
         self.strategist = make_strategist(
             self.adapter, engine, timeout_s=timeout_s, builder=builder, **kwargs
@@ -201,7 +216,8 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         log = None
         if log_dir is not None:
             meta = {
-                "system_prompt": system_prompt(self.adapter, game_card),
+                "system_prompt": builder.system,
+                "profile": builder.profile,
                 **self.strategist.describe(),
             }
             log = DecisionLog(log_dir, game=self.adapter.spec.game, frames=log_frames, meta=meta)

@@ -28,14 +28,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from metabonk_gym.errors import MetabonkError
 from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.director import Director
 from metabonk_gym.think.factory import make_strategist
 from metabonk_gym.think.follower import DirectiveFollower, make_follower
 from metabonk_gym.think.games import GameAdapter, adapter_for, game_folder
 from metabonk_gym.think.log import DecisionLog
-from metabonk_gym.think.prompts import PromptBuilder, system_prompt
+from metabonk_gym.think.models import resolve_model
+from metabonk_gym.think.prompts import PromptBuilder, prompt_profile
 from metabonk_gym.think.strategist import Strategist
 from metabonk_gym.think.view import GameView
 
@@ -47,20 +47,18 @@ def strategist_kind(model_path: str | Path | None, base_url: str | None, engine:
     ('llama_cpp', 'openai')
     >>> strategist_kind("policy.pt", None, None), strategist_kind("oracle", None, None)
     ('distilled', 'oracle')
+    >>> strategist_kind(None, None, None)  # the default model (SmolLM2-135M-Instruct)
+    'llama_cpp'
     """
     if engine:
         return engine
     if base_url:
         return "openai"
-    if model_path is None:
-        raise MetabonkError(
-            "the think agent needs a strategist: --model M.gguf (a GGUF model, with --mmproj for "
-            "vision), --model policy.pt (from `metabonk distill`), --model oracle, or a server's "
-            "base_url (see `metabonk serve-vlm`)"
-        )
+    if model_path is None:  # the default model (`metabonk_gym.think.models`), in process
+        return "llama_cpp"
     text = str(model_path)
-    if text == "oracle":
-        return "oracle"
+    if text in ("oracle", "fallback"):
+        return text
     if text.endswith(".pt"):
         return "distilled"
     return "llama_cpp"
@@ -177,10 +175,14 @@ def make_think_agent(
     log_dir: str | Path | None = None,
     vision: bool | None = None,
     game_card: str | None = None,
+    profile: str = "auto",
     **kwargs: Any,
 ) -> ThinkAgent:
     """The think agent for `env` (see the module docstring for how the strategist is chosen).
 
+    No `model_path` and no `base_url`: the default model, SmolLM2-135M-Instruct
+    (`metabonk_gym.think.models`). `profile`: the prompt profile (`"full"`, `"compact"`;
+    `"auto"`: full for vision models, else compact, see `prompt_profile`).
     Extra keyword arguments go to the `Director` (`cooldown_steps`, `min_confidence`) or to the
     engine (`n_ctx`, `n_gpu_layers`, `api_key`, `response_format`, ...).
     """
@@ -192,13 +194,14 @@ def make_think_agent(
     engine_kwargs: dict[str, Any] = dict(kwargs)
     if kind == "llama_cpp":
         engine_kwargs.update(
-            model_path=model_path, mmproj_path=mmproj_path, chat_handler=chat_handler
+            model_path=resolve_model(model_path), mmproj_path=mmproj_path, chat_handler=chat_handler
         )
     elif kind == "openai":
         engine_kwargs.update(base_url=base_url, model=model, vision=bool(vision))
     elif kind == "distilled":
         engine_kwargs.update(model_path=model_path)
-    builder = PromptBuilder.for_env(env, adapter, game_card, strip=mode == "async")
+    profile = prompt_profile(profile, vision=mmproj_path is not None or bool(vision))
+    builder = PromptBuilder.for_env(env, adapter, game_card, strip=mode == "async", profile=profile)
     strategist = make_strategist(
         adapter, kind, timeout_s=timeout_s, builder=builder, **engine_kwargs
     )
@@ -207,7 +210,8 @@ def make_think_agent(
             log_dir,
             game=adapter.spec.game,
             meta={
-                "system_prompt": system_prompt(adapter, game_card),
+                "system_prompt": builder.system,
+                "profile": builder.profile,
                 "game_folder": game_folder(env),
                 **strategist.describe(),
             },

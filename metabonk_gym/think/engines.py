@@ -41,6 +41,7 @@ import numpy as np
 
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.think.families import resolve_family
+from metabonk_gym.think.models import BadModelFileError, check_gguf
 
 #: Answers larger than this are refused (a directive is a few hundred bytes).
 MAX_RESPONSE_BYTES = 1 << 20
@@ -145,8 +146,10 @@ class LlamaCppEngine(Engine):
         n_ctx: context length in tokens (prompt + answer).
         n_gpu_layers: layers offloaded to the GPU; None: all (-1) when llama-cpp-python was
             built with GPU offload, else 0.
-        n_threads: CPU threads for decoding; None: llama-cpp-python's default (half the CPU
-            cores). Prompt evaluation uses every core either way.
+        n_threads: CPU threads for decoding and prompt evaluation; None: 1 on machines of up
+            to 4 CPUs (on a small shared CPU more threads contend: a 600-token prompt of the
+            default model took 48 s with 2 threads and 3 s with 1, see docs/thinking.md), else
+            llama-cpp-python's defaults (half the cores decode, all evaluate prompts).
         temperature: sampling temperature (0: greedy, where the seed does not matter).
         seed: the sampler's random seed (llama-cpp-python reads 0, the default, as its
             `LLAMA_DEFAULT_SEED`: a random seed per load).
@@ -170,6 +173,10 @@ class LlamaCppEngine(Engine):
         **llama_kwargs: Any,
     ) -> None:
         self.model_path = _existing(model_path, "model")
+        try:  # a cut-off or foreign file: one line, not pages of llama.cpp's logs
+            check_gguf(self.model_path)
+        except BadModelFileError as exc:
+            raise EngineError(f"llama-cpp-python could not load the model: {exc}") from exc
         self.mmproj_path = _existing(mmproj_path, "mmproj") if mmproj_path is not None else None
         try:
             import llama_cpp
@@ -188,6 +195,9 @@ class LlamaCppEngine(Engine):
             _route_mtmd_logs()
         if n_gpu_layers is None:
             n_gpu_layers = -1 if llama_cpp.llama_supports_gpu_offload() else 0
+        if n_threads is None and (os.cpu_count() or 1) <= 4:
+            n_threads = 1
+            llama_kwargs.setdefault("n_threads_batch", 1)
         self.n_gpu_layers = n_gpu_layers
         self.temperature = float(temperature)
         self.vision = handler is not None
@@ -218,6 +228,8 @@ class LlamaCppEngine(Engine):
                 raise ThinkTimeout("the deadline passed before the model was free")
             pieces: list[str] = []
             prompt_tokens: int | None = None
+            cached: int | None = None
+            previous = list(self.llm.input_ids[: self.llm.n_tokens])  # the KV cache's tokens
             try:
                 stream: Any = self.llm.create_chat_completion(
                     messages=chat_messages(request, self.vision),  # type: ignore[arg-type]
@@ -229,6 +241,7 @@ class LlamaCppEngine(Engine):
                 for chunk in stream:
                     if prompt_tokens is None:  # the first chunk comes right after the prompt
                         prompt_tokens = int(self.llm.n_tokens)
+                        cached = _common_prefix(previous, self.llm.input_ids[:prompt_tokens])
                     delta = chunk["choices"][0].get("delta") or {}
                     if delta.get("content"):
                         pieces.append(delta["content"])
@@ -244,7 +257,7 @@ class LlamaCppEngine(Engine):
                 raise
             except Exception as exc:
                 raise EngineError(f"llama-cpp-python failed: {type(exc).__name__}: {exc}") from exc
-        return Completion("".join(pieces), prompt_tokens, len(pieces))
+        return Completion("".join(pieces), prompt_tokens, len(pieces), cached)
 
     def cancel(self) -> None:
         """Stop decoding the request in flight at its next token (its prompt evaluation, the
@@ -498,6 +511,21 @@ def _completion(body: bytes, url: str) -> Completion:
         usage.get("completion_tokens"),
         int(cached) if isinstance(cached, int | float) else None,
     )
+
+
+def _common_prefix(a: Any, b: Any) -> int:
+    """How many tokens two sequences share from the start: what llama-cpp-python keeps of its
+    KV cache (it evaluates only the rest; one token less when all match, to get logits).
+
+    >>> _common_prefix([1, 2, 3], [1, 2, 4, 5]), _common_prefix([1, 2], [1, 2])
+    (2, 1)
+    """
+    n = 0
+    for x, y in zip(a, b):
+        if int(x) != int(y):
+            break
+        n += 1
+    return n - 1 if n and n == len(b) else n
 
 
 def _route_mtmd_logs() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from metabonk_gym.think.distill import DistilledStrategist
 from metabonk_gym.think.engines import Engine, make_engine
 from metabonk_gym.think.games import GameAdapter
-from metabonk_gym.think.oracle import OracleStrategist
+from metabonk_gym.think.oracle import FallbackStrategist, OracleStrategist
 from metabonk_gym.think.prompts import PromptBuilder
 from metabonk_gym.think.strategist import ModelStrategist, Strategist
 
@@ -31,12 +31,14 @@ def make_strategist(
     builder: PromptBuilder | None = None,
     **engine_kwargs: Any,
 ) -> Strategist:
-    """A strategist from a name (`llama_cpp`, `openai`, `oracle`, `distilled`), an `Engine` or a
-    ready `Strategist`. `engine_kwargs` go to the engine (model_path=, base_url=, ...)."""
+    """A strategist from a name (`llama_cpp`, `openai`, `oracle`, `fallback`, `distilled`), an
+    `Engine` or a ready `Strategist`. `engine_kwargs` go to the engine (model_path=, ...)."""
     if isinstance(engine, Strategist):
         return engine
     if engine == "oracle":
-        return OracleStrategist(adapter)
+        return OracleStrategist(adapter, builder)
+    if engine == "fallback":
+        return FallbackStrategist(adapter)
     if engine == "distilled":
         return DistilledStrategist(engine_kwargs["model_path"], adapter)
     if isinstance(engine, str):

@@ -20,6 +20,7 @@ True
 
 from __future__ import annotations
 
+import json
 from types import ModuleType
 from typing import Any
 
@@ -28,6 +29,9 @@ import numpy as np
 from metabonk_gym.gamedata import BUNDLED_GAMES, GameData, bundled_game_folder
 from metabonk_gym.think.directive import Directive, DirectiveSpec
 from metabonk_gym.think.view import GameView
+
+#: A game folder's worked examples for the compact prompt profile.
+EXAMPLES_FILE = "think_examples.json"
 
 #: The GBA screen as the directive grid: 30 x 20 cells of 8 x 8 pixels.
 GRID_W, GRID_H, CELL = 30, 20, 8
@@ -54,10 +58,14 @@ class GameAdapter:
     game: GameData | None = None
     spec = DirectiveSpec(game="Game", actions=("go_to", "press_a", "wait"), fallback_action="wait")
     state_keys: tuple[str, ...] = ()
+    #: The state values the compact prompt shows (empty: all of `state`).
+    compact_state_keys: tuple[str, ...] = ()
     #: How the system prompt introduces the game, System 1 and the coordinates.
     platform = "a Game Boy Advance game"
     system1_text = GBA_SYSTEM1
     coordinates_text = GBA_COORDINATES
+    #: The game in a sentence or two, for the compact prompt profile (small models).
+    brief = "Infer the rules from the state and the map."
 
     @classmethod
     def for_env(cls, env: Any) -> GameAdapter:
@@ -68,6 +76,27 @@ class GameAdapter:
     def game_card(self) -> str | None:
         """The game's rules (`game_card.md` of its folder; None: unknown)."""
         return self.game.game_card() if self.game is not None else None
+
+    def prompt_examples(self) -> list[dict[str, Any]]:
+        """Worked examples for the compact prompt (`{"user": text, "answer": directive}`),
+        from the game folder's `think_examples.json` (written from the oracle's advice by
+        `metabonk think examples`); none for a game without that file."""
+        if self.game is None:
+            return []
+        path = self.game.folder / EXAMPLES_FILE
+        if not path.is_file():
+            return []
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return [dict(e) for e in data.get("examples", [])]
+
+    def sensible(self, directive: Directive, view: GameView) -> str | None:
+        """Why a valid directive makes no sense in this state (None: it does): by default a
+        tile target on the player's own cell. Games add theirs (a wall, an empty chest).
+        `metabonk bench think` counts these."""
+        tile = directive.tile
+        if tile is not None and tile == self.player_cell(view):
+            return "the target is the player's own cell"
+        return None
 
     def advise(self, view: GameView) -> Directive | None:
         """The oracle's directive: perfect advice read from the state (secrets included), for

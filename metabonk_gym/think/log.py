@@ -114,6 +114,7 @@ class DecisionLog:
                 "latency_s": result.latency_s,
                 "latency_frames": latency_frames,
                 "prompt_tokens": result.prompt_tokens,
+                "cached_tokens": result.cached_tokens,
                 "completion_tokens": result.completion_tokens,
                 "frame": frame_path,
             }

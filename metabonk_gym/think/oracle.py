@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.games import GameAdapter
-from metabonk_gym.think.prompts import HistoryItem
+from metabonk_gym.think.prompts import HistoryItem, PromptBuilder
 from metabonk_gym.think.strategist import Strategist, ThinkResult, done_future
 from metabonk_gym.think.view import GameView
 
@@ -30,12 +30,16 @@ class OracleStrategist(Strategist):
 
     Args:
         adapter: the game's adapter, whose `advise` gives the directive.
+        builder: given, each result carries the prompt a model would have been sent (so the
+            decision log of an oracle run holds (prompt, directive) pairs for
+            `metabonk think finetune`); None: no prompt is built.
     """
 
     name = "oracle"
 
-    def __init__(self, adapter: GameAdapter) -> None:
+    def __init__(self, adapter: GameAdapter, builder: PromptBuilder | None = None) -> None:
         self.adapter = adapter
+        self.builder = builder
 
     def request(
         self, view: GameView, history: Sequence[HistoryItem], trigger: str, note: str | None = None
@@ -44,7 +48,28 @@ class OracleStrategist(Strategist):
         directive = self.adapter.advise(view)
         if directive is None:
             directive = self.adapter.spec.fallback("the oracle does not know this game")
-        return done_future(ThinkResult(directive, time.perf_counter() - start))
+        request = (
+            self.builder.build(view, history, trigger, vision=False, note=note)
+            if self.builder is not None
+            else None
+        )
+        return done_future(ThinkResult(directive, time.perf_counter() - start, request=request))
+
+
+class FallbackStrategist(Strategist):
+    """No thinking: every call answers the game's safe fallback directive at once, so System 1
+    plays alone with its fallbacks (`--model fallback`; the floor `metabonk bench think-play`
+    compares models with)."""
+
+    name = "fallback"
+
+    def __init__(self, adapter: GameAdapter) -> None:
+        self.adapter = adapter
+
+    def request(
+        self, view: GameView, history: Sequence[HistoryItem], trigger: str, note: str | None = None
+    ) -> cf.Future[ThinkResult]:
+        return done_future(ThinkResult(self.adapter.spec.fallback("no strategist"), 0.0))
 
 
 def oracle_directive(

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from metabonk_gym.think.directive import Directive
+from metabonk_gym.think.directive import Directive, DirectiveSpec
 from metabonk_gym.think.engines import ThinkRequest, png_bytes
 from metabonk_gym.think.games import GameAdapter
 from metabonk_gym.think.view import GameView
@@ -53,6 +53,15 @@ Answer with one JSON object and nothing else, following this JSON schema:
 
 GENERIC_CARD = "No game card is available: infer the rules from the state, the map and the screen."
 
+#: Prompt profiles: "full" (the whole game card, the schema, the full state; for large models)
+#: and "compact" (for small models on small machines: see `compact_system_prompt`).
+PROFILES = ("full", "compact")
+
+COMPACT_TEMPLATE = """You direct a player of {game}. {brief}
+Map: x = column, y = row, @ = you. Actions: {actions}.
+Answer in JSON: goal, reasoning (a few words each), action, target ({{"x": X, "y": Y}} from \
+"Where things are"{option}, or null), duration_frames (60 = 1 s), confidence (0-1)."""
+
 
 def system_prompt(adapter: GameAdapter, game_card: str | None) -> str:
     """The fixed system prompt of a game (identical on every call: a cacheable prefix)."""
@@ -69,6 +78,45 @@ def system_prompt(adapter: GameAdapter, game_card: str | None) -> str:
         actions=actions,
         schema=json.dumps(spec.schema(), separators=(",", ":")),
     )
+
+
+def prompt_profile(profile: str, vision: bool) -> str:
+    """`profile` itself, or for `"auto"`: `"full"` when the model sees images (large vision
+    models read the whole game card), `"compact"` otherwise (small text models).
+
+    >>> prompt_profile("auto", vision=False), prompt_profile("auto", vision=True)
+    ('compact', 'full')
+    """
+    if profile == "auto":
+        return "full" if vision else "compact"
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be auto, {' or '.join(PROFILES)}, not {profile!r}")
+    return profile
+
+
+def compact_system_prompt(adapter: GameAdapter, examples: Sequence[dict[str, Any]] = ()) -> str:
+    """The "compact" profile's fixed system prompt: a one-line brief of the game, the fields
+    described in words (no schema whose title a small model copies), the actions, and worked
+    examples (`examples`: `{"user": ..., "answer": {...}}`, e.g. the oracle's, see
+    `metabonk_gym.think.examples`). Constant per game, so it is a cached prefix.
+
+    >>> from metabonk_gym.think.games import adapter_for_name
+    >>> text = compact_system_prompt(adapter_for_name("BonkQuest"))
+    >>> "schema" in text, "- collect:" in text
+    (False, True)
+    """
+    spec = adapter.spec
+    actions = ", ".join(spec.actions)
+    text = COMPACT_TEMPLATE.format(
+        game=spec.game,
+        brief=adapter.brief,
+        actions=actions,
+        option=' or a menu option {"option": N}' if spec.n_options else "",
+    )
+    for i, example in enumerate(examples, 1):
+        answer = json.dumps(example["answer"], separators=(",", ":"))
+        text += f"\n\nExample {i}:\n{example['user'].strip()}\nAnswer: {answer}"
+    return text
 
 
 @dataclass
@@ -153,6 +201,11 @@ class PromptBuilder:
         strip: take the picture from a `TemporalStrip` when the view has one (async mode).
         sections: more `GameView` -> text callables whose text goes after the spatial lines
             (e.g. the long-term memory's `prompt_section`); empty text is left out.
+        profile: "full" (the game card, the JSON schema, the whole state) or "compact" (small
+            models: a one-line brief, the fields in words, worked examples, a short state and
+            at most 2 past directives; see `compact_system_prompt`).
+        examples: the compact profile's worked examples (`{"user", "answer"}` dicts); None: the
+            game folder's `think_examples.json` (`GameAdapter.prompt_examples`).
     """
 
     def __init__(
@@ -165,11 +218,24 @@ class PromptBuilder:
         history_len: int = 4,
         strip: bool = False,
         sections: Sequence[Callable[[GameView], str | None]] = (),
+        profile: str = "full",
+        examples: Sequence[dict[str, Any]] | None = None,
     ) -> None:
+        if profile not in PROFILES:
+            raise ValueError(f"profile must be one of {', '.join(PROFILES)}, not {profile!r}")
         self.adapter = adapter
         self.sections = list(sections)
-        self.system = system_prompt(adapter, game_card)
-        self.schema = adapter.spec.schema()
+        self.profile = profile
+        if profile == "compact":
+            self.examples = list(examples if examples is not None else adapter.prompt_examples())
+            self.system = compact_system_prompt(adapter, self.examples)
+            # short strings bound how long a small model decodes (the grammar enforces them)
+            self.schema = compact_spec(adapter.spec).schema()
+            history_len = min(history_len, 2)
+        else:
+            self.examples = []
+            self.system = system_prompt(adapter, game_card)
+            self.schema = adapter.spec.schema()
         self._text_map = text_map or adapter.text_map
         self._image = image or self._default_image
         self.strip = strip
@@ -192,6 +258,7 @@ class PromptBuilder:
         game_card: str | None,
         strip: bool = False,
         max_tokens: int = 256,
+        profile: str = "full",
     ) -> PromptBuilder:
         """The builder for `env`: games without an adapter map get the wrappers' screen map;
         a layer of the stack with a `prompt_section(view)` (the `Memory` wrapper) adds its text."""
@@ -209,12 +276,15 @@ class PromptBuilder:
             max_tokens=max_tokens,
             strip=strip,
             sections=sections,
+            profile=profile,
         )
 
     def user_text(
         self, view: GameView, history: Sequence[HistoryItem], trigger: str, note: str | None = None
     ) -> str:
         """The per-call text (everything but the image)."""
+        if self.profile == "compact":
+            return self.compact_text(view, history, trigger, note)
         parts = [f"Step {view.step}. You are asked because: {trigger}."]
         if note:
             parts.append(note)
@@ -236,6 +306,43 @@ class PromptBuilder:
         parts.append("Answer with the JSON directive.")
         return "\n\n".join(parts)
 
+    def compact_text(
+        self,
+        view: GameView,
+        history: Sequence[HistoryItem] = (),
+        trigger: str = "start",
+        note: str | None = None,
+        map_text: bool = True,
+    ) -> str:
+        """The compact profile's per-call text: the state in one line (the adapter's
+        `compact_state_keys`), the most urgent goal, the map cropped to the room (unless `map_text` is False: the worked examples leave it out), where
+        things are, the last 2 directives."""
+        parts = [f"Step {view.step}, asked because: {trigger}."]
+        if note:
+            parts.append(note)
+        state = self.adapter.state(view)
+        keys = self.adapter.compact_state_keys
+        if keys:  # the game's few telling values, and what `state` adds (what an NPC said)
+            state = {
+                k: v for k, v in state.items() if k in keys or k not in self.adapter.state_keys
+            }
+        parts.append("State: " + ", ".join(f"{k}={_short(v)}" for k, v in state.items()))
+        parts.append("Goal: " + (self.adapter.goals(view) or ["win"])[0])
+        text_map = self._text_map(view) if map_text else None
+        if text_map:
+            parts.append("Map:\n" + crop_map(text_map))
+        spatial = self.adapter.spatial(view)
+        if spatial:
+            parts.append("Where things are:\n" + "\n".join(spatial))
+        for section in self.sections:
+            extra = section(view)
+            if extra:
+                parts.append(extra)
+        recent = list(history)[-self.history_len :] if self.history_len else []
+        if recent:
+            parts.append("Last directives:\n" + "\n".join(h.line() for h in recent))
+        return "\n".join(parts)
+
     def build(
         self,
         view: GameView,
@@ -253,3 +360,62 @@ class PromptBuilder:
             image_png=png_bytes(image) if image is not None else None,
             max_tokens=self.max_tokens,
         )
+
+
+def compact_spec(spec: DirectiveSpec) -> DirectiveSpec:
+    """`spec` with goal and reasoning bounded to 40 characters: what the compact profile's
+    grammar enforces, so a small model cannot ramble past its deadline.
+
+    >>> from metabonk_gym.think.games import adapter_for_name
+    >>> compact_spec(adapter_for_name("BonkQuest").spec).max_reasoning_chars
+    40
+    """
+    return replace(
+        spec,
+        max_goal_chars=min(spec.max_goal_chars, 40),
+        max_reasoning_chars=min(spec.max_reasoning_chars, 40),
+    )
+
+
+def _short(value: Any) -> str:
+    """A state value in the compact line (floats to 2 decimals, text as it is)."""
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def crop_map(text: str, margin: int = 1) -> str:
+    r"""A framed text map (`games.framed`: two x-ruler lines, then rows prefixed with y) cut to
+    the rows and columns that hold anything but the fill of its first row (walls), plus
+    `margin`; the rulers and row labels keep the true x and y. Other text is returned as is.
+
+    >>> print(crop_map("   0000\n   0123\n 0 ####\n 1 #@.#\n 2 ####", margin=0))
+       00
+       12
+     1 @.
+    """
+    lines = text.split("\n")
+    if len(lines) < 3:
+        return text
+    rows: list[tuple[int, str]] = []
+    for line in lines[2:]:
+        label, _, cells = line.strip().partition(" ")
+        if not label.isdigit() or line[3:] != cells:
+            return text
+        rows.append((int(label), cells))
+    width = len(rows[0][1])
+    if any(len(cells) != width for _, cells in rows):
+        return text
+    fill = max(set(rows[0][1]), key=rows[0][1].count)
+    keep_rows = [i for i, (_, cells) in enumerate(rows) if set(cells) != {fill}]
+    keep_cols = [x for x in range(width) if any(cells[x] != fill for _, cells in rows)]
+    if not keep_rows or not keep_cols:
+        return text
+    r0, r1 = max(0, keep_rows[0] - margin), min(len(rows) - 1, keep_rows[-1] + margin)
+    c0, c1 = max(0, keep_cols[0] - margin), min(width - 1, keep_cols[-1] + margin)
+    xs = range(c0, c1 + 1)
+    out = ["   " + "".join(str(x // 10) for x in xs), "   " + "".join(str(x % 10) for x in xs)]
+    out += [f"{rows[i][0]:2d} {rows[i][1][c0 : c1 + 1]}" for i in range(r0, r1 + 1)]
+    return "\n".join(out)

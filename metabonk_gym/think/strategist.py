@@ -51,6 +51,8 @@ class ThinkResult:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     request: ThinkRequest | None = field(default=None, repr=False)
+    #: prompt tokens taken from the engine's KV cache (the constant prefix), None: not known
+    cached_tokens: int | None = None
 
     @classmethod
     def fallback(
@@ -199,6 +201,7 @@ class ModelStrategist(Strategist):
             prompt_tokens=completion.prompt_tokens,
             completion_tokens=completion.completion_tokens,
             request=req,
+            cached_tokens=completion.cached_tokens,
         )
 
     def cancel(self) -> None:

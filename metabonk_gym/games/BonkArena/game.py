@@ -60,6 +60,10 @@ class ArenaAdapter(GameAdapter):
 
     name = DATA.name
     game = DATA
+    brief = (
+        "Survive 5:00 in a walled arena: monsters (E) chase you and cost HP on touch, your "
+        "weapon fires by itself, gems (*) give XP; at a level-up menu choose an upgrade."
+    )
     spec = DirectiveSpec(
         game=DATA.name,
         actions=("go_to", "collect", "attack", "flee", "choose_upgrade", "wait"),
@@ -77,6 +81,7 @@ class ArenaAdapter(GameAdapter):
             "wait": "stand still",
         },
     )
+    compact_state_keys = ("hp", "max_hp", "level", "time_s", "enemies", "menu_open")
     state_keys = (
         "hp",
         "max_hp",

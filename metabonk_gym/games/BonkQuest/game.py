@@ -76,6 +76,12 @@ class QuestAdapter(GameAdapter):
             "wait": "stay put, stepping aside from enemies",
         },
     )
+    brief = (
+        "Cross five rooms: take each room's key (k), unlock the door (D), go through; in room 2 "
+        "the sage (N) says which chest (C) holds the key; in room 5 step onto the treasure (T). "
+        "Enemies (E) cost 1 HP."
+    )
+    compact_state_keys = ("room", "hp", "keys", "quest_stage")
     state_keys = (
         "room",
         "hp",
@@ -200,6 +206,27 @@ class QuestAdapter(GameAdapter):
 
     def advise(self, view: GameView) -> Directive | None:
         return quest_advice(view)
+
+    def sensible(self, directive: Directive, view: GameView) -> str | None:
+        reason = super().sensible(directive, view)
+        tiles, tile, action = self.tiles(view), directive.tile, directive.action
+        if reason is not None or tiles is None or tile is None:
+            return reason
+        x, y = tile
+        if not (0 <= y < tiles.shape[0] and 0 <= x < tiles.shape[1]):
+            return "the target is outside the room"
+        here = int(tiles[y, x])
+        wanted = {
+            "go_to": WALKABLE | DOORS,
+            "collect": {TILE["key"], TILE["heart"], TILE["treasure"]},
+            "open": {TILE["chest"]} | DOORS,
+            "talk": {TILE["npc"]},
+        }.get(action)
+        if wanted is not None and here not in wanted:
+            return f"{action} at a {tile_char(here)!r} cell"
+        if action == "open" and here == TILE["door_locked"] and view.get("keys") <= 0:
+            return "opening a locked door without a key"
+        return None
 
 
 class QuestFollower(DirectiveFollower):

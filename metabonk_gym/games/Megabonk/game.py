@@ -71,6 +71,10 @@ class MegabonkAdapter(GameAdapter):
     name = DATA.name
     game = DATA
     platform = "a 3D roguelike survivor game played through the BonkLink mod"
+    brief = (
+        "A 3D survivor game seen as a radar centred on you: stay alive while your weapons "
+        "kill the monsters (E) that chase you; at a level-up menu choose an upgrade."
+    )
     system1_text = SYSTEM1
     GAMEPLAY = "Gameplay"
 

@@ -1,0 +1,181 @@
+"""`metabonk think finetune` and `metabonk think examples`: teach a small language model with the oracle.
+
+Thin typer layer over `metabonk_gym.think.finetune` (decision logs -> LoRA -> GGUF) and
+`metabonk_gym.think.examples` (the compact prompt's worked examples). Bad input is one line and
+exit code 2:
+
+>>> from typer.testing import CliRunner
+>>> app = typer.Typer()
+>>> register(app)
+>>> result = CliRunner().invoke(app, ["think", "finetune", "/no/such/log", "--out", "/tmp/x"])
+>>> print(result.output.strip()); result.exit_code  # doctest: +ELLIPSIS
+error: no decision log at /no/such/log/decisions.jsonl; pass ...
+2
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import typer
+from metabonk_gym.cli.bench import _print, bench_app
+from metabonk_gym.cli.errors import exit_with_error
+from metabonk_gym.cli.train import guarded
+from rich.console import Console
+
+from metabonk_gym.bench.think_model import STARTS, model_figures, play_figures
+from metabonk_gym.errors import MetabonkError
+from metabonk_gym.think.examples import oracle_examples, write_examples
+from metabonk_gym.think.finetune import FinetuneConfig, finetune, load_pairs
+from metabonk_gym.think.models import check_gguf, resolve_model
+
+console = Console(markup=False)  # print text as given: no markup in user text
+think_app = typer.Typer(
+    help="Real language models for System 2: fine-tune one on decision logs, write prompt "
+    "examples.",
+    no_args_is_help=True,
+)
+
+
+@think_app.command("finetune")
+def finetune_command(
+    logdirs: list[Path] = typer.Argument(
+        ...,
+        help="Decision log folders (e.g. `metabonk play ... --model oracle --agent-opt log_dir=DIR`).",
+    ),
+    out: Path = typer.Option(
+        ..., help="The run dir: model.gguf, README.md, checkpoints, tensorboard/."
+    ),
+    model: str | None = typer.Option(
+        None, help="The base GGUF (llama architecture; default: SmolLM2-135M-Instruct)."
+    ),
+    steps: int = typer.Option(300, help="Optimizer steps (a resumed run goes on to this many)."),
+    batch_size: int = typer.Option(4, help="Pairs per step."),
+    lr: float = typer.Option(1e-3, help="Peak learning rate."),
+    rank: int = typer.Option(16, help="LoRA rank."),
+    quant: str = typer.Option("q8_0", help="Type of the merged weights: q8_0, f16 or f32."),
+    threads: int = typer.Option(2, help="torch CPU threads."),
+    save_every: int = typer.Option(20, help="Steps between checkpoints."),
+    seed: int = typer.Option(0, help="Data order and adapter initialisation."),
+    top_layers: int = typer.Option(12, help="Adapters in this many top blocks (0: all)."),
+    max_minutes: float = typer.Option(
+        0.0, help="Stop training after this many minutes and write the GGUF (0: no limit)."
+    ),
+    game: str | None = typer.Option(None, help="Only this game's logs (default: the first log's)."),
+    resume: bool = typer.Option(False, help="Go on from the checkpoint in --out."),
+) -> None:
+    """Fine-tune the model on (prompt, directive) pairs of decision logs and write a GGUF that
+    `--model` and `metabonk serve-vlm` take. Ctrl-C saves a checkpoint; --resume goes on."""
+    config = FinetuneConfig(
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        rank=rank,
+        quant=quant,
+        threads=threads,
+        save_every=save_every,
+        seed=seed,
+        top_layers=top_layers,
+        max_minutes=max_minutes,
+    )
+    figures = guarded(
+        lambda: finetune(
+            logdirs,
+            out,
+            base=model,
+            config=config,
+            game=game,
+            resume=resume,
+            progress=console.print,
+        )
+    )
+    console.print_json(json.dumps(figures))
+    console.print(f"wrote {figures['gguf']} (model card: {out / 'README.md'})")
+
+
+@think_app.command("pairs")
+def pairs_command(
+    logdirs: list[Path] = typer.Argument(..., help="Decision log folders."),
+    show: int = typer.Option(1, help="How many pairs to print."),
+) -> None:
+    """Count the (prompt, directive) pairs of decision logs and print the first ones."""
+    game, pairs = guarded(lambda: load_pairs(logdirs))
+    console.print(f"{len(pairs)} pairs of {game}")
+    for pair in pairs[:show]:
+        console.print(pair.user, markup=False)
+        console.print(pair.answer, markup=False)
+
+
+@think_app.command("examples")
+def examples_command(
+    env_id: str = typer.Argument(..., help="The game env (e.g. MetaBonk/BonkQuest-v0)."),
+    count: int = typer.Option(2, help="Examples to keep (different actions)."),
+    seed: int = typer.Option(0, help="The oracle episode's seed."),
+    write: bool = typer.Option(False, help="Write them as the game folder's think_examples.json."),
+) -> None:
+    """The compact prompt's worked examples, from an oracle episode of ENV_ID."""
+    env = guarded(lambda: gym.make(env_id))
+    try:
+        examples = oracle_examples(env, count=count, seed=seed)
+        console.print_json(json.dumps(examples))
+        folder = getattr(env.unwrapped, "game_data", None)
+        if write and folder is not None:
+            console.print(f"wrote {write_examples(folder.folder, examples)}")
+    finally:
+        env.close()
+
+
+@think_app.command("check")
+def check_command(
+    model: str = typer.Argument("default", help="A GGUF file (default: the default model)."),
+) -> None:
+    """Check that MODEL is a complete GGUF file (the default: that the default model is installed)."""
+    try:
+        path = check_gguf(resolve_model(model))
+    except MetabonkError as exc:
+        exit_with_error(exc)
+    console.print(f"ok: {path}")
+
+
+def bench_think_model(
+    model: str = typer.Option("default", help="The GGUF to measure (default: the default model)."),
+    episodes: int = typer.Option(2, help="Oracle episodes whose decision points are asked."),
+    profile: str = typer.Option("compact", help="Prompt profile: compact or full."),
+    out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+) -> None:
+    """A real model at the oracle's decision points on BonkQuest: prompt tokens (evaluated vs
+    cached), latency p50/p95 at 1 env, schema-valid, sensible, agreement with the oracle."""
+    figures = guarded(
+        lambda: model_figures(model, episodes=episodes, profile=profile, progress=console.print)
+    )
+    _print("metabonk bench think-model", figures, out)
+
+
+def bench_think_play(
+    model: str = typer.Option("default", help="A GGUF, oracle (ceiling) or fallback (floor)."),
+    starts: str = typer.Option(",".join(STARTS), help="Start states (roomN: leave room N)."),
+    seeds: int = typer.Option(20, help="Seeds per start."),
+    max_steps: int = typer.Option(600, help="Step limit per episode."),
+    timeout_s: float = typer.Option(10.0, help="The think deadline (pause mode)."),
+    out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+) -> None:
+    """The think agent (strategist + follower) on BonkQuest starts: win rate, steps to win."""
+    figures = guarded(
+        lambda: play_figures(
+            model,
+            [s.strip() for s in starts.split(",") if s.strip()],
+            seeds=seeds,
+            max_steps=max_steps,
+            timeout_s=timeout_s,
+            progress=console.print,
+        )
+    )
+    _print("metabonk bench think-play", figures, out)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(think_app, name="think")
+    bench_app.command("think-model")(bench_think_model)
+    bench_app.command("think-play")(bench_think_play)

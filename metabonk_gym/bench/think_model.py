@@ -1,0 +1,246 @@
+"""`metabonk bench think-model` and `bench think-play`: what a real language model is worth as System 2.
+
+Two parts, each its own command so that each README row has one:
+
+* **model** (`model_figures`): the game is played by the oracle for `episodes` episodes, and at
+  each of its decision points (the state, its history and trigger) the model is asked the same
+  question in process (llama-cpp-python, the prompt profile `profile`). Figures: prompt tokens
+  per call, how many of them were evaluated and how many came from the KV cache (the constant
+  system prompt first), latency p50/p95 in seconds (1 env, nothing else asked of the model),
+  the share of answers that are schema-valid directives, that are sensible (the game adapter's
+  `check` and `sensible`: a walkable target that is not the player's own cell, an action the
+  state allows), and that agree with the oracle (same action, tile target within 2 cells).
+* **play** (`play_figures`): the think agent (strategist + the game's follower, pause mode)
+  plays from each start state for `seeds` seeds: win rate and mean steps to a win. A start
+  `roomN` is won by leaving room N (room 5: by taking the treasure), `start` by winning the whole
+  game. Strategists: a GGUF, `oracle` (the ceiling) or `fallback` (the follower alone with its
+  fallback directives, the floor).
+
+>>> agrees({"action": "go_to", "target": {"x": 3, "y": 4}}, {"action": "go_to", "target": {"x": 5, "y": 5}})
+True
+>>> agrees({"action": "open", "target": None}, {"action": "open", "target": {"x": 1, "y": 1}})
+False
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from metabonk_gym.think.agent import make_think_agent
+from metabonk_gym.think.directive import DirectiveError, parse_directive
+from metabonk_gym.think.engines import EngineError, LlamaCppEngine
+from metabonk_gym.think.games import adapter_for
+from metabonk_gym.think.models import check_gguf, resolve_model
+from metabonk_gym.think.oracle import OracleStrategist
+from metabonk_gym.think.prompts import HistoryItem, PromptBuilder
+from metabonk_gym.think.strategist import Strategist
+from metabonk_gym.think.view import GameView
+
+ENV_ID = "MetaBonk/BonkQuest-v0"
+STARTS = ("room1", "room2", "room3", "room4", "room5", "start")
+
+
+def agrees(a: dict[str, Any], b: dict[str, Any], cells: int = 2) -> bool:
+    """Same action, and both targets absent, or both tiles at most `cells` apart (each axis),
+    or the same menu option."""
+    if a.get("action") != b.get("action"):
+        return False
+    ta, tb = a.get("target"), b.get("target")
+    if not ta or not tb:
+        return not ta and not tb
+    if "x" in ta and "x" in tb:
+        return abs(ta["x"] - tb["x"]) <= cells and abs(ta["y"] - tb["y"]) <= cells
+    return bool(ta == tb)
+
+
+class _Recorder(Strategist):
+    """The oracle, keeping each question it was asked (state, history, trigger)."""
+
+    name = "oracle"
+
+    def __init__(self, oracle: OracleStrategist) -> None:
+        self.oracle = oracle
+        self.asked: list[tuple[GameView, list[HistoryItem], str]] = []
+
+    def request(
+        self, view: GameView, history: Sequence[HistoryItem], trigger: str, note: str | None = None
+    ) -> Any:
+        self.asked.append((view, list(history), trigger))
+        return self.oracle.request(view, history, trigger, note)
+
+
+def decision_points(
+    env_id: str = ENV_ID, episodes: int = 2, first_seed: int = 100, state: str = "start"
+) -> tuple[list[tuple[GameView, list[HistoryItem], str]], Any]:
+    """The oracle's decision points over `episodes` episodes (state, history, trigger), and
+    the adapter."""
+    env = gym.make(env_id, state=state)
+    adapter = adapter_for(env)
+    recorder = _Recorder(OracleStrategist(adapter))
+    agent = make_think_agent(env, model_path="oracle")
+    agent.director.strategist = recorder
+    try:
+        for seed in range(first_seed, first_seed + episodes):
+            obs, info = env.reset(seed=seed)
+            agent.reset(obs, info)
+            done = False
+            while not done:
+                obs, _, terminated, truncated, info = env.step(agent.act(obs, info))
+                done = terminated or truncated
+    finally:
+        agent.close()
+        env.close()
+    for view, _, _ in recorder.asked:
+        _ = view.frame  # captured now, while the env is open
+    return recorder.asked, adapter
+
+
+def model_figures(
+    model: str | Path | None = None,
+    episodes: int = 2,
+    profile: str = "compact",
+    timeout_s: float = 300.0,
+    env_id: str = ENV_ID,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The model part (see the module docstring)."""
+    path = check_gguf(resolve_model(model))
+    points, adapter = decision_points(env_id, episodes)
+    builder = PromptBuilder(adapter, adapter.game_card(), profile=profile)
+    engine = LlamaCppEngine(path, n_ctx=4096)
+    rows: list[dict[str, Any]] = []
+    try:
+        for i, (view, history, trigger) in enumerate(points):
+            request = builder.build(view, history, trigger, vision=False)
+            start = time.monotonic()
+            try:
+                completion = engine.complete(request, start + timeout_s)
+            except EngineError as exc:  # a timeout counts as a call that gave nothing
+                rows.append(
+                    {
+                        "latency_s": time.monotonic() - start,
+                        "prompt_tokens": None,
+                        "cached_tokens": 0,
+                        "valid": False,
+                        "sensible": False,
+                        "agrees": False,
+                    }
+                )
+                if progress is not None:
+                    progress(f"call {i + 1}/{len(points)}: {exc}")
+                continue
+            latency = time.monotonic() - start
+            row: dict[str, Any] = {
+                "latency_s": latency,
+                "prompt_tokens": completion.prompt_tokens,
+                "cached_tokens": completion.cached_tokens or 0,
+            }
+            oracle = adapter.advise(view)
+            try:
+                directive = parse_directive(completion.text, adapter.spec)
+                row["valid"] = True
+                try:
+                    adapter.check(directive, view)
+                    reason = adapter.sensible(directive, view)
+                except DirectiveError as exc:
+                    reason = str(exc)
+                row["sensible"] = reason is None
+                row["agrees"] = oracle is not None and agrees(directive.to_dict(), oracle.to_dict())
+            except DirectiveError:
+                row.update(valid=False, sensible=False, agrees=False)
+            rows.append(row)
+            if progress is not None:
+                progress(f"call {i + 1}/{len(points)}: {latency:.2f} s {completion.text}")
+    finally:
+        engine.close()
+    warm = rows[1:] or rows
+    latencies = [float(r["latency_s"]) for r in warm]
+    prompt = [int(r["prompt_tokens"]) for r in warm if r["prompt_tokens"]] or [0]
+    cached = [int(r["cached_tokens"]) for r in warm if r["prompt_tokens"]] or [0]
+    n = len(rows)
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return {
+        "model": str(path),
+        "profile": profile,
+        "calls": n,
+        "timeouts": sum(r["prompt_tokens"] is None for r in rows),
+        "timeout_s": timeout_s,
+        "prompt_tokens_p50": statistics.median(prompt),
+        "prompt_tokens_max": max(prompt),
+        "evaluated_tokens_p50": statistics.median(p - c for p, c in zip(prompt, cached)),
+        "cached_tokens_p50": statistics.median(cached),
+        "cold_s": rows[0]["latency_s"],
+        "latency_p50_s": statistics.median(latencies),
+        "latency_p95_s": float(np.percentile(latencies, 95)),
+        "schema_valid": sum(r["valid"] for r in rows) / n,
+        "sensible": sum(r["sensible"] for r in rows) / n,
+        "oracle_agreement": sum(r["agrees"] for r in rows) / n,
+        "cpus": os.cpu_count(),
+        "load_avg_1m": round(load[0], 1),
+    }
+
+
+def room_won(start: str, first: dict[str, Any], info: dict[str, Any]) -> bool:
+    """Whether an episode from `start` is won at `info` (see the module docstring).
+
+    >>> room_won("room2", {"room": 2}, {"room": 3, "won": 0}), room_won("start", {}, {"won": 0})
+    (True, False)
+    """
+    if info.get("won"):
+        return True
+    return start != "start" and start != "room5" and info.get("room") != first.get("room")
+
+
+def play_figures(
+    model: str,
+    starts: Sequence[str] = STARTS,
+    seeds: int = 20,
+    first_seed: int = 0,
+    max_steps: int = 600,
+    timeout_s: float = 10.0,
+    env_id: str = ENV_ID,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The play part (see the module docstring): per start, the win rate and mean steps to a
+    win, with the think calls, fallbacks and mean latency."""
+    out: dict[str, Any] = {"model": model, "seeds": seeds, "max_steps": max_steps}
+    for start in starts:
+        env = gym.make(env_id, state=start, max_episode_steps=max_steps)
+        agent = make_think_agent(env, model_path=model, timeout_s=timeout_s)
+        wins, steps, calls, fallbacks = 0, [], 0, 0
+        started = time.monotonic()
+        try:
+            for seed in range(first_seed, first_seed + seeds):
+                obs, info = env.reset(seed=seed)
+                first = dict(info)
+                agent.reset(obs, info)
+                n, done, won = 0, False, False
+                while not done and not won:
+                    obs, _, terminated, truncated, info = env.step(agent.act(obs, info))
+                    n += 1
+                    won = room_won(start, first, info)
+                    done = terminated or truncated
+                wins += int(won)
+                if won:
+                    steps.append(n)
+                if progress is not None:
+                    progress(f"{start} seed {seed}: {'won' if won else 'lost'} in {n} steps")
+            think = agent.director.info()
+            calls, fallbacks = int(think.get("calls", 0)), int(think.get("fallbacks", 0))
+        finally:
+            agent.close()
+            env.close()
+        out[f"{start}_win_rate"] = wins / seeds
+        out[f"{start}_steps_to_win"] = float(np.mean(steps)) if steps else None
+        out[f"{start}_calls"] = calls
+        out[f"{start}_fallbacks"] = fallbacks
+        out[f"{start}_seconds"] = round(time.monotonic() - started, 1)
+    return out

@@ -1,0 +1,657 @@
+"""Teach a small language model with decision logs: (prompt, directive) pairs, LoRA, a new GGUF.
+
+What: `load_pairs(logdirs)` turns decision logs (`metabonk_gym.think.log`; an oracle run's log
+holds the prompt a model would have been sent with each of the oracle's directives) into
+(system, user, answer) pairs. `finetune(logdirs, out)` loads the base GGUF with transformers
+(dequantised to float32), trains LoRA adapters (peft) on the answer tokens only, with the chat
+template the GGUF carries, merges them and writes `out/model.gguf`: the base file's metadata
+(tokenizer, chat template) and untouched tensors copied, the merged weights as Q8_0
+(`write_gguf`, with the `gguf` package). `out/` is a run dir: `run.json`, a checkpoint every
+`save_every` steps and on Ctrl-C (`resume=True` goes on from it), TensorBoard scalars in
+`out/tensorboard`, and a model card `out/README.md`. `--model out/model.gguf` and
+`metabonk serve-vlm out/model.gguf` take the result.
+Why LoRA rather than full fine-tuning: at 135M parameters both fit in memory, but LoRA trains
+about 3% of the weights, keeps the optimizer state small and the checkpoints a few MB, and a
+handful of steps already moves a small model (figures in docs/thinking.md). Written by hand:
+the GGUF export (transformers reads GGUF but does not write it; llama.cpp's converter needs
+llama.cpp's source tree), about 60 lines on `gguf`'s reader and writer.
+
+>>> hf_name("blk.3.attn_q.weight"), hf_name("token_embd.weight"), hf_name("rope_freqs.weight")
+('model.layers.3.self_attn.q_proj.weight', 'model.embed_tokens.weight', None)
+>>> import tempfile
+>>> load_pairs([tempfile.mkdtemp()])  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+metabonk_gym.think.log.DecisionLogNotFoundError: no decision log at .../decisions.jsonl; pass ...
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metabonk_gym.errors import MetabonkError
+from metabonk_gym.think.directive import DIRECTIVE_KEYS
+from metabonk_gym.think.log import LOG_NAME, read_decisions
+from metabonk_gym.think.models import DEFAULT_MODEL, check_gguf, resolve_model
+from metabonk_gym.utils import atomic_write_bytes
+
+RUN_FORMAT = "metabonk-finetune-v1"
+#: llama-architecture GGUF tensor names -> transformers' (per block: `blk.N.` -> layers.N).
+_GLOBAL = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+_BLOCK = {
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+QUANTS = ("q8_0", "f16", "f32")
+
+
+class FinetuneError(MetabonkError, ValueError):
+    """Input a fine-tune cannot use: no pairs, logs of several games, a run dir of another."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One training example: the system prompt, the per-call prompt and the answer (JSON)."""
+
+    system: str
+    user: str
+    answer: str
+
+    def messages(self) -> list[dict[str, str]]:
+        """The chat the model sees (the answer is what it learns to write after it)."""
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
+
+
+@dataclass
+class FinetuneConfig:
+    """How to fine-tune.
+
+    Args:
+        steps: optimizer steps in all (a resumed run goes on to this many).
+        batch_size: pairs per step.
+        lr: peak learning rate (warm-up over 10 steps, then cosine to a tenth).
+        rank: LoRA rank; `alpha` its scale; `dropout` LoRA dropout.
+        targets: the linear layers that get adapters (llama names).
+        top_layers: adapters only in this many of the top transformer blocks (0: all); the
+            backward pass then stops below them (about half the compute at 12 of 30).
+        max_len: pairs longer than this many tokens are left out.
+        seed: data order and adapter initialisation.
+        save_every: steps between checkpoints.
+        quant: the merged weights' type in the GGUF (q8_0, f16, f32).
+        threads: torch CPU threads.
+        val_fraction: pairs held out for the validation loss and answer-token accuracy (at
+            most 8 are scored: a CPU shared with other work is slow).
+        max_minutes: stop training after this many minutes (0: no limit) and write the GGUF
+            of the steps done; the run can be resumed to more steps later.
+    """
+
+    steps: int = 300
+    batch_size: int = 4
+    lr: float = 1e-3
+    rank: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    targets: tuple[str, ...] = (
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    )
+    top_layers: int = 12
+    max_len: int = 1024
+    seed: int = 0
+    save_every: int = 20
+    quant: str = "q8_0"
+    threads: int = 2
+    val_fraction: float = 0.1
+    max_minutes: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def answer_text(directive: dict[str, Any]) -> str:
+    """A directive as the JSON answer the model learns to write (the schema's key order).
+
+    >>> answer_text({"goal": "key", "reasoning": "", "action": "collect",
+    ...              "target": {"x": 1, "y": 2}, "duration_frames": 60, "confidence": 1.0,
+    ...              "source": "oracle"})
+    '{"goal":"key","reasoning":"","action":"collect","target":{"x":1,"y":2},"duration_frames":60,"confidence":1.0}'
+    """
+    return json.dumps({k: directive[k] for k in DIRECTIVE_KEYS}, separators=(",", ":"))
+
+
+def _metas(folder: Path) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for line in (folder / LOG_NAME).read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and record.get("type") == "meta":
+            out[str(record.get("run", ""))] = record
+    return out
+
+
+def load_pairs(logdirs: Sequence[str | Path], game: str | None = None) -> tuple[str, list[Pair]]:
+    """The game and the (prompt, directive) pairs of decision logs: every call that has its
+    prompt text and a directive that is not a fallback. All logs must be of one game (`game`,
+    default: the first log's); `FinetuneError` names the log that is not, or says that there
+    are no pairs."""
+    pairs: list[Pair] = []
+    for logdir in logdirs:
+        folder = Path(logdir)
+        records = read_decisions(folder)  # DecisionLogNotFoundError for a folder without one
+        metas = _metas(folder)
+        for record in records:
+            meta = metas.get(str(record.get("run", "")), {})
+            log_game = str(meta.get("game", ""))
+            if game is None:
+                game = log_game
+            elif log_game != game:
+                raise FinetuneError(
+                    f"{folder} is a decision log of {log_game or 'an unknown game'}, not {game}: "
+                    "fine-tune on logs of one game (pass --game to choose)"
+                )
+            directive = record.get("directive") or {}
+            if (
+                not record.get("user")
+                or not meta.get("system_prompt")
+                or directive.get("source") == "fallback"
+                or any(k not in directive for k in DIRECTIVE_KEYS)
+            ):
+                continue
+            pairs.append(
+                Pair(str(meta["system_prompt"]), str(record["user"]), answer_text(directive))
+            )
+    if not pairs:
+        names = ", ".join(str(d) for d in logdirs)
+        raise FinetuneError(
+            f"no (prompt, directive) pairs in {names}: record a log with prompts, e.g. "
+            "`metabonk play ENV_ID --agent think --model oracle --agent-opt log_dir=DIR`"
+        )
+    return str(game), pairs
+
+
+# ---------------------------------------------------------------------------------- GGUF
+def hf_name(gguf_name: str) -> str | None:
+    """The transformers name of a llama GGUF tensor (None for tensors transformers lacks)."""
+    if gguf_name in _GLOBAL:
+        return _GLOBAL[gguf_name]
+    match = re.fullmatch(r"blk\.(\d+)\.(\w+)\.weight", gguf_name)
+    if match and match.group(2) in _BLOCK:
+        return f"model.layers.{match.group(1)}.{_BLOCK[match.group(2)]}.weight"
+    return None
+
+
+def permute_qk(weights: np.ndarray, n_head: int) -> np.ndarray:
+    """llama.cpp's row order of a q or k projection from transformers' (the inverse of the
+    un-permutation transformers applies when it reads a llama GGUF; `n_head`: the heads of that
+    projection). Rows of each head go from [first halves, second halves] to interleaved pairs.
+
+    >>> permute_qk(np.arange(8.0).reshape(8, 1), 2)[:, 0].tolist()
+    [0.0, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0]
+    """
+    rows = weights.shape[0]
+    return (
+        weights.reshape(n_head, 2, rows // n_head // 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )
+
+
+def _field(reader: Any, name: str) -> Any:
+    field_ = reader.fields.get(name)
+    return field_.contents() if field_ is not None else None
+
+
+def write_gguf(
+    base: str | Path,
+    weights: dict[str, np.ndarray],
+    out: str | Path,
+    quant: str = "q8_0",
+    name: str | None = None,
+    extra: dict[str, str] | None = None,
+) -> Path:
+    """Write `out`: the llama GGUF `base` with the tensors named (transformers names) in
+    `weights` replaced, as `quant`; metadata (tokenizer, chat template) and the other tensors
+    copied byte for byte; `name` the new `general.name`, `extra` more string metadata. Atomic:
+    a temporary file renamed into place."""
+    from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter, quants
+
+    if quant not in QUANTS:
+        raise FinetuneError(f"quant must be one of {', '.join(QUANTS)}, not {quant!r}")
+    qtype = {
+        "q8_0": GGMLQuantizationType.Q8_0,
+        "f16": GGMLQuantizationType.F16,
+        "f32": GGMLQuantizationType.F32,
+    }[quant]
+    reader = GGUFReader(str(base))
+    arch = str(_field(reader, "general.architecture"))
+    if arch != "llama":
+        raise FinetuneError(f"{base}: only llama-architecture GGUFs can be written, not {arch}")
+    n_head = int(_field(reader, f"{arch}.attention.head_count"))
+    n_head_kv = int(_field(reader, f"{arch}.attention.head_count_kv") or n_head)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    writer = GGUFWriter(str(tmp), arch)
+    for field_ in reader.fields.values():
+        if field_.name.startswith("GGUF.") or field_.name == "general.architecture":
+            continue
+        value = field_.contents()
+        if field_.name == "general.name" and name is not None:
+            value = name
+        kind = field_.types[0]
+        sub = field_.types[-1] if kind == GGUFValueType.ARRAY and len(field_.types) > 1 else None
+        writer.add_key_value(field_.name, value, kind, sub_type=sub)
+    if name is not None and "general.name" not in reader.fields:
+        writer.add_name(name)
+    for extra_key, text in (extra or {}).items():
+        writer.add_string(extra_key, text)
+    for tensor in reader.tensors:
+        key = hf_name(tensor.name)
+        if key is not None and key in weights:
+            w = np.asarray(weights[key], np.float32)
+            if tensor.name.endswith("attn_q.weight"):
+                w = permute_qk(w, n_head)
+            elif tensor.name.endswith("attn_k.weight"):
+                w = permute_qk(w, n_head_kv)
+            if quant == "f32":
+                writer.add_tensor(tensor.name, w)
+            elif quant == "f16":
+                writer.add_tensor(tensor.name, w.astype(np.float16))
+            else:
+                writer.add_tensor(tensor.name, quants.quantize(w, qtype), raw_dtype=qtype)
+        else:
+            writer.add_tensor(tensor.name, tensor.data, raw_dtype=tensor.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tmp.replace(out)
+    return out
+
+
+# ---------------------------------------------------------------------------------- training
+def _encode(tokenizer: Any, pair: Pair) -> tuple[list[int], list[int]]:
+    """Token ids of the chat + answer and their labels (-100 on the prompt: only the answer
+    and the end-of-turn token are learnt)."""
+    prompt = tokenizer.apply_chat_template(
+        pair.messages(), tokenize=False, add_generation_prompt=True
+    )
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    end = tokenizer.eos_token or ""
+    answer_ids = tokenizer(pair.answer + end, add_special_tokens=False)["input_ids"]
+    return prompt_ids + answer_ids, [-100] * len(prompt_ids) + answer_ids
+
+
+def _batch(encoded: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, Any]:
+    import torch
+
+    width = max(len(ids) for ids, _ in encoded)
+    ids = torch.full((len(encoded), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(encoded), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(encoded), width), dtype=torch.long)
+    for row, (i, lab) in enumerate(encoded):
+        ids[row, : len(i)] = torch.tensor(i)
+        labels[row, : len(lab)] = torch.tensor(lab)
+        mask[row, : len(i)] = 1
+    return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+
+
+def shared_prefix(encoded: Sequence[tuple[list[int], list[int]]]) -> int:
+    """How many leading tokens every pair shares before its first answer token (the system
+    prompt and the chat template's start): computed once a step without gradients and reused
+    from the KV cache by every pair of the batch, as llama.cpp reuses it at inference.
+
+    >>> shared_prefix([([1, 2, 3, 4], [-100, -100, -100, 4]), ([1, 2, 5, 6], [-100] * 3 + [6])])
+    2
+    """
+    first = encoded[0][0]
+    n = min(len(ids) for ids, _ in encoded)
+    for ids, labels in encoded:
+        answer = next((i for i, label in enumerate(labels) if label != -100), len(labels))
+        n = min(n, answer)
+        for i in range(n):
+            if ids[i] != first[i]:
+                n = i
+                break
+    return n
+
+
+def _loss(
+    model: Any, encoded: list[tuple[list[int], list[int]]], prefix: list[int], pad_id: int
+) -> Any:
+    """The model's output on a batch whose pairs all start with `prefix` (its KV computed
+    once, without gradients, repeated over the batch)."""
+    import torch
+
+    cut = len(prefix)
+    batch = _batch([(ids[cut:], labels[cut:]) for ids, labels in encoded], pad_id)
+    if not cut:
+        return model(**batch)
+    with torch.no_grad():
+        cache = model(input_ids=torch.tensor([prefix]), use_cache=True).past_key_values
+    cache.batch_repeat_interleave(len(encoded))
+    mask = torch.cat(
+        [torch.ones((len(encoded), cut), dtype=torch.long), batch["attention_mask"]], dim=1
+    )
+    return model(
+        input_ids=batch["input_ids"],
+        attention_mask=mask,
+        labels=batch["labels"],
+        past_key_values=cache,
+        use_cache=True,
+    )
+
+
+def _schedule(step: int, total: int, warmup: int = 10) -> float:
+    """The learning rate's multiplier at `step`: linear warm-up, then cosine down to 0.1.
+
+    >>> round(_schedule(0, 100), 2), round(_schedule(10, 100), 2), round(_schedule(100, 100), 2)
+    (0.1, 1.0, 0.1)
+    """
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def _order(n: int, seed: int, step: int, batch_size: int) -> list[int]:
+    """The pair indices of `step`'s batch: epoch after epoch of a seeded shuffle, so a resumed
+    run sees the same data in the same order.
+
+    >>> _order(5, 0, 0, 2) + _order(5, 0, 1, 2) + _order(5, 0, 2, 2)[:1] == sorted(range(5))
+    False
+    >>> sorted(_order(4, 0, 0, 2) + _order(4, 0, 1, 2))
+    [0, 1, 2, 3]
+    """
+    out = []
+    for k in range(step * batch_size, (step + 1) * batch_size):
+        epoch, i = divmod(k, n)
+        out.append(int(np.random.default_rng(seed + epoch).permutation(n)[i]))
+    return out
+
+
+def _load_base(base: Path, threads: int) -> tuple[Any, Any]:
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:  # pragma: no cover - the think extra installs them
+        raise MetabonkError(
+            "metabonk think finetune needs transformers and peft: pip install 'metabonk-gym[think]'"
+        ) from exc
+    torch.set_num_threads(max(1, threads))
+    tokenizer = AutoTokenizer.from_pretrained(str(base.parent), gguf_file=base.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        str(base.parent), gguf_file=base.name, dtype=torch.float32
+    )
+    return tokenizer, model
+
+
+def _run_json(out: Path) -> dict[str, Any]:
+    path = out / "run.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())
+
+
+def finetune(
+    logdirs: Sequence[str | Path],
+    out: str | Path,
+    base: str | Path | None = None,
+    config: FinetuneConfig | None = None,
+    game: str | None = None,
+    resume: bool = False,
+    progress: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Fine-tune `base` (default: the default model) on the pairs of `logdirs`, write the run
+    dir `out` (see the module docstring) and return the figures (pairs, steps, losses, the
+    held-out answer-token accuracy, seconds, the GGUF's path)."""
+    import torch
+    from peft import (
+        LoraConfig,
+        get_peft_model,
+        get_peft_model_state_dict,
+        set_peft_model_state_dict,
+    )
+    from torch.utils.tensorboard import SummaryWriter
+
+    config = config or FinetuneConfig()
+    out = Path(out)
+    base_path = check_gguf(resolve_model(base))
+    game, pairs = load_pairs(logdirs, game)
+    previous = _run_json(out)
+    if previous and not resume:
+        raise FinetuneError(
+            f"{out} is already a fine-tune run: pass --resume to go on, or another --out"
+        )
+    if resume and previous:
+        if previous.get("game") != game:
+            raise FinetuneError(
+                f"{out} fine-tunes for {previous.get('game')}, and these logs are of {game}"
+            )
+        config = FinetuneConfig(**{**asdict(config), **previous["config"], "steps": config.steps})
+        config.targets = tuple(config.targets)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    tokenizer, model = _load_base(base_path, config.threads)
+    load_s = time.monotonic() - started
+    encoded = [_encode(tokenizer, p) for p in pairs]
+    keep = [i for i, (ids, _) in enumerate(encoded) if len(ids) <= config.max_len]
+    rng = np.random.default_rng(config.seed)
+    order = rng.permutation(keep).tolist()
+    n_val = int(len(order) * config.val_fraction) if len(order) >= 10 else 0
+    val, train = order[:n_val], order[n_val:]
+    if not train:
+        raise FinetuneError(f"every pair is longer than max_len={config.max_len} tokens")
+    torch.manual_seed(config.seed)
+    n_layers = int(model.config.num_hidden_layers)
+    top = min(n_layers, config.top_layers) if config.top_layers > 0 else n_layers
+    lora = LoraConfig(
+        r=config.rank,
+        lora_alpha=config.alpha,
+        lora_dropout=config.dropout,
+        target_modules=list(config.targets),
+        layers_to_transform=list(range(n_layers - top, n_layers)),
+        task_type="CAUSAL_LM",
+    )
+    prefix = encoded[train[0]][0][: shared_prefix([encoded[i] for i in train + val])]
+    model = get_peft_model(model, lora)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, config.steps))
+    ckpt = out / "checkpoint.pt"
+    step = 0
+    if resume and ckpt.is_file():
+        state = torch.load(ckpt, map_location="cpu", weights_only=True)
+        set_peft_model_state_dict(model, state["adapter"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        step = int(state["step"])
+        progress(f"resuming {out} at step {step}")
+    pad_id = (
+        tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    )
+    run = {
+        "format": RUN_FORMAT,
+        "game": game,
+        "base": str(base_path),
+        "logdirs": [str(d) for d in logdirs],
+        "pairs": len(pairs),
+        "train": len(train),
+        "val": len(val),
+        "config": {**asdict(config), "targets": list(config.targets)},
+        "status": "running",
+        "step": step,
+    }
+    _write_json(out / "run.json", run)
+
+    def save() -> None:
+        buffer = __import__("io").BytesIO()
+        torch.save(
+            {
+                "adapter": get_peft_model_state_dict(model),
+                "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(),
+                "step": step,
+            },
+            buffer,
+        )
+        atomic_write_bytes(ckpt, buffer.getvalue())
+        _write_json(out / "run.json", {**run, "step": step})
+
+    writer = SummaryWriter(str(out / "tensorboard"), purge_step=step + 1 if step else None)
+    losses: list[float] = []
+    model.train()
+    budget_end = started + 60 * config.max_minutes if config.max_minutes > 0 else float("inf")
+    try:
+        while step < config.steps and time.monotonic() < budget_end:
+            t0 = time.monotonic()
+            chosen = _order(len(train), config.seed, step, config.batch_size)
+            loss = _loss(model, [encoded[train[i]] for i in chosen], prefix, pad_id).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+            step += 1
+            losses.append(float(loss))
+            seconds = time.monotonic() - t0
+            writer.add_scalar("finetune/loss", float(loss), step)
+            writer.add_scalar("finetune/lr", sched.get_last_lr()[0], step)
+            writer.add_scalar("finetune/seconds_per_step", seconds, step)
+            progress(f"step {step}/{config.steps} loss {float(loss):.4f} ({seconds:.1f} s)")
+            if step % config.save_every == 0:
+                save()
+    except KeyboardInterrupt:
+        save()
+        _write_json(out / "run.json", {**run, "step": step, "status": "interrupted"})
+        writer.close()
+        progress(f"interrupted at step {step}; checkpoint saved, go on with --resume")
+        raise
+    if step and (not ckpt.is_file() or step % config.save_every):
+        save()
+    figures: dict[str, Any] = {
+        "game": game,
+        "pairs": len(pairs),
+        "train": len(train),
+        "val": len(val),
+        "steps": step,
+        "load_s": round(load_s, 1),
+        "final_loss": float(np.mean(losses[-10:])) if losses else None,
+    }
+    figures["prefix_tokens"] = len(prefix)
+    figures.update(_validate(model, [encoded[i] for i in (val or train)[:8]], prefix, pad_id))
+    figures["val_split"] = "val" if val else "train"
+    writer.add_scalar("finetune/val_loss", figures["val_loss"], step)
+    writer.add_scalar("finetune/val_token_accuracy", figures["val_token_accuracy"], step)
+    writer.close()
+    merged = model.merge_and_unload()
+    suffixes = tuple(f".{t}.weight" for t in config.targets)
+    weights = {
+        k: v.detach().float().numpy()
+        for k, v in merged.state_dict().items()
+        if k.endswith(suffixes)
+    }
+    gguf_path = write_gguf(
+        base_path,
+        weights,
+        out / "model.gguf",
+        quant=config.quant,
+        name=f"{DEFAULT_MODEL.name if base is None else base_path.stem} metabonk {game}",
+        extra={"metabonk.finetune.game": game, "metabonk.finetune.base": base_path.name},
+    )
+    check_gguf(gguf_path)
+    figures["gguf"] = str(gguf_path)
+    figures["seconds"] = round(time.monotonic() - started, 1)
+    _write_json(out / "run.json", {**run, "step": step, "status": "done", "figures": figures})
+    atomic_write_bytes(out / "README.md", model_card(run, figures).encode())
+    return figures
+
+
+def _validate(
+    model: Any, encoded: list[tuple[list[int], list[int]]], prefix: list[int], pad_id: int
+) -> dict[str, float]:
+    """Teacher-forced loss and accuracy on the answer tokens of `encoded`."""
+    import torch
+
+    model.eval()
+    losses, right, total = [], 0, 0
+    with torch.no_grad():
+        for i in range(0, len(encoded), 4):
+            result = _loss(model, encoded[i : i + 4], prefix, pad_id)
+            batch = _batch(
+                [(ids[len(prefix) :], lab[len(prefix) :]) for ids, lab in encoded[i : i + 4]],
+                pad_id,
+            )
+            losses.append(float(result.loss))
+            predicted = result.logits[:, :-1].argmax(-1)
+            labels = batch["labels"][:, 1:]
+            mask = labels != -100
+            right += int(((predicted == labels) & mask).sum())
+            total += int(mask.sum())
+    model.train()
+    return {
+        "val_loss": float(np.mean(losses)) if losses else float("nan"),
+        "val_token_accuracy": right / max(1, total),
+    }
+
+
+def model_card(run: dict[str, Any], figures: dict[str, Any]) -> str:
+    """The model card of a fine-tuned GGUF: base model, license, data, steps, figures.
+
+    >>> "Apache-2.0" in model_card({"base": "b.gguf", "config": {}}, {"steps": 1})
+    True
+    """
+    config = run.get("config", {})
+    lines = [
+        f"# {Path(str(run.get('base', 'model'))).stem} fine-tuned for {run.get('game')}",
+        "",
+        f"- base model: `{run.get('base')}` ({DEFAULT_MODEL.name}, {DEFAULT_MODEL.license}, "
+        f"from the PyPI wheel `{DEFAULT_MODEL.package}` when it is the default)",
+        "- license: the base model's (Apache-2.0 for SmolLM2-135M-Instruct)",
+        f"- data: {run.get('pairs')} (prompt, directive) pairs from the decision logs "
+        f"{', '.join(run.get('logdirs', []))} ({run.get('train')} trained on, {run.get('val')} held out)",
+        f"- method: LoRA r={config.get('rank')} alpha={config.get('alpha')} on "
+        f"{', '.join(config.get('targets', []))}, lr {config.get('lr')}, batch "
+        f"{config.get('batch_size')}, merged and written as {config.get('quant')} "
+        "(`metabonk think finetune`)",
+        f"- steps: {figures.get('steps')}",
+        "",
+        "## Figures",
+        "",
+        "```json",
+        json.dumps(figures, indent=2),
+        "```",
+        "",
+        "Use: `metabonk play ENV_ID --agent think --model model.gguf` or "
+        "`metabonk serve-vlm model.gguf`. Agreement with the oracle and win rates: "
+        "`metabonk bench think --model model.gguf` (docs/thinking.md).",
+        "",
+    ]
+    return "\n".join(lines)
