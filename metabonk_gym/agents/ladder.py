@@ -357,6 +357,7 @@ MARKDOWN_COLUMNS = (
     "95% CI",
     "mean return",
     "steps to win",
+    "mean length",
     "episodes",
     "videos",
 )
@@ -368,10 +369,10 @@ def markdown(ladder: Mapping[str, Any]) -> str:
 
     >>> cell = {"env_id": "E", "rank": 1, "agent": "random", "kind": "random", "win_rate": 0.5,
     ...         "win_ci95": [0.1, 0.9], "mean_return": 1.0, "steps_to_win": None, "episodes": 2,
-    ...         "videos": {}}
+    ...         "mean_length": 7.5, "videos": {}}
     >>> print(markdown({"cells": [cell], "command": "metabonk ladder E --agents random",
     ...                 "scoring": {"E": {"won_means": "the game's own win"}}}).splitlines()[-1])
-    | E | 1 | random | random | 50% | 10%-90% | 1.00 | - | 2 | |
+    | E | 1 | random | random | 50% | 10%-90% | 1.00 | - | 7.5 | 2 | |
     """
     lines = []
     if ladder.get("command"):
@@ -398,6 +399,7 @@ def markdown(ladder: Mapping[str, Any]) -> str:
             f"{_pct(low)}-{_pct(high)}",
             _num(c["mean_return"]),
             _num(c["steps_to_win"], 1),
+            _num(c.get("mean_length"), 1),
             str(c["episodes"]),
             links,
         ]
@@ -422,7 +424,8 @@ _SCRIPT = """
     ["env_id", "env", false], ["rank", "rank", true], ["agent", "agent", false],
     ["kind", "kind", false], ["win_rate", "win rate", true], ["ci_low", "95% CI", true],
     ["mean_return", "mean return", true], ["steps_to_win", "steps to win", true],
-    ["episodes", "episodes", true], ["videos", "videos", false]
+    ["mean_length", "mean length", true], ["episodes", "episodes", true],
+    ["videos", "videos", false]
   ];
   var rows = data.cells.map(function (c) {
     var r = Object.assign({}, c); r.ci_low = c.win_ci95[0]; r.ci_high = c.win_ci95[1]; return r;
@@ -434,6 +437,7 @@ _SCRIPT = """
     if (key === "ci_low") return pct(r.ci_low) + "\\u2013" + pct(r.ci_high);
     if (key === "mean_return") return num(r.mean_return, 2);
     if (key === "steps_to_win") return num(r.steps_to_win, 1);
+    if (key === "mean_length") return num(r.mean_length, 1);
     return String(r[key]);
   }
   var table = document.getElementById("ladder");
@@ -514,7 +518,8 @@ def html_page(ladder: Mapping[str, Any]) -> str:
 <h1>metabonk ladder</h1>
 {made}
 <p>{len(seeds)} episodes per cell, seeds {html.escape(str(seeds[:1] + seeds[-1:]))}; win rates
-with 95% Wilson intervals; steps to win: mean length of won episodes.</p>
+with 95% Wilson intervals; steps to win: mean length of won episodes; mean length: of all
+episodes (survival, where the game is to last).</p>
 <ul>{scoring}</ul>
 <table id="ladder"></table>
 <noscript>This page renders its table with JavaScript; the data is in ladder.json.</noscript>
