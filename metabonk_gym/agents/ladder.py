@@ -507,6 +507,7 @@ def html_page(ladder: Mapping[str, Any]) -> str:
     command = ladder.get("command")
     made = f"<p>Made by <code>{html.escape(command)}</code></p>" if command else ""
     seeds = ladder.get("seeds") or []
+    span = f"{seeds[0]}..{seeds[-1]}" if seeds else "-"
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -517,7 +518,7 @@ def html_page(ladder: Mapping[str, Any]) -> str:
 <body>
 <h1>metabonk ladder</h1>
 {made}
-<p>{len(seeds)} episodes per cell, seeds {html.escape(str(seeds[:1] + seeds[-1:]))}; win rates
+<p>{len(seeds)} episodes per cell, seeds {span}; win rates
 with 95% Wilson intervals; steps to win: mean length of won episodes; mean length: of all
 episodes (survival, where the game is to last).</p>
 <ul>{scoring}</ul>
