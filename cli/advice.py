@@ -31,6 +31,11 @@ def bench_advice(
     fade_start: float = typer.Option(0.5, min=0.0, max=1.0, help="Fade start, share of steps."),
     fade_end: float = typer.Option(0.9, min=0.0, max=1.0, help="Fade end, share of steps."),
     progress: bool = typer.Option(False, "--progress", help="Show training progress."),
+    order: str | None = typer.Option(
+        None,
+        help="Seeds in the order this process takes them, e.g. 2,1,0: a second process on the "
+        "same --out shares the work (runs another process trains are left to it).",
+    ),
 ) -> None:
     """PPO with the oracle's advice (fading out) vs PPO alone on the whole BonkQuest: game win
     rate and rooms reached, both played alone, median and worst of the seeds."""
@@ -44,6 +49,7 @@ def bench_advice(
             fade=(fade_start, fade_end),
             follow_weight=follow_weight,
             progress=progress,
+            order=[int(v) for v in order.split(",")] if order else None,
             on_result=lambda arm, row: console.print(f"{arm} seed {row['seed']}: {row}"),
         )
 
