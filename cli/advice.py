@@ -40,6 +40,9 @@ def bench_advice(
     """PPO with the oracle's advice (fading out) vs PPO alone on the whole BonkQuest: game win
     rate and rooms reached, both played alone, median and worst of the seeds."""
 
+    if order is not None and not all(v.strip().isdigit() for v in order.split(",")):
+        raise typer.BadParameter(f"takes seeds like 2,1,0, not {order!r}", param_hint="--order")
+
     def run() -> dict:
         return run_advice_bench(
             out,
