@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -69,8 +70,14 @@ SESSION_HELP = "The session folder (default FOLDER/ram-session)."
 WATCH_POLL_S = 0.1
 
 
-def _play_window(title: str, watcher: Watcher | None = None):  # noqa: ANN202
-    """A callable that lets a human play a machine in a window until it is closed."""
+def _play_window(  # noqa: ANN202
+    title: str,
+    watcher: Watcher | None = None,
+    on_frame: Callable[[Machine, int], None] | None = None,
+    every: int = 4,
+):
+    """A callable that lets a human play a machine in a window until it is closed (the watch's
+    values on the status line; `on_frame(machine, buttons)` every `every` frames)."""
     problem = display_problem()
     if problem is not None:
         raise IntegrateError(
@@ -82,10 +89,14 @@ def _play_window(title: str, watcher: Watcher | None = None):  # noqa: ANN202
         window = PlayWindow(title=title, fps=60.0)
         while not window.closed:
             window.pump()
-            machine.run([(buttons_to_mask(window.buttons()), 1)])
+            buttons = buttons_to_mask(window.buttons())
+            machine.run([(buttons, 1)])
+            if on_frame is not None and machine.frames % every == 0:
+                on_frame(machine, buttons)
             status = ""
             if watcher is not None:
-                watcher.sample(machine)
+                if on_frame is None:
+                    watcher.sample(machine)
                 status = " ".join(f"{r['name']}={r['value']}" for r in watcher.rows())
             window.show(machine.screen(), status)
 
@@ -123,6 +134,7 @@ def state(
 def tiles(
     folder: Path = FOLDER,
     inputs: str | None = typer.Option(None, help="Play this script instead of the probes."),
+    play: bool = typer.Option(False, help="Play in a window (after --inputs) until you close it."),
     start: str | None = typer.Option(None, help="A start state of the folder to begin from."),
     every: int = typer.Option(4, min=1, help="Look at the screen every N frames."),
     sheet: Path | None = typer.Option(
@@ -131,7 +143,20 @@ def tiles(
 ) -> None:
     """Collect the 8x8 background tiles the game shows, group them, write a contact sheet with
     group ids and FOLDER/tile_groups.json (walkability guessed where the player moved)."""
-    result = collect_tiles(folder, inputs=inputs, start=start, every=every, sheet=sheet)
+
+    def in_window(machine: Machine, observe: Callable[[Machine, int], None]) -> None:
+        _play_window("integrate tiles", None, observe, every)(machine)
+
+    if play:
+        _play_window("integrate tiles")  # refuses in one line without a display, before playing
+    result = collect_tiles(
+        folder,
+        inputs=inputs,
+        start=start,
+        every=every,
+        sheet=sheet,
+        play=in_window if play else None,
+    )
     console.print(
         f"{result['tiles']} distinct tiles in {result['groups']} groups; contact sheet {result['sheet']}; "
         f"name them: metabonk tiles label {folder} ID=CLASS ..."
@@ -306,7 +331,8 @@ def watch(
     steps = parse_script(inputs) if inputs else []
     search_state = RamSearch.load(folder, session).state if session is not None else None
     watcher = Watcher(watched)
-    play_in_window = _play_window("ram watch", watcher) if play else None
+    if play:
+        _play_window("ram watch")  # refuses in one line without a display, before anything opens
     lines: list[str] = []
     with (
         Machine.open(folder / "rom.gba", backend, skyemu_url, state=search_state) as machine,
@@ -328,8 +354,8 @@ def watch(
 
         watcher.sample(machine)
         machine.run(steps, on_frame=on_frame, every=every)
-        if play_in_window is not None:
-            play_in_window(machine)
+        if play:
+            _play_window("ram watch", watcher, on_frame, every)(machine)
             live.update(watcher.table(f"ram watch: frame {machine.frames}"))
         if machine.kind == "skyemu" and not inputs:  # the user plays in SkyEmu's window
             end = None if seconds is None else time.monotonic() + seconds

@@ -281,3 +281,42 @@ def test_watch_a_skyemu_someone_plays(game: Path, tmp_path: Path) -> None:
         other = new_game_folder(bundled_game_folder("BonkArena") / "rom.gba", tmp_path / "Arena")
         out = cli("ram", "search", "start", other, "--backend", "skyemu", "--skyemu-url", peer.url)
         assert out.exit_code == 2 and "runs another ROM" in out.output
+
+
+class ScriptedWindow:
+    """Stands in for the pygame window (no display here): holds RIGHT for 16 frames after 60,
+    then closes, as a player would; records what the window was shown."""
+
+    def __init__(self, title: str = "", fps: float = 60.0) -> None:
+        self.frames, self.closed, self.status = 0, False, ""
+
+    def pump(self) -> None:
+        self.frames += 1
+        self.closed = self.frames > 76
+
+    def buttons(self) -> set[str]:
+        return {"RIGHT"} if self.frames > 60 else set()
+
+    def show(self, frame: np.ndarray, status: str = "") -> None:
+        assert frame.shape == (160, 240, 3)
+        self.status = status
+
+
+def test_play_in_a_window_drives_watch_filter_and_tiles(
+    game: Path, tmp_path: Path, monkeypatch
+) -> None:
+    import metabonk_gym.cli.integrate as integrate_cli
+
+    monkeypatch.setattr(integrate_cli, "display_problem", lambda: None)
+    monkeypatch.setattr(integrate_cli, "PlayWindow", ScriptedWindow)
+    assert cli("ram", "add", game, "player_x", hex(PLAYER_X), "u8").exit_code == 0
+    log = tmp_path / "play.jsonl"
+    out = cli("ram", "watch", game, "player_x", "--play", "--every", "4", "--log", log)
+    assert out.exit_code == 0, out.output
+    xs = [json.loads(line)["values"]["player_x"] for line in log.read_text().splitlines()]
+    assert xs[-1] == 13 and 9 in xs  # walked four tiles right in the window
+    assert cli("ram", "search", "start", game, "--inputs", "wait 30", "--type", "u8").exit_code == 0
+    assert cli("ram", "filter", game, "increased", "--play").exit_code == 0
+    assert PLAYER_X in {c.address for c in RamSearch.load(game).candidates(None)}
+    assert cli("integrate", "tiles", game, "--play").exit_code == 0
+    assert (game / "tile_groups.json").is_file()

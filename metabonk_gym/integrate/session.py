@@ -177,18 +177,26 @@ class RamSearch:
                 f"the session at {where} was made on another ROM (SHA-1 {meta.get('rom_sha1')}), not "
                 f"{folder / 'rom.gba'} ({rom.sha1}): start a new search with metabonk ram search start"
             )
-        search = cls(
-            folder,
-            where,
-            rom.sha1,
-            str(meta["backend"]),
-            meta.get("skyemu_url"),
-            [str(r) for r in meta["regions"]],
-            [view_type(t) for t in meta["types"]],
-            labels=[str(x) for x in meta["labels"]],
-            steps=list(meta["steps"]),
-        )
-        search._load_arrays(where / str(meta["arrays"]), int(meta["undo"]))
+        try:
+            search = cls(
+                folder,
+                where,
+                rom.sha1,
+                str(meta["backend"]),
+                meta.get("skyemu_url"),
+                [str(r) for r in meta["regions"]],
+                [view_type(t) for t in meta["types"]],
+                labels=[str(x) for x in meta["labels"]],
+                steps=list(meta["steps"]),
+            )
+            search._load_arrays(where / str(meta["arrays"]), int(meta["undo"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, IntegrateError):
+                raise
+            raise IntegrateError(
+                f"the session at {where} is damaged ({type(exc).__name__}: {exc}): start a new "
+                "search with metabonk ram search start"
+            ) from None
         return search
 
     def _load_arrays(self, npz_path: Path, undo_depth: int) -> None:

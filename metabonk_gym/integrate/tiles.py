@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -245,9 +246,11 @@ def collect_tiles(
     start: str | None = None,
     every: int = 4,
     sheet: Path | None = None,
+    play: Callable[[Machine, Callable[[Machine, int], None]], None] | None = None,
 ) -> dict[str, Any]:
-    """Play `inputs` (default: a seeded random walk) from power-on or the folder's start state
-    `start`, looking every `every` frames; then `TileCollector.finish`."""
+    """Play `inputs` (default: a seeded random walk, none when a human plays) from power-on or
+    the folder's start state `start`, then `play(machine, observe)` (a window: call `observe`
+    every few frames), looking every `every` frames; then `TileCollector.finish`."""
 
     folder = Path(folder)
     state = None
@@ -256,11 +259,13 @@ def collect_tiles(
         if not path.is_file():
             raise IntegrateError(f"no start state {path}: make one with metabonk integrate state")
         state = read_state_file(path)
-    steps = parse_script(inputs) if inputs else random_walk()
+    steps = parse_script(inputs) if inputs else ([] if play is not None else random_walk())
     collector = TileCollector(player_cell_variables(folder))
     with Machine.open(folder / "rom.gba", state=state) as machine:
         collector.observe(machine)
-        machine.run(steps, on_frame=lambda m, b: collector.observe(m, b), every=every)
+        machine.run(steps, on_frame=collector.observe, every=every)
+        if play is not None:
+            play(machine, collector.observe)
     return collector.finish(folder, sheet)
 
 
