@@ -30,6 +30,7 @@ from rich.table import Table
 from metabonk_gym.agents.human import PlayWindow, display_problem
 from metabonk_gym.bench.integrate_speed import run as run_integrate_bench
 from metabonk_gym.gba.buttons import buttons_to_mask
+from metabonk_gym.gba.integration import MULTIBOOT_GUESS_LIMIT
 from metabonk_gym.integrate import (
     IntegrateError,
     Machine,
@@ -113,6 +114,11 @@ def new(
     """A game folder from a ROM that `metabonk play MetaBonk/GBA-v0 --integration FOLDER` runs."""
     made = new_game_folder(rom, folder, name)
     extension = json.loads((made / "metabonk.json").read_text())
+    if (made / "rom.gba").stat().st_size <= MULTIBOOT_GUESS_LIMIT:
+        console.print(
+            "note: a ROM of 256 KiB or less may look like a multiboot image to mGBA 0.7, so the "
+            "env runs a copy padded with 0xFF to 512 KiB (rom.gba stays as it is)"
+        )
     console.print(
         f"wrote {made}: {extension['name']} ({extension['rom_title']}, {extension['rom_code']})"
     )
