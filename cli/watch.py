@@ -3,11 +3,10 @@ run envs (the live dashboard), and `metabonk bench watch` (what a viewer costs t
 
 A thin typer layer over `metabonk_gym.watch` (docs/watch.md). `live_watch(spec, root, label)`
 is what a command calls before it builds its envs: it asks this process's envs to serve frames
-on request and starts the server in a background thread; the command runs as before.
+on request and starts the dashboard in a process of its own; the command runs as before.
 
->>> import typer
 >>> from typer.testing import CliRunner
->>> app = typer.Typer(); register(app)
+>>> from metabonk_gym.cli.main import app
 >>> result = CliRunner().invoke(app, ["watch", "/no/such/dir"])
 >>> result.exit_code, "not a directory" in result.output
 (2, True)
@@ -28,8 +27,7 @@ from rich.console import Console
 from metabonk_gym.bench.watch_speed import bench_watch_speed
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.training.datasets import datasets_root
-from metabonk_gym.vector.view import request_views
-from metabonk_gym.watch import LiveHub, WatchServer, parse_address
+from metabonk_gym.watch import LiveProcess, WatchServer, parse_address
 from metabonk_gym.watch.server import WatchError
 
 err_console = Console(stderr=True, markup=False)  # text as given
@@ -43,22 +41,20 @@ WATCH_OPTION: Any = typer.Option(
 )
 
 
-def live_watch(spec: str | None, root: Path | None = None, label: str = "") -> WatchServer | None:
+def live_watch(spec: str | None, root: Path | None = None, label: str = "") -> LiveProcess | None:
     """Start the live dashboard for `--watch SPEC` (None: nothing) before envs are built:
-    envs built from now on serve frames while a viewer is connected."""
+    envs built from now on serve frames while a viewer is connected; the dashboard runs in a
+    process of its own and goes with this one."""
     if spec is None:
         return None
     try:
         host, port = parse_address(spec)
-        request_views(True)
-        hub = LiveHub(label=label)
-        folder = root if root is not None and root.is_dir() else None
-        server = WatchServer(folder, hub, host=host, port=port).start()
+        live = LiveProcess(host, port, root, label).start()
     except MetabonkError as exc:
         exit_with_error(exc)
         raise  # not reached
-    err_console.print(f"watch: {server.url}")
-    return server
+    err_console.print(f"watch: {live.url}")
+    return live
 
 
 def _root_of(target: str) -> Path:

@@ -1,14 +1,16 @@
 """`metabonk bench watch`: training env steps per second with one live viewer connected, against
-the same training vector env with no watch at all, measured in one run.
+the same training with no watch at all, measured in one run.
 
-Two training vector envs (`make_train_venv`, what `train ppo` steps) are built side by side: one
-plain, one with views requested (`--watch`). A viewer in another process (as a browser would
-be) holds the live WebSocket open and reads every frame. Rounds alternate between the two
-(random actions, `seconds` each), so load from other work hits both alike; the figure is the
-ratio of the medians (and the median of each adjacent pair's ratio), with the frames each env
-delivered per second to the viewer, and the CPU time per env step of everything each setting
-runs (this process, the env workers, the viewer's process): on a machine busy with other work
-the wall-clock ratio swings, the CPU figure much less.
+Two PPO trainings are built side by side (`make_train_venv` and `make_ppo`, what `train ppo`
+runs): one plain, one with views requested and the dashboard running (`--watch`: `LiveProcess`).
+A viewer in another process (as a browser
+would be) holds the live WebSocket open and reads every frame. Rounds alternate between the two
+(`model.learn` of whole rollouts and updates), so load from other work hits both alike; the figure
+is the ratio of the medians (and the median of each adjacent pair's ratio), with the frames each
+env delivered per second to the viewer and the CPU time per env step of everything each setting
+runs (this process, the env workers, the viewer's process): on a machine busy with other work the
+wall-clock ratio swings, the CPU figure much less. `env_only` repeats it with random actions and
+no learning: the harshest case, where stepping is all the work.
 
 >>> _ratio([2.0, 4.0], [1.0, 2.0, 3.0])
 2.0
@@ -16,11 +18,13 @@ the wall-clock ratio swings, the CPU figure much less.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import statistics
 import struct
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +32,9 @@ import numpy as np
 
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.envs import close_venv, make_train_venv
+from metabonk_gym.training.policies import make_ppo
 from metabonk_gym.vector.view import request_views
-from metabonk_gym.watch.hub import LiveHub
-from metabonk_gym.watch.server import WatchServer
+from metabonk_gym.watch.live import LiveProcess
 
 
 def _ratio(numerator: list[float], denominator: list[float]) -> float:
@@ -74,20 +78,13 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / tick
 
 
+def _viewers(port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/live", timeout=10) as response:
+        return int(json.loads(response.read())["viewers"])
+
+
 def _engine_pids(venv: Any) -> list[int]:
     return list(venv.unwrapped.engine.pids)
-
-
-def _round(
-    venv: Any, seconds: float, rng: np.random.Generator, n: int, pids: list[int]
-) -> tuple[float, float]:
-    """(env steps per second, CPU milliseconds per env step of `pids`) over one round."""
-    count, cpu, start = 0, cpu_seconds(pids), time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        venv.step(rng.integers(0, n, venv.num_envs))
-        count += venv.num_envs
-    wall = time.perf_counter() - start
-    return count / wall, (cpu_seconds(pids) - cpu) * 1000.0 / count
 
 
 def bench_watch_speed(
@@ -97,6 +94,8 @@ def bench_watch_speed(
     rounds: int = 5,
     seconds: float = 4.0,
 ) -> dict[str, Any]:
+    """`seconds`: the length of a round (PPO rounds: whole rollouts, about that long at 400 env
+    steps/s)."""
     """The figures of the module docstring."""
     cfg = resolve_config(env_id, overrides={"n_envs": n_envs})
     request_views(False)
@@ -108,67 +107,92 @@ def bench_watch_speed(
     stop = ctx.Event()
     frames, nbytes, envs_seen = ctx.Value("q", 0), ctx.Value("q", 0), ctx.Value("i", 0)
     try:
-        request_views(True)
+        server = LiveProcess("127.0.0.1", 0, label="bench watch").start()  # what --watch does
         watched = make_train_venv(env_id, cfg)
         request_views(False)
-        hub = LiveHub(label="bench watch")
-        server = WatchServer(None, hub).start()
         viewer = ctx.Process(
             target=_viewer, args=(server.port, frames, nbytes, stop, envs_seen), daemon=True
         )
         viewer.start()
         deadline = time.monotonic() + 60
-        while hub.viewers < 1:
+        while _viewers(server.port) < 1:
             if time.monotonic() > deadline or not viewer.is_alive():
                 raise RuntimeError("the viewer process did not connect")
-            time.sleep(0.05)
-        n = int(getattr(plain.action_space, "n", 2))
-        rng = np.random.default_rng(0)
-        # CPU of everything each setting runs: this process (the training loop, and with a
-        # viewer the sampler and the server), the env workers, and the viewer's process
+            time.sleep(0.1)
+        # CPU of everything each setting runs: this process (the training loop), the env
+        # workers, and with a viewer the dashboard's process and the viewer's
         pids = {
             "none": [os.getpid(), *_engine_pids(plain)],
-            "viewer": [os.getpid(), *_engine_pids(watched), int(viewer.pid)],
+            "viewer": [
+                os.getpid(),
+                *_engine_pids(watched),
+                int(server._process.pid),
+                int(viewer.pid),
+            ],
         }
-        for venv, name in ((plain, "none"), (watched, "viewer")):
-            venv.reset()
-            _round(venv, 1.0, rng, n, pids[name])  # warm up
-        rates: dict[str, list[float]] = {"none": [], "viewer": []}
-        cpu: dict[str, list[float]] = {"none": [], "viewer": []}
-        watched_s, watched_frames, watched_bytes = 0.0, 0, 0
-        for r in range(rounds):
-            order = [("none", plain), ("viewer", watched)]
-            for name, venv in order if r % 2 == 0 else order[::-1]:
-                f0, b0, t0 = frames.value, nbytes.value, time.perf_counter()
-                rate, cpu_ms = _round(venv, seconds, rng, n, pids[name])
-                rates[name].append(rate)
-                cpu[name].append(cpu_ms)
-                if name == "viewer":
-                    time.sleep(0.3)  # frames of the round still on their way
-                    watched_s += time.perf_counter() - t0
-                    watched_frames += frames.value - f0
-                    watched_bytes += nbytes.value - b0
-        return {
+        models = {"none": make_ppo(cfg, plain), "viewer": make_ppo(cfg, watched)}
+        rollout = cfg.n_steps * n_envs
+        learn_steps = max(1, round(seconds * 400 / rollout)) * rollout  # whole rollouts
+
+        def learn(name: str) -> int:
+            models[name].learn(total_timesteps=learn_steps, reset_num_timesteps=False)
+            return learn_steps
+
+        for name in ("none", "viewer"):
+            models[name].learn(total_timesteps=rollout)  # warm up: the first rollout
+        venvs = {"none": plain, "viewer": watched}
+        n = int(getattr(plain.action_space, "n", 2))
+        rng = np.random.default_rng(0)
+
+        def step(name: str) -> int:
+            venv, start, count = venvs[name], time.perf_counter(), 0
+            while time.perf_counter() - start < seconds:
+                venv.step(rng.integers(0, n, venv.num_envs))
+                count += venv.num_envs
+            return count
+
+        out: dict[str, Any] = {
             "env_id": env_id,
             "n_envs": n_envs,
             "rounds": rounds,
-            "seconds_per_round": seconds,
-            "steps_per_s_no_watch": round(statistics.median(rates["none"]), 1),
-            "steps_per_s_one_viewer": round(statistics.median(rates["viewer"]), 1),
-            "ratio_viewer_vs_none": round(_ratio(rates["viewer"], rates["none"]), 4),
-            "ratio_per_round_pair_median": round(
-                statistics.median(v / p for v, p in zip(rates["viewer"], rates["none"])), 4
-            ),
-            "cpu_ms_per_env_step_no_watch": round(statistics.median(cpu["none"]), 4),
-            "cpu_ms_per_env_step_one_viewer": round(statistics.median(cpu["viewer"]), 4),
-            "load_1min": round(os.getloadavg()[0], 2),
+            "load_1min_before": round(os.getloadavg()[0], 2),
             "cpus": os.cpu_count(),
-            "frames_per_s_per_env": round(watched_frames / watched_s / n_envs, 2),
-            "viewer_kbytes_per_s": round(watched_bytes / watched_s / 1000, 1),
-            "envs_seen_by_viewer": int(envs_seen.value),
-            "rounds_no_watch": [round(x, 1) for x in rates["none"]],
-            "rounds_one_viewer": [round(x, 1) for x in rates["viewer"]],
         }
+        for label, work in (("ppo", learn), ("env_only", step)):
+            rates: dict[str, list[float]] = {"none": [], "viewer": []}
+            cpu: dict[str, list[float]] = {"none": [], "viewer": []}
+            watched_s, watched_frames, watched_bytes = 0.0, 0, 0
+            for r in range(rounds):
+                order = ["none", "viewer"]
+                for name in order if r % 2 == 0 else order[::-1]:
+                    f0, b0 = frames.value, nbytes.value
+                    c0, t0 = cpu_seconds(pids[name]), time.perf_counter()
+                    count = work(name)
+                    wall = time.perf_counter() - t0
+                    rates[name].append(count / wall)
+                    cpu[name].append((cpu_seconds(pids[name]) - c0) * 1000.0 / count)
+                    if name == "viewer":
+                        time.sleep(0.3)  # frames of the round still on their way
+                        watched_s += time.perf_counter() - t0
+                        watched_frames += frames.value - f0
+                        watched_bytes += nbytes.value - b0
+            out[label] = {
+                "steps_per_s_no_watch": round(statistics.median(rates["none"]), 1),
+                "steps_per_s_one_viewer": round(statistics.median(rates["viewer"]), 1),
+                "ratio_viewer_vs_none": round(_ratio(rates["viewer"], rates["none"]), 4),
+                "ratio_per_round_pair_median": round(
+                    statistics.median(v / p for v, p in zip(rates["viewer"], rates["none"])), 4
+                ),
+                "cpu_ms_per_env_step_no_watch": round(statistics.median(cpu["none"]), 4),
+                "cpu_ms_per_env_step_one_viewer": round(statistics.median(cpu["viewer"]), 4),
+                "frames_per_s_per_env": round(watched_frames / watched_s / n_envs, 2),
+                "viewer_kbytes_per_s": round(watched_bytes / watched_s / 1000, 1),
+                "rounds_no_watch": [round(x, 1) for x in rates["none"]],
+                "rounds_one_viewer": [round(x, 1) for x in rates["viewer"]],
+            }
+        out["envs_seen_by_viewer"] = int(envs_seen.value)
+        out["load_1min_after"] = round(os.getloadavg()[0], 2)
+        return out
     finally:
         stop.set()
         if viewer is not None:

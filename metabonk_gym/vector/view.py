@@ -7,9 +7,12 @@ functions of a vector env are wrapped (`tap_env_fns`: shared `ViewBuffers`, a fr
 slot and a request byte per env, made before the workers start) and an env built in this process
 by training's `make_env` is wrapped too (`tap_env`, plain memory). Each env's `ViewTap` is its
 outermost wrapper. A viewer's sampler sets an env's request byte at the view's rate; the env's
-process, after its next step, renders one frame into the slot, writes the step's overlay
-(episode return, the info's numbers, the directive in force, reward terms) as JSON and clears
-the byte. An env nobody asks copies nothing: per step it reads one byte and adds one float.
+process, after its next step, renders one frame, encodes it as JPEG into the slot, writes the
+step's overlay (episode return, the info's numbers, the directive in force, reward terms) as JSON
+and clears the byte. The encoding happens there, in the env's process, so the training loop's
+process only copies a few kilobytes per frame and never holds its GIL long (a watcher thread
+that did would stall the loop's every wake-up). An env nobody asks copies nothing: per step it
+reads one byte and adds one float.
 Without `--watch` nothing is wrapped at all. Sources register here (`view_sources()`); the
 watch hub reads them.
 
@@ -18,22 +21,24 @@ watch hub reads them.
 True
 >>> side = WorkerView(views, [0, 1])
 >>> side.after_step(0, None, np.zeros((4, 6, 3), np.uint8), 1.5, False, {"hp": 3, "x": "no"})
->>> frame, meta = views.poll(0)
->>> frame.shape, meta["return"], meta["info"]
-((4, 6, 3), 1.5, {'hp': 3})
+>>> jpeg, meta = views.poll(0)
+>>> jpeg[:2], meta["return"], meta["info"]
+(b'\xff\xd8', 1.5, {'hp': 3})
 >>> views.poll(1) is None
 True
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import io
 import json
-import multiprocessing
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from multiprocessing import shared_memory
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +51,32 @@ MAX_SIDE = 256
 META_BYTES = 6144
 #: Longest text kept for a string in the overlay (a directive's reasoning).
 MAX_TEXT = 300
+#: Bytes of one env's JPEG slot.
+JPEG_BYTES = 256 * 1024
+#: Frames smaller than this on their short side are enlarged (nearest neighbour) before JPEG.
+MIN_SIDE = 120
+JPEG_QUALITY = 70
+
+
+def encode_jpeg(frame: np.ndarray, quality: int = JPEG_QUALITY) -> bytes:
+    """An RGB frame as JPEG bytes, enlarged by an integer factor when it is tiny.
+
+    >>> encode_jpeg(np.zeros((8, 8, 3), np.uint8))[:2]
+    b'\\xff\\xd8'
+    """
+    from PIL import Image
+
+    factor = max(1, -(-MIN_SIDE // max(1, min(frame.shape[:2]))))
+    if factor > 1:
+        frame = np.repeat(np.repeat(frame, factor, axis=0), factor, axis=1)
+    out = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(frame)).save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
 
 _state = {"requested": False, "in_worker": False}
 _sources: list[Any] = []
+_created: list[Any] = []  # blocks this process made (unlinked at exit at the latest)
 _lock = threading.Lock()
 
 
@@ -67,23 +95,44 @@ def views_requested() -> bool:
 
 
 def mark_worker() -> None:
-    """Called in a vector env's worker process: its envs are tapped into shared slots."""
+    """Called in a vector env's worker process: its envs are tapped into shared slots, and the
+    blocks it inherited by fork are its parent's to unlink, not its own."""
     _state["in_worker"] = True
+    for views in _created:
+        views.owner_of_block = False
+    _created.clear()
+    _sources.clear()
 
 
 def register_source(source: Any) -> None:
-    """Make a frame source (`ViewBuffers`, `LocalView`) visible to the watch hub (held until
-    it is closed)."""
+    """Make a frame source (`ViewBuffers`) visible to the watch hub (held until it is closed)."""
     with _lock:
-        _sources[:] = [src for src in _sources if not src.closed]
+        _prune()
         _sources.append(source)
 
 
 def view_sources() -> list[Any]:
-    """The registered frame sources that are still open, oldest first."""
+    """The registered frame sources that are still open, oldest first (closed ones are
+    released: their shared memory is unlinked)."""
     with _lock:
-        _sources[:] = [src for src in _sources if not src.closed]
+        _prune()
         return list(_sources)
+
+
+def _prune() -> None:
+    keep = []
+    for src in _sources:
+        if src.closed:
+            src.release()
+        else:
+            keep.append(src)
+    _sources[:] = keep
+
+
+@atexit.register
+def _release_created() -> None:
+    for views in list(_created):
+        views.release()
 
 
 def _jsonable(value: Any, depth: int = 0) -> Any:
@@ -192,16 +241,32 @@ def env_frame(env: Any, obs: Any) -> np.ndarray | None:
 
 
 class ViewBuffers:
-    """One engine's shared view slots (see the module docstring).
+    """One vector env's view slots in named shared memory (see the module docstring): the
+    training process creates them, its env workers and the watch server's process attach by
+    name (`attach`); the creator unlinks them when they close (`release`).
 
     Args:
         n: the number of envs (one slot each).
-        arrays: the shared arrays (`create` makes them).
+        shm: the shared memory block (`create` and `attach` make it).
+        owner_of_block: this process created the block (and unlinks it).
     """
 
-    def __init__(self, n: int, arrays: dict[str, Any]) -> None:
+    # the arrays in the block (`_layout`): request byte, sequence number, JPEG length, overlay
+    # length, JPEG bytes and overlay bytes of each env
+    want: np.ndarray
+    seq: np.ndarray
+    shape: np.ndarray
+    meta_len: np.ndarray
+    frames: np.ndarray
+    meta: np.ndarray
+    #: one env's own slots in this process (a `ViewTap` without an engine), closed with it
+    local: bool = False
+
+    def __init__(self, n: int, shm: Any, owner_of_block: bool = False) -> None:
         self.num_envs = n
-        self.arrays = arrays
+        self.shm = shm
+        self.name = str(shm.name)
+        self.owner_of_block = owner_of_block
         self._closed = False
         self.owner: Any = None  # a weak reference to the vector env: closed with it
         self._map()
@@ -218,36 +283,70 @@ class ViewBuffers:
     def closed(self, value: bool) -> None:
         self._closed = bool(value)
 
+    @staticmethod
+    def _layout(n: int) -> dict[str, tuple[int, int, Any, tuple[int, ...]]]:
+        """name -> (offset, bytes, dtype, shape) of each array in the block (8-byte aligned)."""
+        parts = [
+            ("want", np.int8, (n,)),
+            ("seq", np.int64, (n,)),
+            ("shape", np.int32, (n, 2)),
+            ("meta_len", np.int32, (n,)),
+            ("frames", np.uint8, (n, JPEG_BYTES)),
+            ("meta", np.uint8, (n, META_BYTES)),
+        ]
+        out, offset = {}, 0
+        for name, dtype, shape in parts:
+            size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+            out[name] = (offset, size, dtype, shape)
+            offset += -(-size // 8) * 8
+        return out
+
+    @classmethod
+    def size(cls, n: int) -> int:
+        offset, size, _, _ = list(cls._layout(n).values())[-1]
+        return offset + size
+
     @classmethod
     def create(cls, ctx: Any, n: int) -> ViewBuffers:
-        """Allocate slots for `n` envs (`ctx`: a multiprocessing context, None: the default)."""
-        ctx = ctx or multiprocessing.get_context()
-        arrays = {
-            "want": ctx.RawArray("b", n),
-            "seq": ctx.RawArray("l", n),
-            "shape": ctx.RawArray("i", 2 * n),
-            "frames": ctx.RawArray("B", n * MAX_SIDE * MAX_SIDE * 3),
-            "meta_len": ctx.RawArray("i", n),
-            "meta": ctx.RawArray("B", n * META_BYTES),
-        }
-        return cls(n, arrays)
+        """Allocate slots for `n` envs (`ctx` is accepted for symmetry with the engine's
+        arrays; named shared memory needs none)."""
+        shm = shared_memory.SharedMemory(create=True, size=cls.size(n))
+        views = cls(n, shm, owner_of_block=True)
+        _created.append(views)
+        return views
+
+    @classmethod
+    def attach(cls, name: str, n: int) -> ViewBuffers:
+        """The slots of `n` envs in the block `name` (another process's)."""
+        # (attaching registers the name with the resource tracker this process shares with the
+        # creator, a no-op: the creator unregisters it when it unlinks)
+        return cls(n, shared_memory.SharedMemory(name=name))
 
     def _map(self) -> None:
-        a, n = self.arrays, self.num_envs
-        self.want = np.frombuffer(a["want"], np.int8)
-        self.seq = np.frombuffer(a["seq"], np.int64)
-        self.shape = np.frombuffer(a["shape"], np.int32).reshape(n, 2)
-        self.frames = np.frombuffer(a["frames"], np.uint8).reshape(n, MAX_SIDE * MAX_SIDE * 3)
-        self.meta_len = np.frombuffer(a["meta_len"], np.int32)
-        self.meta = np.frombuffer(a["meta"], np.uint8).reshape(n, META_BYTES)
+        for name, (offset, _size, dtype, shape) in self._layout(self.num_envs).items():
+            array = np.frombuffer(self.shm.buf, dtype, int(np.prod(shape)), offset)
+            setattr(self, name, array.reshape(shape))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"num_envs": self.num_envs, "arrays": self.arrays}
+        return {"num_envs": self.num_envs, "name": self.name}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.num_envs, self.arrays = state["num_envs"], state["arrays"]
-        self._closed, self.owner = False, None
-        self._map()
+        ViewBuffers.__init__(
+            self, state["num_envs"], shared_memory.SharedMemory(name=state["name"])
+        )
+
+    def release(self) -> None:
+        """Drop the arrays and the mapping; the creating process also unlinks the block."""
+        for name in self._layout(self.num_envs):
+            self.__dict__.pop(name, None)
+        with contextlib.suppress(Exception):
+            self.shm.close()
+        if self.owner_of_block:
+            with contextlib.suppress(Exception):
+                self.shm.unlink()
+            self.owner_of_block = False
+        with contextlib.suppress(ValueError):
+            _created.remove(self)
 
     # the viewer's side ------------------------------------------------------------------------
     def request(self, i: int) -> None:
@@ -257,13 +356,14 @@ class ViewBuffers:
     def wanted(self, i: int) -> bool:
         return bool(self.want[i])
 
-    def poll(self, i: int, last_seq: int = 0) -> tuple[np.ndarray | None, dict[str, Any]] | None:
-        """Env `i`'s newest frame and overlay when one arrived since `last_seq` (and no request
-        is pending: the env writes only while the byte is set), else None."""
+    def poll(self, i: int, last_seq: int = 0) -> tuple[bytes, dict[str, Any]] | None:
+        """Env `i`'s newest frame (JPEG bytes, b"" when it has none) and overlay when one
+        arrived since `last_seq` (and no request is pending: the env writes only while the byte
+        is set), else None."""
         if self.want[i] or int(self.seq[i]) <= last_seq:
             return None
-        h, w = (int(v) for v in self.shape[i])
-        frame = self.frames[i, : h * w * 3].reshape(h, w, 3).copy() if h * w else None
+        size = int(self.shape[i, 0])
+        frame = self.frames[i, :size].tobytes()
         try:
             meta = json.loads(bytes(self.meta[i, : int(self.meta_len[i])]))
         except ValueError:
@@ -273,11 +373,12 @@ class ViewBuffers:
 
     # the env's side ---------------------------------------------------------------------------
     def write(self, i: int, frame: np.ndarray | None, meta: bytes) -> None:
-        """Store env `i`'s frame and overlay, then clear its request."""
-        if frame is not None:
-            h, w = frame.shape[:2]
-            self.frames[i, : h * w * 3] = frame.reshape(-1)
-            self.shape[i] = (h, w)
+        """Store env `i`'s frame (as JPEG) and overlay, then clear its request."""
+        jpeg = encode_jpeg(frame) if frame is not None else b""
+        if len(jpeg) > JPEG_BYTES:
+            jpeg = b""
+        self.frames[i, : len(jpeg)] = np.frombuffer(jpeg, np.uint8)
+        self.shape[i] = (len(jpeg), 0)
         self.meta[i, : len(meta)] = np.frombuffer(meta, np.uint8)
         self.meta_len[i] = len(meta)
         self.seq[i] += 1
@@ -323,29 +424,12 @@ class WorkerView:
         self.buffers.write(self.ids[local], env_frame(env, obs), meta)
 
 
-class LocalView(ViewBuffers):
-    """View slots for one env in this process (eval and play): plain memory, same protocol."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            1,
-            {
-                "want": bytearray(1),
-                "seq": bytearray(8),
-                "shape": bytearray(8),
-                "frames": bytearray(MAX_SIDE * MAX_SIDE * 3),
-                "meta_len": bytearray(4),
-                "meta": bytearray(META_BYTES),
-            },
-        )
-
-
 class ViewTap(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Serves this env's frames to a live viewer on request (see the module docstring).
 
     Args:
         env: the env to watch.
-        buffers: the view slots (None: a `LocalView` of its own, registered here).
+        buffers: the view slots (None: a slot of its own, registered here).
         index: this env's slot in `buffers`.
     """
 
@@ -353,7 +437,8 @@ class ViewTap(gym.Wrapper, gym.utils.RecordConstructorArgs):
         gym.utils.RecordConstructorArgs.__init__(self, index=index)
         gym.Wrapper.__init__(self, env)
         if buffers is None:
-            buffers, index = LocalView(), 0
+            buffers, index = ViewBuffers.create(None, 1), 0
+            buffers.local = True
             register_source(buffers)
         self.view = buffers
         self._side = WorkerView(buffers, [index])
@@ -369,7 +454,7 @@ class ViewTap(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:
-        if isinstance(self.view, LocalView):
+        if getattr(self.view, "local", False):
             self.view.closed = True
         super().close()
 

@@ -3,7 +3,9 @@ and keeps what the page shows (latest JPEG per env, decision timeline, map posit
 
 Why a sampler thread: frames are asked for at the view's rate (`fps`) through each env's request
 flag (`metabonk_gym.vector.view`), and only while `viewers > 0`; with nobody watching it sleeps
-and the envs copy nothing. JPEG encoding happens here, off the training loop's thread.
+and the envs copy nothing. The envs hand over JPEGs they encoded themselves, so this thread only
+copies bytes and reads small JSON, and yields the GIL between envs: the training loop's thread
+must not wait for it.
 
 >>> hub = LiveHub(fps=10)
 >>> hub.snapshot()["envs"]
@@ -18,11 +20,11 @@ and the envs copy nothing. JPEG encoding happens here, off the training loop's t
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,32 +32,14 @@ from typing import Any
 import numpy as np
 
 from metabonk_gym.think.log import LOG_NAME, DecisionLogNotFoundError, read_decisions
-from metabonk_gym.vector.view import view_sources
+from metabonk_gym.vector.view import encode_jpeg, view_sources
 from metabonk_gym.watch.worldmap import MapSpec, load_map_spec
 
 #: Decisions kept per env in its timeline, and how many of them keep their frame.
 TIMELINE_LEN = 200
 TIMELINE_FRAMES = 40
-#: Frames smaller than this on their short side are enlarged (nearest neighbour) before JPEG.
-MIN_SIDE = 120
 #: A decision log larger than this is not read for the live timeline.
 MAX_LOG_BYTES = 32_000_000
-
-
-def encode_jpeg(frame: np.ndarray, quality: int = 75) -> bytes:
-    """An RGB frame as JPEG bytes, enlarged by an integer factor when it is tiny.
-
-    >>> encode_jpeg(np.zeros((8, 8, 3), np.uint8))[:2]
-    b'\\xff\\xd8'
-    """
-    from PIL import Image
-
-    factor = max(1, -(-MIN_SIDE // max(1, min(frame.shape[:2]))))
-    if factor > 1:
-        frame = np.repeat(np.repeat(frame, factor, axis=0), factor, axis=1)
-    out = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(frame)).save(out, "JPEG", quality=quality)
-    return out.getvalue()
 
 
 def _directive_key(directive: Any) -> str | None:
@@ -86,16 +70,25 @@ class LiveHub:
 
     Args:
         fps: frames asked of each env per second while a viewer is connected.
-        quality: JPEG quality.
+        quality: JPEG quality of frames handed over as arrays (envs encode their own).
         label: what the page calls this run (the command, the run directory).
+        sources: returns the frame sources to sample (default: this process's, `view_sources`;
+            the dashboard's own process passes the blocks it attached to).
     """
 
-    def __init__(self, fps: float = 12.0, quality: int = 75, label: str = "") -> None:
+    def __init__(
+        self,
+        fps: float = 10.0,
+        quality: int = 75,
+        label: str = "",
+        sources: Callable[[], list[Any]] = view_sources,
+    ) -> None:
         if not fps > 0:
             raise ValueError(f"fps must be > 0, not {fps}")
         self.fps = float(fps)
         self.quality = int(quality)
         self.label = label
+        self.sources = sources
         self.viewers = 0
         self.envs: list[EnvView] = []
         self.map_spec: MapSpec | None = None
@@ -142,7 +135,7 @@ class LiveHub:
 
     def sample_once(self) -> int:
         """Collect the frames that arrived and ask every env for its next; returns how many."""
-        slots = [(src, i) for src in view_sources() for i in range(src.num_envs)]
+        slots = [(src, i) for src in self.sources() for i in range(src.num_envs)]
         if [(id(s), i) for s, i in slots] != [(id(s), i) for s, i in self._slots]:
             self._slots = slots
             with self._lock:
@@ -160,13 +153,16 @@ class LiveHub:
                 view.source_seq = int(meta.get("seq", 0))
                 self.ingest(index, frame, meta)
                 got += 1
+                time.sleep(0)  # let the training loop's thread take the GIL between envs
             if not src.wanted(i):
                 src.request(i)
         return got
 
-    def ingest(self, index: int, frame: np.ndarray | None, meta: dict[str, Any]) -> None:
-        """Take one env's frame and overlay (the sampler's, or a test's)."""
-        jpeg = encode_jpeg(frame, self.quality) if frame is not None else b""
+    def ingest(self, index: int, frame: bytes | np.ndarray | None, meta: dict[str, Any]) -> None:
+        """Take one env's frame (JPEG bytes, or an RGB array to encode) and overlay."""
+        if isinstance(frame, np.ndarray):
+            frame = encode_jpeg(frame, self.quality)
+        jpeg = frame or b""
         with self._lock:
             while len(self.envs) <= index:
                 self.envs.append(EnvView())

@@ -34,7 +34,8 @@ from urllib.parse import parse_qs
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.memory.graph import KnowledgeGraph
 from metabonk_gym.memory.report import render_map, summary
-from metabonk_gym.watch.hub import LiveHub, encode_jpeg
+from metabonk_gym.vector.view import encode_jpeg
+from metabonk_gym.watch.hub import LiveHub
 from metabonk_gym.watch.replays import DatasetView, decisions, inside, run_state, scalars, scan
 
 COOKIE = "metabonk_watch_token"
