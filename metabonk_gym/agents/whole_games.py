@@ -26,13 +26,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from metabonk_gym.agents.evaluate import evaluate
+from metabonk_gym.agents.many import evaluate_many
 from metabonk_gym.training.dagger import DaggerSettings, train_dagger
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.rundir import RunDir
@@ -44,6 +44,11 @@ Log = Callable[[str], None]
 
 #: Evaluation seeds start here (the other learning figures use the same ones).
 EVAL_SEED = 100_000
+#: Evaluation envs at once (`evaluate_many`: one shared-memory vector engine, batched policy).
+EVAL_ENVS = 4
+#: BonkQuest evaluation episodes end unfinished after this many steps (the teacher wins in
+#: ~190-290; a policy stuck in a room would otherwise wander to the env's 5,000).
+QUEST_EVAL_STEPS = 800
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,8 @@ class Size:
     arena_overrides: Mapping[str, Any]
     quest_eval_episodes: int = 50
     arena_eval_episodes: int = 30
-    extra: dict[str, Any] = field(default_factory=dict)
+    quest_eval_steps: int = QUEST_EVAL_STEPS
+    eval_envs: int = EVAL_ENVS
 
 
 SIZES: dict[str, Size] = {
@@ -115,6 +121,8 @@ SIZES: dict[str, Size] = {
         arena_overrides={"net_arch": [32, 32], "max_episode_steps": 40},
         quest_eval_episodes=2,
         arena_eval_episodes=2,
+        quest_eval_steps=40,
+        eval_envs=2,
     ),
 }
 
@@ -163,6 +171,46 @@ def _cached_eval(run_dir: Path, key: str, make: Callable[[], dict[str, Any]]) ->
     return result
 
 
+def quest_seed(out_dir: Path, seed: int, spec: Size, log: Log = print) -> dict[str, Any]:
+    """Train (or resume) one seed of `quest_full` in `out_dir/quest-full/seedN`, then score its
+    greedy policy by the game's own win (cached in the run directory's `eval.json`)."""
+    run_dir = Path(out_dir) / "quest-full" / f"seed{seed}"
+    episodes = spec.quest_eval_episodes
+    trained = _train_seed(QUEST, run_dir, spec.quest, spec.quest_overrides, seed, log)
+    started = time.monotonic()
+
+    def score() -> dict[str, Any]:
+        report = evaluate_many(
+            QUEST,
+            str(run_dir / "model.zip"),
+            spec.eval_envs,
+            episodes=episodes,
+            seed=EVAL_SEED,
+            deterministic=True,
+            goal="game",
+            overrides={"max_episode_steps": spec.quest_eval_steps},
+        )
+        rooms = [float(e["variables"].get("rooms_visited", 0)) for e in report["episodes"]]
+        return {
+            "scored_goal": "game_won (the game's own win: the treasure taken)",
+            "scoring": report.get("scoring"),
+            "state": report["state"],
+            "goal": report["goal"],
+            "max_episode_steps": spec.quest_eval_steps,
+            "game_win_rate": report["game_win_rate"],
+            "mean_rooms_visited": float(np.mean(rooms)),
+            "mean_length": report["mean_length"],
+        }
+
+    result = _cached_eval(run_dir, f"greedy-{episodes}", score)
+    log(
+        f"quest-full seed {seed}: game win rate {result['game_win_rate']:.2f} on {episodes} "
+        f"seeds, mean rooms visited {result['mean_rooms_visited']:.2f}, "
+        f"{trained['env_steps']} env steps, {trained['train_wall_s'] / 60:.1f} min training"
+    )
+    return {"seed": seed, **trained, **result, "eval_s": round(time.monotonic() - started, 1)}
+
+
 def quest_full(
     out_dir: Path,
     seeds: int = 3,
@@ -174,41 +222,8 @@ def quest_full(
     if seeds < 1:
         raise ConfigError(f"seeds must be >= 1, not {seeds}")
     spec = _size(size)
-    out_dir = Path(out_dir) / "quest-full"
     episodes = spec.quest_eval_episodes
-    per_seed: list[dict[str, Any]] = []
-    for seed in range(seeds):
-        run_dir = out_dir / f"seed{seed}"
-        trained = _train_seed(QUEST, run_dir, spec.quest, spec.quest_overrides, seed, log)
-        started = time.monotonic()
-
-        def score(run_dir: Path = run_dir) -> dict[str, Any]:
-            report = evaluate(
-                QUEST,
-                str(run_dir / "model.zip"),
-                episodes=episodes,
-                seed=EVAL_SEED,
-                deterministic=True,
-            )
-            rooms = [float(e["variables"].get("rooms_visited", 0)) for e in report["episodes"]]
-            return {
-                "scored_goal": "game_won (the game's own win: the treasure taken)",
-                "state": report["state"],
-                "goal": report["goal"],
-                "game_win_rate": report["game_win_rate"],
-                "mean_rooms_visited": float(np.mean(rooms)),
-                "mean_length": report["mean_length"],
-            }
-
-        result = _cached_eval(run_dir, f"greedy-{episodes}", score)
-        per_seed.append(
-            {"seed": seed, **trained, **result, "eval_s": round(time.monotonic() - started, 1)}
-        )
-        log(
-            f"quest-full seed {seed}: game win rate {result['game_win_rate']:.2f} on {episodes} "
-            f"seeds, mean rooms visited {result['mean_rooms_visited']:.2f}, "
-            f"{trained['env_steps']} env steps, {trained['train_wall_s'] / 60:.1f} min training"
-        )
+    per_seed = [quest_seed(out_dir, seed, spec, log) for seed in range(seeds)]
     rates = [s["game_win_rate"] for s in per_seed]
     median, worst = median_worst(rates)
     figures: dict[str, Any] = {
@@ -217,6 +232,7 @@ def quest_full(
         "scored_goal": "game_won",
         "eval_episodes": episodes,
         "eval_seeds": f"{EVAL_SEED}..{EVAL_SEED + episodes - 1}",
+        "eval_max_steps": spec.quest_eval_steps,
         "seeds": per_seed,
         "game_win_rate_median": median,
         "game_win_rate_worst": worst,
@@ -241,6 +257,73 @@ def _survival(report: Mapping[str, Any]) -> list[float]:
     return [float(e["variables"].get("time_s", e["length"])) for e in report["episodes"]]
 
 
+def _arena_limit(spec: Size) -> dict[str, Any] | None:
+    limit = spec.arena_overrides.get("max_episode_steps")
+    return {"max_episode_steps": limit} if limit else None
+
+
+def arena_random(out_dir: Path, spec: Size) -> list[float]:
+    """A random agent's survival times on the arena's evaluation seeds (cached in
+    `out_dir/eval.json`)."""
+    episodes = spec.arena_eval_episodes
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+
+    def random_eval() -> dict[str, Any]:
+        report = evaluate_many(
+            ARENA,
+            "random",
+            spec.eval_envs,
+            episodes=episodes,
+            seed=EVAL_SEED,
+            goal="game",
+            overrides=_arena_limit(spec),
+        )
+        return {"times": _survival(report)}
+
+    times: list[float] = _cached_eval(Path(out_dir), f"random-{episodes}", random_eval)["times"]
+    return times
+
+
+def arena_seed(
+    out_dir: Path, seed: int, spec: Size, random_mean: float, log: Log = print
+) -> dict[str, Any]:
+    """Train (or resume) one seed of `arena` in `out_dir/seedN`, then score its greedy policy
+    (cached in the run directory's `eval.json`) against `random_mean` seconds."""
+    run_dir = Path(out_dir) / f"seed{seed}"
+    episodes = spec.arena_eval_episodes
+    trained = _train_seed(ARENA, run_dir, spec.arena, spec.arena_overrides, seed, log)
+
+    def score() -> dict[str, Any]:
+        report = evaluate_many(
+            ARENA,
+            str(run_dir / "model.zip"),
+            spec.eval_envs,
+            episodes=episodes,
+            seed=EVAL_SEED,
+            deterministic=True,
+            goal="game",
+            overrides=_arena_limit(spec),
+        )
+        return {"times": _survival(report), "game_win_rate": report["game_win_rate"]}
+
+    result = _cached_eval(run_dir, f"greedy-{episodes}", score)
+    times = result["times"]
+    ratio = float(np.mean(times)) / max(random_mean, 1e-9)
+    log(
+        f"arena seed {seed}: mean survival {np.mean(times):.1f} s vs random "
+        f"{random_mean:.1f} s ({ratio:.2f}x), 5:00 survived in "
+        f"{result['game_win_rate']:.0%} of {episodes} games, {trained['env_steps']} env "
+        f"steps, {trained['train_wall_s'] / 60:.1f} min training"
+    )
+    return {
+        "seed": seed,
+        **trained,
+        "mean_time_s": round(float(np.mean(times)), 1),
+        "survival_ratio": round(ratio, 3),
+        "survived_5min_share": result["game_win_rate"],
+    }
+
+
 def arena(
     out_dir: Path,
     seeds: int = 3,
@@ -254,55 +337,9 @@ def arena(
     spec = _size(size)
     out_dir = Path(out_dir) / "arena-dagger"
     episodes = spec.arena_eval_episodes
-    limit = spec.arena_overrides.get("max_episode_steps")
-    eval_overrides = {"max_episode_steps": limit} if limit else None
-    out_dir.mkdir(parents=True, exist_ok=True)
-
-    def random_eval() -> dict[str, Any]:
-        report = evaluate(
-            ARENA, "random", episodes=episodes, seed=EVAL_SEED, overrides=eval_overrides
-        )
-        return {"times": _survival(report)}
-
-    rand = _cached_eval(out_dir, f"random-{episodes}", random_eval)["times"]
+    rand = arena_random(out_dir, spec)
     random_mean = float(np.mean(rand))
-    per_seed: list[dict[str, Any]] = []
-    for seed in range(seeds):
-        run_dir = out_dir / f"seed{seed}"
-        trained = _train_seed(ARENA, run_dir, spec.arena, spec.arena_overrides, seed, log)
-
-        def score(run_dir: Path = run_dir) -> dict[str, Any]:
-            report = evaluate(
-                ARENA,
-                str(run_dir / "model.zip"),
-                episodes=episodes,
-                seed=EVAL_SEED,
-                deterministic=True,
-            )
-            times = _survival(report)
-            return {
-                "times": times,
-                "game_win_rate": report["game_win_rate"],
-            }
-
-        result = _cached_eval(run_dir, f"greedy-{episodes}", score)
-        times = result["times"]
-        ratio = float(np.mean(times)) / max(random_mean, 1e-9)
-        per_seed.append(
-            {
-                "seed": seed,
-                **trained,
-                "mean_time_s": round(float(np.mean(times)), 1),
-                "survival_ratio": round(ratio, 3),
-                "survived_5min_share": result["game_win_rate"],
-            }
-        )
-        log(
-            f"arena seed {seed}: mean survival {np.mean(times):.1f} s vs random "
-            f"{random_mean:.1f} s ({ratio:.2f}x), 5:00 survived in "
-            f"{result['game_win_rate']:.0%} of {episodes} games, {trained['env_steps']} env "
-            f"steps, {trained['train_wall_s'] / 60:.1f} min training"
-        )
+    per_seed = [arena_seed(out_dir, seed, spec, random_mean, log) for seed in range(seeds)]
     ratios = [s["survival_ratio"] for s in per_seed]
     shares = [s["survived_5min_share"] for s in per_seed]
     ratio_median, ratio_worst = median_worst(ratios)
