@@ -152,3 +152,23 @@ def test_the_goal_is_said_and_checked(tmp_path: Path) -> None:
         app, ["ladder", QUEST, "--agents", "random", "--goal", "room9", "--out", str(out / "x")]
     )
     assert bad.exit_code == 2 and "--goal must be one of config, game" in bad.output
+
+
+@pytest.mark.llm
+def test_a_model_thinker_with_its_follower_is_a_ladder_agent(tmp_path: Path) -> None:
+    """`think:M.gguf`: a real (tiny, random-weight) GGUF strategist in llama-cpp-python with the
+    directive follower, ranked beside random on the same seeds."""
+    from metabonk_gym.think.testing import write_tiny_llama
+
+    model = write_tiny_llama(tmp_path / "tiny.gguf")
+    out = tmp_path / "ladder"
+    cli = runner.invoke(
+        app,
+        ["ladder", QUEST, "--agents", f"random,think:{model}", "--episodes", "2"]
+        + ["--max-steps", "20", "--no-video", "--out", str(out)],
+    )
+    assert cli.exit_code == 0, cli.output
+    cells = {c["agent"]: c for c in json.loads((out / "ladder.json").read_text())["cells"]}
+    thinker = cells[f"think:{model}"]
+    assert thinker["kind"] == "think" and thinker["seeds"] == [0, 1]
+    assert [e["length"] for e in thinker["episode_results"]] == [20, 20]
