@@ -87,3 +87,8 @@ class BadNumberError(MetabonkError, ValueError):
 class EnvArgumentError(MetabonkError, ValueError):
     """An env keyword argument of the wrong kind (`frameskip="banana"`, `obs_type="purple"`):
     raised by the env contract's checks when an env is made."""
+
+
+class WeightsFileError(MetabonkError, ValueError):
+    """A weights file (a predictor net, a distilled policy) that is corrupt, of another model,
+    or holds more than tensors and plain numbers (never unpickled)."""

@@ -17,15 +17,15 @@ True
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
+import traceback
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from metabonk_gym.configfile import ConfigFileError, load_optional
+from metabonk_gym.configfile import ConfigFileError, load_config_file, load_optional
 from metabonk_gym.errors import IntegrationError
 
 BUNDLED_GAMES: tuple[str, ...] = ("BonkQuest", "BonkArena", "Megabonk")
@@ -74,9 +74,9 @@ class GameData:
         if not path.is_file():
             return {}
         try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise IntegrationError(f"{path} is not valid JSON: {exc}") from exc
+            data = load_config_file(path)
+        except ConfigFileError as exc:
+            raise IntegrationError(f"{path} is not valid JSON: {exc}") from None
         return data if isinstance(data, dict) else {}
 
     @property
@@ -197,10 +197,28 @@ class GameData:
         sys.modules[key] = module
         try:
             spec.loader.exec_module(module)
-        except Exception:
+        except Exception as exc:  # the user's code: name its file and line, in one line
             del sys.modules[key]
-            raise
+            raise IntegrationError(f"{path} failed on import: {_where_in(exc, path)}") from exc
         return module
+
+
+def _where_in(exc: BaseException, path: Path) -> str:
+    """`exc` as "line N: Type: message", N the deepest line of `path` in its traceback.
+
+    >>> try:
+    ...     exec(compile("x = 1\\n1 / 0", "game.py", "exec"))
+    ... except ZeroDivisionError as exc:
+    ...     _where_in(exc, Path("game.py"))
+    'line 2: ZeroDivisionError: division by zero'
+    """
+    line = getattr(exc, "lineno", None) if isinstance(exc, SyntaxError) else None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == str(path) or Path(frame.filename).resolve() == path.resolve():
+            line = frame.lineno
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    where = f"line {line}: " if line is not None else ""
+    return f"{where}{type(exc).__name__}: {text}"
 
 
 def _module_key(folder: Path) -> str:

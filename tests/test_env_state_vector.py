@@ -83,7 +83,9 @@ def test_state_vector_is_deterministic_and_passes_the_checkers(make_env) -> None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sb3_check_env(env.unwrapped, warn=True)
-    assert env.render() is None or env.render().shape == (160, 240, 3)
+    # the screen even with state observations and no render_mode (what the recorders read)
+    frame = env.render()
+    assert frame is not None and frame.shape == (160, 240, 3) and frame.dtype == np.uint8
 
 
 def test_rgb_render_still_works_with_state_observations(make_env) -> None:

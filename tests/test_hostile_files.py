@@ -293,3 +293,26 @@ def test_weights_only_checkpoints_stay_weights_only(tmp_path: Path) -> None:
     torch.save({"model": {"x": torch.zeros(1)}, "evil": object()}, weights)
     with pytest.raises(WorldModelError, match="is corrupt or not a weights file"):
         load_world_model(weights)
+
+
+def test_a_truncated_mp4_is_refused_not_kept_short(tmp_path: Path) -> None:
+    """The trial's half-truncated mp4 became 24 of 60 steps with no warning."""
+    import imageio.v2 as imageio
+
+    whole = tmp_path / "clip.mp4"
+    writer = imageio.get_writer(
+        whole, format="ffmpeg", fps=60, output_params=["-movflags", "+faststart"]
+    )  # the index first, as streamed files have it: the first half still decodes
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        writer.append_data(rng.integers(0, 255, (160, 240, 3), dtype=np.uint8))
+    writer.close()
+    assert len(list(open_video(whole).reader)) == 60
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    with pytest.raises(VideoError) as caught:
+        list(open_video(cut).reader)
+    assert str(caught.value).startswith(f"video {cut} ends after ")
+    assert str(caught.value).endswith(
+        " of the 60 frames its header states (truncated?); download or record it again"
+    )

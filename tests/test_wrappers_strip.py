@@ -18,6 +18,8 @@ from metabonk_gym.wrappers import (
     strip_image,
 )
 
+from metabonk_gym.errors import WeightsFileError
+
 
 def _check(env) -> None:
     with warnings.catch_warnings():
@@ -123,8 +125,12 @@ def test_learned_predictor_errors(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="missing.pt"):
         LearnedPredictor(path=tmp_path / "missing.pt")
     (tmp_path / "junk.pt").write_bytes(b"not a model")
-    with pytest.raises(Exception, match="junk.pt|pickle|zip|load"):
+    with pytest.raises(WeightsFileError) as caught:
         LearnedPredictor(path=tmp_path / "junk.pt")
+    assert str(caught.value).startswith(
+        f"{tmp_path / 'junk.pt'} is not a predictor written by metabonk train predictor ("
+    )
+    assert "\n" not in str(caught.value)
     with pytest.raises(ValueError, match="unknown predictor"):
         make_predictor("magic")
 

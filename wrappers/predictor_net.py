@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from metabonk_gym.errors import WeightsFileError
 from metabonk_gym.utils import atomic_write_bytes
 
 #: Frames the net looks at (t-2, t-1, t).
@@ -123,8 +124,9 @@ def load_model(path: str | Path, device: str = "cpu") -> TinyPredictor:
         payload = torch.load(path, map_location=device, weights_only=True)
         model = TinyPredictor(**payload["config"])
         model.load_state_dict(payload["state_dict"])
-    except (KeyError, TypeError, RuntimeError) as exc:
-        raise ValueError(
-            f"{path} is not a predictor written by metabonk train predictor ({exc})"
-        ) from exc
+    except Exception as exc:  # torch's refusal of pickled code included: one line
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise WeightsFileError(
+            f"{path} is not a predictor written by metabonk train predictor ({first})"
+        ) from None
     return model.to(device).eval()

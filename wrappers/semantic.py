@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from metabonk_gym.errors import IntegrationError
 from metabonk_gym.gba.env import GBAEnv
 
 #: Classes with fixed ids in every game (index = id).
@@ -90,8 +91,17 @@ class SemanticClasses:
 
     @classmethod
     def from_tiles_json(cls, tiles: Mapping[str, Any]) -> SemanticClasses:
-        classes = {int(k): str(v) for k, v in (tiles.get("classes") or {}).items()}
-        sprites = {int(k): str(v) for k, v in (tiles.get("sprites") or {}).items()}
+        """The tables of a `tiles.json` ({"classes": {"tile": "name"}, "sprites": ..., "charblock":
+        0..3}); one of another structure is an `IntegrationError` saying what it needs."""
+        try:
+            classes = {int(k): str(v) for k, v in (tiles.get("classes") or {}).items()}
+            sprites = {int(k): str(v) for k, v in (tiles.get("sprites") or {}).items()}
+            charblock = int(tiles.get("charblock", 0))
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise IntegrationError(
+                f'tiles.json: {exc}; it needs "classes" (and "sprites") mapping tile numbers '
+                'to class names, e.g. {"classes": {"3": "wall"}}, and a whole-number "charblock"'
+            ) from None
         extra = sorted(set(classes.values()) | set(sprites.values()) - set(CLASS_NAMES))
         names = CLASS_NAMES + tuple(n for n in extra if n not in CLASS_NAMES)
         index = {n: i for i, n in enumerate(names)}
@@ -100,9 +110,11 @@ class SemanticClasses:
         for table, mapping, what in ((bg, classes, "classes"), (obj, sprites, "sprites")):
             for tile, name in mapping.items():
                 if not 0 <= tile < 1024:
-                    raise ValueError(f"tiles.json {what}: tile number {tile} is outside 0..1023")
+                    raise IntegrationError(
+                        f"tiles.json {what}: tile number {tile} is outside 0..1023"
+                    )
                 table[tile] = index[name]
-        return cls(names, int(tiles.get("charblock", 0)), bg, obj)
+        return cls(names, charblock, bg, obj)
 
     @classmethod
     def for_env(cls, env: Any) -> SemanticClasses | None:

@@ -14,13 +14,13 @@ True
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.errors import (
     IntegrationError,
     RomHashMismatchError,
@@ -30,6 +30,7 @@ from metabonk_gym.errors import (
 )
 from metabonk_gym.gamedata import BUNDLED_GAMES, bundled_game_folder, games_root
 from metabonk_gym.gba.buttons import BUTTONS, DEFAULT_DISCRETE
+from metabonk_gym.gba.regions import check_region
 from metabonk_gym.gba.state_vector import StateVectorSpec
 
 _TYPE_RE = re.compile(r"^([<>=|])([uidn])([1248])$")
@@ -186,15 +187,7 @@ class Integration:
                 raise IntegrationError(
                     f"{folder / 'metabonk.json'}: info variable {name!r} is not in data.json"
                 )
-        arrays = {
-            name: ArraySpec(
-                name,
-                _check_address(spec["address"], name, folder / "metabonk.json"),
-                _check_type(spec["type"], folder),
-                tuple(spec["shape"]),
-            )
-            for name, spec in (extension.get("arrays") or {}).items()
-        }
+        arrays = _parse_arrays(extension, folder)
         actions = [tuple(a) for a in extension.get("discrete_actions", DEFAULT_DISCRETE)]
         if not actions or actions[0]:
             raise IntegrationError(f"{folder}: discrete_actions must start with the no-op []")
@@ -387,10 +380,10 @@ def _read_json(path: Path, required: bool) -> dict[str, Any] | None:
         if required:
             raise IntegrationError(f"integration file missing: {path}")
         return None
-    try:
-        value = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise IntegrationError(f"{path} is not valid JSON: {exc}") from exc
+    try:  # one loader: size cap, nesting and encoding errors as one line
+        value = load_config_file(path)
+    except ConfigFileError as exc:
+        raise IntegrationError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise IntegrationError(f"{path} must hold a JSON object")
     return value
@@ -420,6 +413,49 @@ def _parse_variables(data: dict[str, Any], folder: Path) -> dict[str, Variable]:
             ) from exc
         out[name] = Variable(name, _check_address(address, name, folder / "data.json"),
                              _check_type(type_, folder))  # fmt: skip
+        _check_in_memory(name, out[name].address, out[name].size, folder / "data.json")
+    return out
+
+
+def _check_in_memory(name: str, address: int, nbytes: int, where: Path) -> None:
+    """Refuse a variable or array outside the GBA's memory when the env is made, not at the
+    first step that reads it."""
+    try:
+        if address < 0:
+            raise ValueError(f"address {address} is negative")
+        check_region(address, nbytes)
+    except ValueError as exc:
+        raise IntegrationError(f"{where}: {name!r}: {exc}; fix its address or size") from None
+
+
+def _parse_arrays(extension: dict[str, Any], folder: Path) -> dict[str, ArraySpec]:
+    """metabonk.json's "arrays": each a typed block of RAM with a shape of whole numbers."""
+    where = folder / "metabonk.json"
+    specs = extension.get("arrays") or {}
+    if not isinstance(specs, dict):
+        raise IntegrationError(f"{where}: arrays must be an object of name -> array")
+    out: dict[str, ArraySpec] = {}
+    for name, spec in specs.items():
+        try:
+            address, type_, shape = spec["address"], spec["type"], spec["shape"]
+        except (KeyError, TypeError):
+            raise IntegrationError(
+                f"{where}: array {name!r} needs address, type and shape"
+            ) from None
+        if (
+            not isinstance(shape, list)
+            or not shape
+            or not all(type(d) is int and 1 <= d <= 0x40000 for d in shape)
+        ):
+            raise IntegrationError(
+                f"{where}: array {name!r} shape must be a list of whole numbers in 1..262144, "
+                f"not {shape!r}"
+            )
+        array = ArraySpec(
+            name, _check_address(address, name, where), _check_type(type_, folder), tuple(shape)
+        )
+        _check_in_memory(name, array.address, array.nbytes, where)
+        out[name] = array
     return out
 
 

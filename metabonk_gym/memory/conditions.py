@@ -16,12 +16,30 @@ re-evaluated only when one of them changed.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.rewards.terms import OPS
+
+
+def check_keys(raw: Mapping[str, Any], allowed: Collection[str], at: str) -> None:
+    """Refuse keys of a quests.yaml entry that nothing reads (a typo would silently do nothing),
+    naming the nearest valid key.
+
+    >>> check_keys({"id": "a", "titel": "x"}, ("id", "title"), "quests[0]")
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.memory.conditions.ConditionError: quests[0]: unknown key 'titel' (did you mean \
+'title'?); valid: id, title
+    """
+    for key in raw:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConditionError(f"{at}: unknown key {key!r}{hint}; valid: {', '.join(allowed)}")
 
 
 class ConditionError(MetabonkError, ValueError):

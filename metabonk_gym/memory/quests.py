@@ -26,7 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metabonk_gym.gamedata import GameData
-from metabonk_gym.memory.conditions import Condition, ConditionError
+from metabonk_gym.memory.conditions import Condition, ConditionError, check_keys
+
+#: The keys quests.yaml and its entries may hold (anything else is a typo, refused).
+FILE_KEYS = ("world", "quests", "todos")
+QUEST_KEYS = ("id", "title", "kind", "priority", "open", "done", "objectives")
+OBJECTIVE_KEYS = ("id", "text", "priority", "open", "done")
+TODO_KEYS = ("id", "text", "priority", "when", "entity")
 
 #: Default priority of a quest's kind (an entry's own `priority` wins).
 KIND_PRIORITY: dict[str, int] = {"main": 10, "skill": 6, "collection": 5, "exploration": 3}
@@ -127,11 +133,13 @@ class QuestLog:
     @classmethod
     def from_data(cls, data: Mapping[str, Any], where: str = "quests") -> QuestLog:
         """Parse the `quests:` and `todos:` sections; `ConditionError` names a bad entry."""
+        check_keys(data, FILE_KEYS, f"{where}: quests.yaml")
         quests = []
         for i, raw in enumerate(data.get("quests") or []):
             at = f"{where}: quests[{i}]"
             if not isinstance(raw, Mapping) or "id" not in raw:
                 raise ConditionError(f"{at} needs an 'id'")
+            check_keys(raw, QUEST_KEYS, at)
             kind = str(raw.get("kind", "main"))
             priority = int(raw.get("priority", KIND_PRIORITY.get(kind, 5)))
             qid = str(raw["id"])
@@ -139,6 +147,7 @@ class QuestLog:
             for j, o in enumerate(raw.get("objectives") or []):
                 if not isinstance(o, Mapping) or "id" not in o or "done" not in o:
                     raise ConditionError(f"{at}.objectives[{j}] needs an 'id' and 'done'")
+                check_keys(o, OBJECTIVE_KEYS, f"{at}.objectives[{j}]")
                 objectives.append(
                     Objective(
                         id=f"{qid}/{o['id']}",
@@ -167,6 +176,7 @@ class QuestLog:
             at = f"{where}: todos[{i}]"
             if not isinstance(raw, Mapping) or "id" not in raw or "text" not in raw:
                 raise ConditionError(f"{at} needs an 'id' and a 'text'")
+            check_keys(raw, TODO_KEYS, at)
             entity = raw.get("entity") or {}
             if "when" not in raw and not entity:
                 raise ConditionError(f"{at} needs 'when' (a condition) or 'entity'")

@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metabonk_gym.gamedata import GameData
-from metabonk_gym.memory.conditions import ConditionError
+from metabonk_gym.memory.conditions import ConditionError, check_keys
+
+#: The keys a `world:` mapping and its entries may hold (anything else is a typo, refused).
+WORLD_KEYS = (
+    "area", "world", "player", "hp", "tiles", "walkable", "doors", "locked", "entities", "events"
+)  # fmt: skip
+ENTITY_KEYS = ("kind", "name", "tile", "state", "x", "y", "active")
+EVENT_KEYS = ("kind", "what", "variable", "change", "entity", "state", "note")
 
 CHANGES = ("increased", "decreased", "changed")
 
@@ -109,6 +116,7 @@ class WorldSpec:
         """Read a `world:` mapping; `ConditionError` names the bad entry."""
         if not isinstance(data, Mapping):
             raise ConditionError(f"{where}: 'world' must be a mapping")
+        check_keys(data, WORLD_KEYS, f"{where}: world")
         ids = dict(class_ids)
 
         def tile_set(key: str) -> frozenset[int]:
@@ -125,6 +133,7 @@ class WorldSpec:
         for i, raw in enumerate(data.get("entities") or []):
             if not isinstance(raw, Mapping) or "kind" not in raw:
                 raise ConditionError(f"{where}: world.entities[{i}] needs a 'kind'")
+            check_keys(raw, ENTITY_KEYS, f"{where}: world.entities[{i}]")
             tile = raw.get("tile")
             if tile is not None and tile not in ids:
                 raise ConditionError(f"{where}: world.entities[{i}]: unknown tile class {tile!r}")
@@ -145,6 +154,7 @@ class WorldSpec:
         for i, raw in enumerate(data.get("events") or []):
             if not isinstance(raw, Mapping) or not {"kind", "variable"} <= set(raw):
                 raise ConditionError(f"{where}: world.events[{i}] needs 'kind' and 'variable'")
+            check_keys(raw, EVENT_KEYS, f"{where}: world.events[{i}]")
             change = str(raw.get("change", "changed"))
             if change not in CHANGES:
                 raise ConditionError(

@@ -141,6 +141,7 @@ def _open_file(path: Path, fps: float | None, max_frames: int) -> VideoSource:
         raise VideoError(f"video {path} states no frame rate; pass --fps")
     nframes = meta.get("nframes")
     count = int(nframes) if isinstance(nframes, (int, float)) and math.isfinite(nframes) else None
+    stated = _stated_frames(meta)
 
     def frames() -> Iterator[np.ndarray]:
         n = 0
@@ -150,6 +151,11 @@ def _open_file(path: Path, fps: float | None, max_frames: int) -> VideoSource:
                 try:
                     frame = next(iterator)
                 except StopIteration:
+                    if stated is not None and n < TRUNCATED * stated - 1:
+                        raise VideoError(
+                            f"video {path} ends after {n} of the {stated} frames its header "
+                            "states (truncated?); download or record it again"
+                        ) from None
                     break
                 except Exception as exc:
                     raise VideoError(
@@ -166,6 +172,19 @@ def _open_file(path: Path, fps: float | None, max_frames: int) -> VideoSource:
             reader.close()
 
     return VideoSource(path, rate, (width, height), count, frames())
+
+
+#: A video file is refused as truncated when fewer than this share of the frames its header
+#: states (duration x frame rate) decode.
+TRUNCATED = 0.9
+
+
+def _stated_frames(meta: dict[str, Any]) -> int | None:
+    """Frames a video's header states (its duration times its own frame rate), if it says."""
+    duration, rate = meta.get("duration"), meta.get("fps")
+    if not all(isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in (duration, rate)):
+        return None
+    return round(float(duration) * float(rate))
 
 
 def _first_line(exc: BaseException) -> str:

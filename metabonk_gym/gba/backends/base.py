@@ -15,31 +15,11 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from metabonk_gym.gba.regions import GBA_REGIONS, check_region  # noqa: F401  (re-exported)
 from metabonk_gym.gba.statefile import read_state
 from metabonk_gym.gba.statefile import write_state_file as _write_state_file
 
-#: The GBA bus regions the cores expose: start address -> size in bytes.
-GBA_REGIONS: dict[int, int] = {
-    0x02000000: 0x40000,  # EWRAM
-    0x03000000: 0x8000,  # IWRAM
-    0x04000000: 0x400,  # I/O registers
-    0x05000000: 0x400,  # palette
-    0x06000000: 0x18000,  # VRAM
-    0x07000000: 0x400,  # OAM
-}
-
 SCREEN_SHAPE = (160, 240, 3)
-
-
-def check_region(address: int, n: int) -> None:
-    """Raise ValueError unless [address, address+n) lies inside one GBA memory region."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-        raise ValueError(f"cannot read {n!r} bytes at 0x{address:08X}: give a count >= 0")
-    for start, size in GBA_REGIONS.items():
-        if start <= address and address + n <= start + size:
-            return
-    regions = ", ".join(f"0x{s:08X}-0x{s + z - 1:08X}" for s, z in GBA_REGIONS.items())
-    raise ValueError(f"cannot read {n} bytes at 0x{address:08X}: outside the GBA regions {regions}")
 
 
 def decode_value(raw: bytes, type_: str) -> int:
