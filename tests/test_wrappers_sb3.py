@@ -46,6 +46,7 @@ def test_every_wrapper_in_subprocess_envs() -> None:
 
 
 def test_ppo_multi_input_policy_learns(make_env) -> None:
+    import torch
     from stable_baselines3 import PPO
 
     env = make_env("MetaBonk/BonkQuest-v0", downscale=4)
@@ -55,8 +56,20 @@ def test_ppo_multi_input_policy_learns(make_env) -> None:
     model = PPO(
         "MultiInputPolicy", env, n_steps=128, batch_size=64, n_epochs=1, seed=0, device="cpu"
     )
+    before = {k: v.detach().clone() for k, v in model.policy.state_dict().items()}
     model.learn(256)
     assert model.num_timesteps >= 256
+    # it learned through every input: the gradient steps moved both heads and the weights of
+    # each observation key's extractor (flattened keys, tiles and buttons here, have none)
+    after = model.policy.state_dict()
+    moved = {k for k in before if not torch.equal(before[k], after[k])}
+    assert {"action_net.weight", "value_net.weight"} <= moved
+    learned = [
+        key for key in env.observation_space.spaces if f"extractors.{key}." in str(list(before))
+    ]
+    assert "pixels" in learned, learned  # the image key has a CNN; the others are flattened
+    for key in learned:
+        assert any(f"extractors.{key}." in k for k in moved), key
     obs, _ = env.reset(seed=0)
     action, _ = model.predict(obs, deterministic=True)
     assert env.action_space.contains(int(action))

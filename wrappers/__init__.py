@@ -2,8 +2,8 @@
 overlays, temporal strips with frame predictors, and button history. Each adds keys to a Dict
 observation (the env's own frame stays under `pixels`), so they stack with each other and with
 gymnasium's `FrameStackObservation`. See docs/wrappers.md. `PauseToThink`, which drives the think
-machinery (a layer that uses these wrappers), is imported from its module,
-`metabonk_gym.wrappers.pause_to_think`, so importing the wrappers never imports think.
+machinery (a layer that uses these wrappers), is importable from here like every other wrapper
+but loads lazily (PEP 562 `__getattr__`), so importing the wrappers never imports think.
 
 >>> import gymnasium as gym, metabonk_gym
 >>> env = ButtonHistory(TileTokens(gym.make("MetaBonk/BonkQuest-v0")), n=4)
@@ -12,6 +12,8 @@ machinery (a layer that uses these wrappers), is imported from its module,
 ['buttons', 'classes', 'pixels', 'sprite_map', 'sprites', 'tiles']
 >>> env.close()
 """
+
+from typing import Any
 
 from metabonk_gym.wrappers.button_history import ButtonHistory
 from metabonk_gym.wrappers.grid_overlay import GridOverlay, draw_overlay
@@ -31,6 +33,16 @@ from metabonk_gym.wrappers.text_map import TextMap, ascii_map, describe
 from metabonk_gym.wrappers.tile_tokens import TileTokens
 from metabonk_gym.wrappers.vram import VramTokenizer, read_snapshot
 
+
+def __getattr__(name: str) -> Any:
+    """`PauseToThink`, imported the first time it is asked for (after this package loaded)."""
+    if name == "PauseToThink":
+        from metabonk_gym.wrappers.pause_to_think import PauseToThink
+
+        return PauseToThink
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "ButtonHistory",
     "CopyPredictor",
@@ -38,6 +50,7 @@ __all__ = [
     "GridOverlay",
     "LearnedPredictor",
     "LinearPredictor",
+    "PauseToThink",
     "PixelTokenizer",
     "Predictor",
     "ScreenReader",
