@@ -15,7 +15,7 @@ from __future__ import annotations
 from metabonk_gym.registration import ENV_IDS, register_envs
 from metabonk_gym.vector import make_vec
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["ENV_IDS", "__version__", "make_vec", "register_envs"]
 
 register_envs()
