@@ -74,6 +74,16 @@ def test_distill_command_writes_a_policy(oracle_log: Path, tmp_path: Path) -> No
     )
     assert result.exit_code == 0, result.output
     assert (tmp_path / "p.pt").is_file() and "action_accuracy" in result.output
+    # the distilled net (with the follower) as a ladder agent (issue 22): think:POLICY.pt
+    out = tmp_path / "ladder"
+    ladder = runner.invoke(
+        app,
+        ["ladder", "MetaBonk/BonkQuest-v0", "--agents", f"random,think:{tmp_path / 'p.pt'}"]
+        + ["--episodes", "1", "--max-steps", "10", "--no-video", "--out", str(out)],
+    )
+    assert ladder.exit_code == 0, ladder.output
+    cells = json.loads((out / "ladder.json").read_text())["cells"]
+    assert sorted(c["kind"] for c in cells) == ["random", "think"]
 
 
 def test_distill_without_a_log_is_a_one_line_error(tmp_path: Path) -> None:
