@@ -118,6 +118,7 @@ def evaluate(
     check_writable(video_dir, "--video", folder=True)
     cfg = with_goal(episode_config(env_id, agent, config_file, overrides), goal)
     spec, agent = agent, agent_path(agent)  # a run directory: its model zip (or Dreamer run)
+    run_info = describe(spec)  # before any episode: a bad run fails first
     env = make_env(env_id, cfg)
     if env_traits(env_id).port_per_env:  # a quick clear error when no game answers
         try:
@@ -161,7 +162,7 @@ def evaluate(
         close_agent(actor)
         env.close()
     report = make_report(env_id, spec, cfg.to_dict(), seed, results)
-    report["run"] = describe(spec)
+    report["run"] = run_info
     report["scoring"] = scoring(cfg, goal)
     report["deterministic"] = bool(kwargs.get("deterministic", False)) if is_model else None
     report["videos"] = videos

@@ -130,6 +130,7 @@ def evaluate_many(
     spec = agent
     cfg = with_goal(episode_config(env_id, spec, config_file, overrides), goal)
     agent = agent_path(spec)  # a run directory: its model zip (or Dreamer run)
+    run_info = describe(spec)  # before any episode: a bad run fails first
     if agent == "random" or (parallel_ok(agent) and deterministic):
         # acts from observations alone and repeats without per-process torch seeds: all envs
         # on one shared-memory vector engine, the agent in this process
@@ -144,7 +145,7 @@ def evaluate_many(
             else agent_kwargs,
         )
         report = make_report(env_id, spec, cfg.to_dict(), seed, played)
-        report["run"] = describe(spec)
+        report["run"] = run_info
         report["scoring"] = scoring(cfg, goal)
         report["n_envs"] = len(parts)
         report["deterministic"] = deterministic if agent != "random" else None
@@ -167,7 +168,7 @@ def evaluate_many(
         for future in futures:
             results += future.result()
     report = make_report(env_id, spec, cfg.to_dict(), seed, results)
-    report["run"] = describe(spec)
+    report["run"] = run_info
     report["scoring"] = scoring(cfg, goal)
     report["n_envs"] = len(parts)
     if out is not None:
