@@ -14,6 +14,8 @@ metabonk_gym.errors.EnvArgumentError: frameskip must be an int >= 1, not 0
 
 from __future__ import annotations
 
+from typing import Any, Protocol, runtime_checkable
+
 import numpy as np
 
 from metabonk_gym.errors import EnvArgumentError
@@ -62,3 +64,45 @@ def check_frameskip(frameskip: object) -> int:
     if isinstance(frameskip, bool) or not isinstance(frameskip, (int, np.integer)) or frameskip < 1:
         raise EnvArgumentError(f"frameskip must be an int >= 1, not {frameskip!r}")
     return int(frameskip)
+
+
+# --------------------------------------------------------------------------- capabilities
+# What some envs offer beyond the contract. Generic code (wrappers, think, benchmarks) asks
+# `isinstance(env.unwrapped, HasRam)` instead of naming an env class, so any env that offers a
+# capability gets the features built on it.
+
+
+@runtime_checkable
+class HasRam(Protocol):
+    """An env whose RAM reads by name: `variables()` (every variable of its integration),
+    `read_array(name)` (a typed RAM array) and the `integration` that names them (its `arrays`,
+    and `tiles()`, the semantic tile classes).
+
+    >>> import gymnasium as gym, metabonk_gym
+    >>> env = gym.make("MetaBonk/BonkQuest-v0")
+    >>> isinstance(env.unwrapped, HasRam), isinstance(env.unwrapped, HasVram)
+    (True, True)
+    >>> env.close()
+    """
+
+    integration: Any
+
+    def variables(self) -> dict[str, int]: ...
+
+    def read_array(self, name: str) -> np.ndarray: ...
+
+
+@runtime_checkable
+class HasVram(Protocol):
+    """An env whose display memory (VRAM, OAM, palette, I/O registers) reads through
+    `memory.regions(...)` (the GBA's bus), so screens decode into tiles and sprites."""
+
+    memory: Any
+
+
+@runtime_checkable
+class HasButtons(Protocol):
+    """An env whose actions are button combinations: `action_masks[i]` is the bitmask of the
+    buttons action `i` presses (empty for a MultiBinary action space)."""
+
+    action_masks: list[int]

@@ -29,8 +29,8 @@ import numpy as np
 from gymnasium import spaces
 from metabonk_gym.wrappers._dict_obs import as_dict, extend_space
 
+from metabonk_gym.contract import HasButtons
 from metabonk_gym.gba.buttons import BUTTONS
-from metabonk_gym.gba.env import GBAEnv
 
 
 class ButtonHistory(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -54,7 +54,7 @@ class ButtonHistory(gym.Wrapper, gym.utils.RecordConstructorArgs):
         base = env.unwrapped
         self._masks: np.ndarray | None = None
         row_space: spaces.Box
-        if isinstance(base, GBAEnv):
+        if isinstance(base, HasButtons):
             width = len(BUTTONS)
             if isinstance(action_space, spaces.Discrete):
                 masks = np.asarray(base.action_masks, np.int64)

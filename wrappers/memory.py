@@ -29,9 +29,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.utils import RecordConstructorArgs
 
+from metabonk_gym.contract import HasRam
 from metabonk_gym.errors import IntegrationError
 from metabonk_gym.gamedata import GameData
-from metabonk_gym.gba.env import GBAEnv
 from metabonk_gym.memory.prompt import memory_text
 from metabonk_gym.memory.world import WorldMemory
 
@@ -89,20 +89,20 @@ class Memory(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         )
         self.budget_tokens = int(budget_tokens)
         base = env.unwrapped
-        self._gba = base if isinstance(base, GBAEnv) else None
+        self._ram = base if isinstance(base, HasRam) else None
         spec = self.memory.spec
         wanted = [spec.tiles, *(n for e in spec.entities for n in (e.x, e.y, e.active))]
-        known = self._gba.integration.arrays if self._gba is not None else {}
+        known = self._ram.integration.arrays if self._ram is not None else {}
         self._arrays = [n for n in dict.fromkeys(wanted) if n and n in known]
 
     def _values(self, info: dict[str, Any]) -> dict[str, int]:
-        if self._gba is not None:
-            return self._gba.variables()
+        if self._ram is not None:
+            return self._ram.variables()
         return {k: int(v) for k, v in info.items() if isinstance(v, (int, np.integer, bool, float))}
 
     def _read_arrays(self) -> dict[str, np.ndarray]:
-        assert self._gba is not None or not self._arrays
-        return {n: self._gba.read_array(n) for n in self._arrays} if self._gba else {}
+        assert self._ram is not None or not self._arrays
+        return {n: self._ram.read_array(n) for n in self._arrays} if self._ram else {}
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

@@ -23,12 +23,12 @@ import numpy as np
 from metabonk_gym.wrappers.semantic import SemanticClasses
 from metabonk_gym.wrappers.vram import ScreenTiles, VramTokenizer, read_snapshot
 
-from metabonk_gym.gba.env import GBAEnv
+from metabonk_gym.contract import HasVram
 
 
 def has_vram(env: Any) -> bool:
-    """True when `env.unwrapped` is a `GBAEnv` (its bus is readable through `memory`)."""
-    return isinstance(env.unwrapped, GBAEnv)
+    """True when `env.unwrapped` has display memory (`HasVram`: its bus reads through `memory`)."""
+    return isinstance(env.unwrapped, HasVram)
 
 
 class ScreenReader:

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from metabonk_gym.contract import HasRam
 from metabonk_gym.errors import IntegrationError
-from metabonk_gym.gba.env import GBAEnv
 
 #: Classes with fixed ids in every game (index = id).
 CLASS_NAMES: tuple[str, ...] = (
@@ -120,7 +120,7 @@ class SemanticClasses:
     def for_env(cls, env: Any) -> SemanticClasses | None:
         """The classes of a GBA env's integration, or None when it has no `tiles.json`."""
         base = env.unwrapped
-        tiles = base.integration.tiles() if isinstance(base, GBAEnv) else None
+        tiles = base.integration.tiles() if isinstance(base, HasRam) else None
         return cls.from_tiles_json(tiles) if tiles else None
 
     @property

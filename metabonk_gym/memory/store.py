@@ -278,9 +278,7 @@ class EmbeddedStore(GraphStore):
 
     def _check_schema(self) -> None:
         """Refuse a database without the memory's tables (an empty or foreign file)."""
-        result = self._conn.execute("CALL show_tables() RETURN name")
-        assert not isinstance(result, list)
-        tables = {row[0] for row in result.get_all()}
+        tables = {str(row["name"]) for row in self.query("CALL show_tables() RETURN name")}
         missing = sorted(set(NODES) - tables)
         if missing:
             raise MemoryStoreError(

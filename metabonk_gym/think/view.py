@@ -21,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from metabonk_gym.gba.env import GBAEnv
+from metabonk_gym.contract import HasRam
 from metabonk_gym.utils import find_wrapper
 from metabonk_gym.wrappers.temporal_strip import TemporalStrip
 
@@ -62,14 +62,14 @@ class GameView:
     def capture(
         cls, env: gym.Env, info: dict[str, Any] | None, step: int, obs: Any = None
     ) -> GameView:
-        """Read the snapshot from `env` (any wrapper stack over an env of the suite; a `GBAEnv`
-        adds every RAM variable and array)."""
+        """Read the snapshot from `env` (any wrapper stack over an env of the suite; an env with
+        RAM, `HasRam`, adds every RAM variable and array)."""
         base = env.unwrapped
         game_data = getattr(base, "game_data", None)  # every env of the suite has one
         game = str(game_data.name if game_data else (env.spec.id if env.spec else "game"))
         ram: dict[str, int] = {}
         arrays: dict[str, np.ndarray] = {}
-        if isinstance(base, GBAEnv):
+        if isinstance(base, HasRam):
             game = base.integration.name
             ram = {k: int(v) for k, v in base.variables().items()}
             arrays = {name: base.read_array(name) for name in base.integration.arrays}

@@ -182,7 +182,9 @@ TRUNCATED = 0.9
 def _stated_frames(meta: dict[str, Any]) -> int | None:
     """Frames a video's header states (its duration times its own frame rate), if it says."""
     duration, rate = meta.get("duration"), meta.get("fps")
-    if not all(isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in (duration, rate)):
+    if not (isinstance(duration, int | float) and isinstance(rate, int | float)):
+        return None
+    if not (math.isfinite(duration) and math.isfinite(rate) and duration > 0 and rate > 0):
         return None
     return round(float(duration) * float(rate))
 
