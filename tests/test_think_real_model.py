@@ -3,7 +3,8 @@
 Schema-valid directives from the compact prompt on BonkQuest, BonkArena and the Megabonk
 stand-in through the in-process engine and through `metabonk serve-vlm` (llama-server), the
 prompt budget, the KV-cache reuse, bad model files and logs as one-line errors, and a fine-tune
-of a handful of pairs for a few steps that writes a GGUF which loads and answers.
+of a handful of pairs for a few steps that writes a GGUF which loads and answers. Deadlines are
+long (600 s): these tests check what the model answers, not how fast a busy CPU is.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def test_schema_valid_directives_in_process_within_the_prompt_budget(
     first_cached = None
     for seed in (0, 1):
         adapter, view, request = _request(env, seed=seed, steps=3 * seed)
-        completion = engine.complete(request, time.monotonic() + 120)
+        completion = engine.complete(request, time.monotonic() + 600)
         directive = parse_directive(completion.text, adapter.spec)
         assert directive.action in adapter.spec.actions
         assert completion.prompt_tokens is not None and completion.prompt_tokens <= 700
@@ -98,7 +99,7 @@ def test_bonkquest_prompt_is_at_most_600_tokens(
 
 def test_the_think_agent_and_pause_to_think_use_the_default_model(make_env, tmp_path: Path) -> None:
     env = make_env("MetaBonk/BonkQuest-v0")
-    agent = make_think_agent(env, timeout_s=120, log_dir=tmp_path / "log")
+    agent = make_think_agent(env, timeout_s=600, log_dir=tmp_path / "log")
     try:
         obs, info = env.reset(seed=0)
         action = agent.act(obs, info)
@@ -110,7 +111,7 @@ def test_the_think_agent_and_pause_to_think_use_the_default_model(make_env, tmp_
         agent.close()
     lines = [json.loads(x) for x in (tmp_path / "log" / "decisions.jsonl").read_text().splitlines()]
     assert lines[0]["profile"] == "compact" and lines[1]["fallback"] is None, lines[1]
-    wrapped = PauseToThink(gym.make("MetaBonk/BonkArena-v0"), timeout_s=120)
+    wrapped = PauseToThink(gym.make("MetaBonk/BonkArena-v0"), timeout_s=600)
     try:
         _, info = wrapped.reset(seed=0)
         assert info["think"]["calls"] == 1 and info["think"]["fallbacks"] == 0, info["think"]
@@ -125,7 +126,7 @@ def test_megabonk_stand_in_directive(engine: LlamaCppEngine) -> None:
     env = MegabonkEnv(port=sim.port, connect_timeout=10, frame_wait=0.0)
     try:
         adapter, _, request = _request(env, steps=5)
-        completion = engine.complete(request, time.monotonic() + 120)
+        completion = engine.complete(request, time.monotonic() + 600)
         directive = parse_directive(completion.text, adapter.spec)
         assert directive.action in adapter.spec.actions
         assert "Example" not in request.system  # Megabonk has no think_examples.json
@@ -226,7 +227,7 @@ def test_a_short_finetune_writes_a_gguf_that_loads_answers_and_resumes(tmp_path:
     env = gym.make("MetaBonk/BonkQuest-v0")
     try:
         adapter, _, request = _request(env, seed=3)
-        completion = engine.complete(request, time.monotonic() + 120)
+        completion = engine.complete(request, time.monotonic() + 600)
         assert parse_directive(completion.text, adapter.spec).action in adapter.spec.actions
     finally:
         engine.close()
@@ -256,7 +257,7 @@ def test_serve_vlm_serves_the_default_model_to_three_games(make_env) -> None:
     url = f"http://127.0.0.1:{port}/v1"
     engine = OpenAIEngine(url)
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 600
         while True:
             assert server.poll() is None, server.stdout.read().decode() if server.stdout else ""
             try:
@@ -264,7 +265,7 @@ def test_serve_vlm_serves_the_default_model_to_three_games(make_env) -> None:
                     break
             except httpx.HTTPError:
                 pass
-            assert time.monotonic() < deadline, "serve-vlm did not come up in 180 s"
+            assert time.monotonic() < deadline, "serve-vlm did not come up in 600 s"
             time.sleep(0.5)
         envs = [
             make_env("MetaBonk/BonkQuest-v0"),
@@ -276,7 +277,7 @@ def test_serve_vlm_serves_the_default_model_to_three_games(make_env) -> None:
             for env in envs:
                 for seed in (0, 1):
                     adapter, _, request = _request(env, seed=seed, steps=2 * seed)
-                    completion = engine.complete(request, time.monotonic() + 120)
+                    completion = engine.complete(request, time.monotonic() + 600)
                     directive = parse_directive(completion.text, adapter.spec)
                     assert directive.action in adapter.spec.actions
                     cached.append(completion.cached_tokens or 0)

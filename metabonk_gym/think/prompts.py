@@ -102,7 +102,7 @@ def compact_system_prompt(adapter: GameAdapter, examples: Sequence[dict[str, Any
 
     >>> from metabonk_gym.think.games import adapter_for_name
     >>> text = compact_system_prompt(adapter_for_name("BonkQuest"))
-    >>> "schema" in text, "- collect:" in text
+    >>> "schema" in text, "Actions: go_to, collect, open" in text
     (False, True)
     """
     spec = adapter.spec
