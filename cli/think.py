@@ -169,7 +169,9 @@ def bench_serve(
     env_seconds: float = typer.Option(60.0, help="Seconds per env-speed run."),
     images: bool = typer.Option(True, help="Also time the image path (mmproj)."),
     prompt: str = typer.Option(
-        "state", help="state (short per-call text), compact, or full (the real game prompt)."
+        "state",
+        help="state (short per-call text), compact, full (the real game prompt) or profile "
+        "(the compact prompt profile of small real models).",
     ),
     threads: int | None = typer.Option(
         None, help="Server CPU threads (default: 1 on machines of up to 4 CPUs)."

@@ -10,7 +10,8 @@ One run, every figure measured in the same process against its own baseline:
   `"state"` (default) a system prompt with a one-line game card, the actions and the schema (2.1k
   byte tokens, cached per slot) and per call the step, the trigger and the RAM state of a live
   game (about 0.2k); `"compact"` adds the goals and where things are (about 0.5k a call);
-  `"full"` is the real prompt (the whole game card, 4.5k, and the 30x20 text map, 1.2k a call).
+  `"full"` is the real prompt (the whole game card, 4.5k, and the 30x20 text map, 1.2k a call);
+  `"profile"` the compact prompt profile that small real models get (about 0.6k real tokens).
   The model's vocabulary is bytes, so these are 3-4x the tokens a real tokenizer would make; on a
   CPU, evaluating the per-call text is compute-bound and does not gain from batching, decoding
   does. Aggregate directives/s and tokens/s,
@@ -88,7 +89,7 @@ def summary(latencies: Sequence[float], tokens: Sequence[int], wall_s: float) ->
 SHORT_CARD = "Find the key of each room (k), open the door (D) with it, avoid the enemies (E)."
 
 
-PROMPTS = ("state", "compact", "full")
+PROMPTS = ("state", "compact", "full", "profile")
 
 
 def bonkquest_requests(
@@ -103,8 +104,14 @@ def bonkquest_requests(
         adapter = adapter_for(env)
         game_data = getattr(env.unwrapped, "game_data", None)
         card = game_data.game_card() if game_data is not None else None
-        builder = PromptBuilder.for_env(env, adapter, card, max_tokens=MAX_TOKENS)
-        if prompt != "full":
+        builder = PromptBuilder.for_env(
+            env,
+            adapter,
+            card,
+            max_tokens=MAX_TOKENS,
+            profile="compact" if prompt == "profile" else "full",
+        )
+        if prompt not in ("full", "profile"):
             builder = PromptBuilder(
                 adapter, SHORT_CARD, text_map=lambda view: None, max_tokens=MAX_TOKENS
             )
