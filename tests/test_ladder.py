@@ -73,7 +73,7 @@ def ladder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_ladder_writes_json_markdown_html_and_videos(ladder_dir: Path) -> None:
     assert sorted(p.name for p in ladder_dir.iterdir()) == sorted([*OUTPUTS, "videos"])
     data = json.loads((ladder_dir / "ladder.json").read_text())
-    assert data["seeds"] == [0, 1, 2] and data["goal"] == "config"
+    assert data["seeds"] == [0, 1, 2] and data["goal"] == "config" and data["complete"]
     assert "rooms_visited" in data["scoring"][QUEST]["won_means"]
     assert data["command"] is None or data["command"].startswith("metabonk ladder")
     first, second = data["cells"]
@@ -172,3 +172,21 @@ def test_a_model_thinker_with_its_follower_is_a_ladder_agent(tmp_path: Path) -> 
     thinker = cells[f"think:{model}"]
     assert thinker["kind"] == "think" and thinker["seeds"] == [0, 1]
     assert [e["length"] for e in thinker["episode_results"]] == [20, 20]
+
+
+def test_a_stopped_ladder_keeps_the_cells_it_finished(tmp_path: Path) -> None:
+    """Ctrl-C after the first cell: the outputs hold that cell, marked incomplete."""
+    from metabonk_gym.agents.ladder import run_ladder
+
+    def stop(cell: dict) -> None:
+        raise KeyboardInterrupt
+
+    out = tmp_path / "ladder"
+    with pytest.raises(KeyboardInterrupt):
+        run_ladder(
+            [QUEST], ["random", "scripted"], out, episodes=1, videos=False, on_cell=stop,
+            overrides={"max_episode_steps": 10},
+        )  # fmt: skip
+    data = json.loads((out / "ladder.json").read_text())
+    assert data["complete"] is False and [c["agent"] for c in data["cells"]] == ["random"]
+    assert "**Incomplete**" in (out / "ladder.md").read_text()

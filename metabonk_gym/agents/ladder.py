@@ -263,7 +263,8 @@ def run_ladder(
     on_cell: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Evaluate every agent on every env and write `ladder.json`, `ladder.md` and `ladder.html`
-    (with the cells' best and worst videos under `videos/`) into `out_dir`.
+    (with the cells' best and worst videos under `videos/`) into `out_dir`; they are rewritten
+    after each cell (`complete: false` until the last), so a stopped ladder keeps what it did.
 
     Args:
         env_ids: the envs (ids of `metabonk list`).
@@ -298,34 +299,43 @@ def run_ladder(
     }
     started = time.perf_counter()
     entries: list[dict[str, Any]] = []
+
+    def summary(complete: bool) -> dict[str, Any]:
+        envs = [env for env in env_ids if any(e["env_id"] == env for e in entries)]
+        return {
+            "format": 1,
+            "command": command,
+            "complete": complete,
+            "envs": list(env_ids),
+            "agents": list(agents),
+            "episodes": episodes,
+            "seeds": [seed + i for i in range(episodes)],
+            "goal": goal,
+            "scoring": {  # the same for every agent of an env
+                env: next(e["scoring"] for e in entries if e["env_id"] == env) for env in envs
+            },
+            "cells": rank([dict(e) for e in entries]),
+            "seconds": time.perf_counter() - started,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+
+    def done(entry: dict[str, Any]) -> None:
+        entries.append(entry)
+        if len(entries) < len(cells):  # the cells so far, so a stopped ladder keeps them
+            write_ladder(summary(complete=False), out)
+        if on_cell is not None:
+            on_cell(entry)
+
     if n_envs == 1 or len(cells) == 1:
         for cell in cells:
-            entries.append(run_cell(cell, out, **kwargs))  # type: ignore[arg-type]
-            if on_cell is not None:
-                on_cell(entries[-1])
+            done(run_cell(cell, out, **kwargs))  # type: ignore[arg-type]
     else:
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(min(n_envs, len(cells)), mp_context=context) as pool:
             futures = [pool.submit(_run_cell_worker, (cell, out, kwargs)) for cell in cells]
             for future in futures:
-                entries.append(future.result())
-                if on_cell is not None:
-                    on_cell(entries[-1])
-    ladder = {
-        "format": 1,
-        "command": command,
-        "envs": list(env_ids),
-        "agents": list(agents),
-        "episodes": episodes,
-        "seeds": [seed + i for i in range(episodes)],
-        "goal": goal,
-        "scoring": {  # the same for every agent of an env
-            env: next(e["scoring"] for e in entries if e["env_id"] == env) for env in env_ids
-        },
-        "cells": rank(entries),
-        "seconds": time.perf_counter() - started,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
+                done(future.result())
+    ladder = summary(complete=True)
     write_ladder(ladder, out)
     return ladder
 
@@ -377,6 +387,8 @@ def markdown(ladder: Mapping[str, Any]) -> str:
     lines = []
     if ladder.get("command"):
         lines += [f"Made by `{ladder['command']}`.", ""]
+    if ladder.get("complete") is False:
+        lines += ["**Incomplete**: the cells evaluated so far (running, or stopped).", ""]
     for env_id, what in (ladder.get("scoring") or {}).items():
         lines.append(f"- {env_id}: `won` scores {what.get('won_means')}")
     if ladder.get("scoring"):
@@ -506,6 +518,8 @@ def html_page(ladder: Mapping[str, Any]) -> str:
     )
     command = ladder.get("command")
     made = f"<p>Made by <code>{html.escape(command)}</code></p>" if command else ""
+    if ladder.get("complete") is False:
+        made += "<p><strong>Incomplete</strong>: the cells evaluated so far.</p>"
     seeds = ladder.get("seeds") or []
     span = f"{seeds[0]}..{seeds[-1]}" if seeds else "-"
     return f"""<!DOCTYPE html>
