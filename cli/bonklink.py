@@ -16,6 +16,7 @@ import typer
 from metabonk_gym.cli.bench import bench_app
 
 from metabonk_gym.bench.bonklink_speed import report, run
+from metabonk_gym.bonklink.player import HUMAN_PLAYERS
 from metabonk_gym.bonklink.sim import BonkLinkSim, SimProcess
 from metabonk_gym.utils import check_number
 
@@ -78,6 +79,16 @@ def register(app: typer.Typer) -> None:
             help="Append the HINP trailer (the applied input), like EnableInputSnapshot.",
         ),
         duration: float = typer.Option(0.0, help="Stop after this many seconds (0: run until ^C)."),
+        human: str | None = typer.Option(
+            None,
+            help="A scripted person at the game's keyboard ('scripted'): plays whenever the "
+            "client sends no action; with --input-snapshot its input is in the HINP trailer (for "
+            "`metabonk record --agent human`). Realtime only.",
+        ),
+        speed: float = typer.Option(
+            1.0,
+            help="Realtime ticks this many times faster than --update-hz (game time unchanged).",
+        ),
     ) -> None:
         """Run a headless Megabonk-like arena game serving BonkLink v1.
 
@@ -86,6 +97,12 @@ def register(app: typer.Typer) -> None:
         check_number("--port", port, 0, 65535 - (instances - 1), integer=True)
         check_number("--duration", duration, 0, 10**9)
         mode = "realtime" if realtime else "lockstep"
+        check_number("--speed", speed, 1e-3, 1000)
+        if human is not None and (human not in HUMAN_PLAYERS or mode != "realtime"):
+            raise typer.BadParameter(
+                f"--human takes {', '.join(HUMAN_PLAYERS)} and plays in --realtime mode",
+                param_hint="--human",
+            )
         kwargs: dict[str, Any] = {
             "host": host,
             "mode": mode,
@@ -95,6 +112,8 @@ def register(app: typer.Typer) -> None:
             "jpeg_hz": jpeg_hz,
             "stats": stats,
             "input_snapshot": input_snapshot,
+            "human": human,
+            "speed": speed,
         }
         what = f"{mode}, {frame_format.value}{', plugin stubs' if plugin_stubs else ''}"
         run_for = duration if duration > 0 else None

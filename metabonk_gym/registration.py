@@ -51,6 +51,14 @@ class EnvTraits:
         sticky_actions: the env takes `sticky_action_prob=`.
         can_win: the game can be won (`info["won"]` may become true), so win rates mean
             something; a survivor run (Megabonk) only ends.
+        tick_hz: the game's own ticks per second when one env step is `frameskip` of them
+            (video step rate = tick_hz / frameskip); None: the env's `render_fps` is its tick rate.
+        human_input: "snapshot": the game reports the input of the person playing it in
+            `info["human_action"]` and the env takes `send_actions=False` to only watch, so
+            `record --agent human` records the person at the game (no window of ours).
+        action_parts: for a Box action space, its parts as (name, kind, indices): kind
+            "stick" (a 2-d direction), "button" (pressed when > 0) or "point" (a 2-d position);
+            IDMs and their figures read it. Empty: Discrete actions.
     """
 
     game: str | None = None
@@ -62,6 +70,9 @@ class EnvTraits:
     ram_variables: bool = False
     sticky_actions: bool = False
     can_win: bool = True
+    tick_hz: float | None = None
+    human_input: str | None = None
+    action_parts: tuple[tuple[str, str, tuple[int, ...]], ...] = ()
 
 
 GBA_TRAITS = EnvTraits(
@@ -78,6 +89,17 @@ MEGABONK_TRAITS = EnvTraits(
     default_base_port=5560,
     deterministic=False,
     can_win=False,
+    tick_hz=60.0,
+    human_input="snapshot",
+    action_parts=(
+        ("move", "stick", (0, 1)),
+        ("aim", "stick", (2, 3)),
+        ("fire", "button", (4,)),
+        ("ability", "button", (5,)),
+        ("interact", "button", (6,)),
+        ("click", "button", (7,)),
+        ("click_pos", "point", (8, 9)),
+    ),
 )
 
 #: id -> (gymnasium registration kwargs, traits).

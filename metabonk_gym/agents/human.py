@@ -179,3 +179,37 @@ class HumanAgent:
     def act(self, obs: Any, info: dict[str, Any]) -> int:
         self.window.pump()
         return action_index(self.env, self.window.buttons())
+
+
+class GameInputAgent:
+    """The person playing the game itself: for envs whose game reports that person's input
+    (`env_traits(...).human_input == "snapshot"`, Megabonk's BonkLink input snapshot).
+
+    The env is made with `send_actions=False`, so the neutral action `act` returns is never
+    sent; `record` stores `info["human_action"]` (what the person played during each step) as
+    the step's action. A game that sends no input snapshot is refused at reset in one line.
+
+    Args:
+        env: the env (made with `send_actions=False`); its action space gives the neutral action.
+    """
+
+    name = "human"
+
+    def __init__(self, env: gym.Env) -> None:
+        self.env = env
+        self._neutral = (
+            np.zeros(env.action_space.shape, env.action_space.dtype)
+            if isinstance(env.action_space, gym.spaces.Box)
+            else env.action_space.sample()
+        )
+
+    def reset(self, obs: Any, info: dict[str, Any]) -> None:
+        if "human_action" not in info:
+            raise AgentError(
+                "the game sent no input snapshot, so there is no human action to record: set "
+                "EnableInputSnapshot = true in BepInEx/config/com.metabonk.bonklink.cfg (or run "
+                "`metabonk bonklink-sim --human scripted`)"
+            )
+
+    def act(self, obs: Any, info: dict[str, Any]) -> Any:
+        return self._neutral

@@ -19,11 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from metabonk_gym.agents.episode import episode_config
-from metabonk_gym.agents.human import PlayWindow
+from metabonk_gym.agents.human import GameInputAgent, PlayWindow
 from metabonk_gym.agents.human import require_display as check_display
 from metabonk_gym.agents.registry import make_agent
-from metabonk_gym.experts.base import close_agent
+from metabonk_gym.experts.base import AgentError, close_agent
+from metabonk_gym.registration import env_traits
 from metabonk_gym.training.datasets import DatasetWriter, check_dataset_id
 from metabonk_gym.training.envs import make_env
 from metabonk_gym.training.errors import ConfigError
@@ -114,9 +117,12 @@ def play(
     if dataset_id is not None:
         check_dataset_id(dataset_id)
     cfg = episode_config(env_id, agent, config_file, overrides)
-    show = window if window is not None else agent == "human"
-    env = make_env(env_id, cfg, render_mode=None)
-    if require_display and agent == "human":
+    traits = env_traits(env_id)
+    # a person at the game itself (Megabonk's input snapshot): the env only watches, no window
+    at_game = agent == "human" and traits.human_input == "snapshot"
+    show = window if window is not None else (agent == "human" and not at_game)
+    env = make_env(env_id, cfg, render_mode=None, **({"send_actions": False} if at_game else {}))
+    if require_display and agent == "human" and not at_game:
         try:
             check_display(agent)
         except Exception:
@@ -129,15 +135,15 @@ def play(
     try:
         if dataset_id is not None:
             writer = DatasetWriter(dataset_id, env, algorithm_name=f"metabonk:{agent}")
-        if show or agent == "human":
+        if show or (agent == "human" and not at_game):
             play_window = PlayWindow(
                 title=f"metabonk play {env_id} ({agent})",
                 fps=60.0 / cfg.frameskip,
             )
         kwargs: dict[str, Any] = dict(agent_kwargs or {})
-        if agent == "human":
+        if agent == "human" and not at_game:
             kwargs["window"] = play_window
-        actor = make_agent(agent, env, seed=seed, **kwargs)
+        actor = GameInputAgent(env) if at_game else make_agent(agent, env, seed=seed, **kwargs)
         flag = {"stop": False}
 
         def should_stop() -> bool:
@@ -160,7 +166,7 @@ def play(
                 stream = (
                     Mp4Stream(
                         Path(video_dir) / f"episode_{i:04d}.mp4",
-                        env.metadata.get("render_fps", 60) / cfg.frameskip,
+                        (traits.tick_hz or env.metadata.get("render_fps", 60)) / cfg.frameskip,
                     )
                     if video_dir is not None
                     else None
@@ -191,6 +197,8 @@ def play(
                 if on_episode is not None:
                     on_episode(episode)
                 if writer is not None and traj is not None:
+                    if at_game:
+                        _played_actions(traj)
                     _save(writer, traj, episode, min_partial_steps, result)
                 if episode.stopped:
                     result.stopped = True
@@ -213,6 +221,19 @@ def play(
         close_agent(actor)
         env.close()
     return result
+
+
+def _played_actions(traj: Trajectory) -> None:
+    """The person's input (`info["human_action"]` after each step) as the trajectory's actions."""
+    played = [info.get("human_action") for info in traj.infos[1:]]
+    if any(a is None for a in played):
+        missing = sum(a is None for a in played)
+        raise AgentError(
+            f"{missing} of {len(played)} steps came without the game's input snapshot; the "
+            "plugin's EnableInputSnapshot must stay on while recording"
+        )
+    traj.actions = [np.asarray(a, np.float32) if not isinstance(a, dict) else a for a in played]
+    traj.labels = list(traj.actions)
 
 
 def _save(

@@ -38,6 +38,7 @@ __all__ = [
     "click_from_plugin",
     "click_to_plugin",
     "make_box_action",
+    "merge_box_actions",
     "release_presses",
     "snapshot_to_action",
     "to_wire",
@@ -202,3 +203,21 @@ def release_presses(action: Any) -> Any:
     released = np.array(action, np.float32).reshape(-1)
     released[6:8] = -1.0
     return released
+
+
+def merge_box_actions(actions: Sequence[Any]) -> np.ndarray:
+    """One Box action for what was played over several ticks (a step of ``frameskip`` ticks):
+    sticks averaged, a button pressed if pressed on any tick, the click point of the first
+    tick that clicked (so a human's step reads like an agent's step that held it).
+
+    >>> a = make_box_action(move=(1, 0), fire=True)
+    >>> b = make_box_action(move=(0, 1), click=(1.0, 0.5))
+    >>> merge_box_actions([a, b]).tolist()
+    [0.5, 0.5, 0.0, 0.0, 1.0, -1.0, -1.0, 1.0, 1.0, 0.0]
+    """
+    stack = np.asarray([np.asarray(a, np.float32).reshape(-1) for a in actions], np.float32)
+    out = stack.mean(axis=0)
+    out[4:8] = stack[:, 4:8].max(axis=0)
+    clicked = np.flatnonzero(stack[:, 7] > 0)
+    out[8:10] = stack[clicked[0], 8:10] if len(clicked) else 0.0
+    return out.astype(np.float32)

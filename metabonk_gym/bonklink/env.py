@@ -51,6 +51,7 @@ from metabonk_gym.bonklink.actions import (
     ActionType,
     action_space,
     make_box_action,
+    merge_box_actions,
     release_presses,
     snapshot_to_action,
     to_wire,
@@ -118,6 +119,11 @@ class MegabonkEnv(gym.Env[Any, Any]):
             arrives (afterwards the frames' own size is used).
         frame_wait: on a fresh connection, ``reset()`` waits up to this long for a first
             frame (default 0 for ``obs_type="state"``, which needs none, else 1 s).
+        send_actions: False: the env only watches (a person plays at the game's own keyboard and
+            mouse): ``step`` reads ``frameskip`` packets and sends nothing, ``reset`` waits for
+            gameplay without the menu helper, and ``info["human_action"]`` (from the plugin's
+            input snapshot) is what was played during the step (sticks and the click point
+            averaged over its ticks, buttons pressed if pressed on any tick).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
@@ -156,6 +162,7 @@ class MegabonkEnv(gym.Env[Any, Any]):
         menu_clicks: Sequence[Sequence[float]] = (),
         capture_size: Sequence[int] = (320, 180),
         frame_wait: float | None = None,
+        send_actions: bool = True,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'rgb_array', not {render_mode!r}")
@@ -170,6 +177,7 @@ class MegabonkEnv(gym.Env[Any, Any]):
             frame_wait = 0.0 if obs_type == "state" else 1.0
         self.frame_wait = float(frame_wait)
         self.action_type: ActionType = action_type
+        self.send_actions = bool(send_actions)
         self.max_options = int(max_options)
         self.render_mode = render_mode
         self.game_data = GameData(bundled_game_folder("Megabonk"))
@@ -220,6 +228,7 @@ class MegabonkEnv(gym.Env[Any, Any]):
                 "menu_clicks": [tuple(p) for p in menu_clicks],
                 "capture_size": tuple(capture_size),
                 "frame_wait": frame_wait,
+                "send_actions": bool(send_actions),
             }
             self.spec = EnvSpec(ENV_ID, ENTRY_POINT, nondeterministic=True, kwargs=kwargs)
 
@@ -261,7 +270,8 @@ class MegabonkEnv(gym.Env[Any, Any]):
                 elif self._ready(self._state, fresh_since):
                     break
                 else:
-                    self._send(self._menu_action(self._state))
+                    if self.send_actions:
+                        self._send(self._menu_action(self._state))
                     self._receive(wait)
             except (OSError, BonkLinkProtocolError) as exc:  # EOF, reset, timeout, garbage
                 last_error = exc
@@ -287,14 +297,19 @@ class MegabonkEnv(gym.Env[Any, Any]):
         held = release_presses(action) if self.frameskip > 1 else action
         terminated = truncated = False
         info: dict[str, Any] = {}
+        played: list[Any] = []
         for tick in range(self.frameskip):
             reward, terminated, truncated, info = self._tick(action if tick == 0 else held)
+            if "human_action" in info:
+                played.append(info["human_action"])
             total += float(reward)
             for name, value in info["reward_terms"].items():
                 terms[name] += float(value)
             if terminated or truncated:
                 break
         info["reward_terms"] = dict(terms)
+        if len(played) > 1 and self.action_type == "box":
+            info["human_action"] = merge_box_actions(played)
         observed = self._observed if self._observed is not None else GameState()
         obs = self._builder.build(observed, self._frame)
         self._last_obs, self._last_info = obs, info
@@ -308,7 +323,8 @@ class MegabonkEnv(gym.Env[Any, Any]):
             return self._truncated(self._last_reason or "disconnected", None)
         wire = to_wire(action, self.action_type, self._capture_size)
         try:
-            self._send(wire)
+            if self.send_actions:
+                self._send(wire)
             state = self._receive(self.packet_timeout)
         except TimeoutError:
             return self._truncated("timeout", f"no packet for {self.packet_timeout:g} s")

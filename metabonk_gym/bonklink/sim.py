@@ -42,6 +42,7 @@ from metabonk_gym.bonklink.codec import (
     encode_packet,
 )
 from metabonk_gym.bonklink.game import ArenaConfig, ArenaGame
+from metabonk_gym.bonklink.player import make_player
 from metabonk_gym.bonklink.render import FrameRenderer
 from metabonk_gym.bonklink.transport import ActionReader, ConnectionClosed
 from metabonk_gym.process import ChildProcess, ChildProcessFailed
@@ -100,6 +101,8 @@ class BonkLinkSim:
         width: int = 320,
         height: int = 180,
         send_timeout: float = 2.0,
+        human: str | None = None,
+        speed: float = 1.0,
     ) -> None:
         """Configure the server (nothing is bound until :meth:`bind` or :meth:`start`).
 
@@ -118,6 +121,12 @@ class BonkLinkSim:
             width: frame width in pixels (the plugin's capture size).
             height: frame height in pixels.
             send_timeout: seconds a client may stall a send before it is dropped.
+            human: a scripted person at the game's keyboard (``"scripted"``,
+                :mod:`.player`): realtime only; its input is applied on every tick without a
+                pending client action and reported in the ``HINP`` trailer when
+                ``input_snapshot`` is on, as the plugin reports a real player's.
+            speed: realtime ticks run this many times faster than ``update_hz`` (the game's
+                clock still advances ``1/update_hz`` a tick): recording a scripted human fast.
         """
         if mode not in ("realtime", "lockstep"):
             raise ValueError(f"mode must be 'realtime' or 'lockstep', not {mode!r}")
@@ -125,6 +134,12 @@ class BonkLinkSim:
             raise ValueError(f"frame_format must be 'jpeg' or 'raw_rgb', not {frame_format!r}")
         if update_hz <= 0 or jpeg_hz < 0:
             raise ValueError("update_hz must be positive and jpeg_hz non-negative")
+        if not 0.0 < speed <= 1000.0:
+            raise ValueError(f"speed must be in (0, 1000], not {speed}")
+        if human is not None and mode != "realtime":
+            raise ValueError("a human plays in realtime mode (the client sends no actions)")
+        self.player = make_player(human, seed) if human is not None else None
+        self.speed = float(speed)
         self.host = host
         self.mode = mode
         self.frame_format = frame_format
@@ -256,7 +271,7 @@ class BonkLinkSim:
                             break
 
     def _serve_realtime(self, selector: selectors.BaseSelector, end: float | None) -> None:
-        period = 1.0 / self.update_hz
+        period = 1.0 / (self.update_hz * self.speed)
         next_tick = time.monotonic()
         while not self._stop.is_set():
             now = time.monotonic()
@@ -270,7 +285,12 @@ class BonkLinkSim:
                         self._pending.extend(self._read_actions())
                 continue
             # The plugin's network thread: at most one pending action per tick, else neutral.
-            action = self._pending.popleft() if self._pending else NEUTRAL_ACTION
+            if self._pending:
+                action = self._pending.popleft()
+            elif self.player is not None:
+                action = self.player.act(self.game)
+            else:
+                action = NEUTRAL_ACTION
             self.game.tick(action)
             if self._client is not None:
                 self._send_packet(action, self._frame_due())

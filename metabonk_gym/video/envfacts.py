@@ -100,7 +100,9 @@ def env_facts(env_id: str, overrides: Mapping[str, Any] | None = None) -> EnvFac
             space = space["pixels"]
         if not isinstance(space, gym.spaces.Box) or len(space.shape) != 3:
             raise ConfigError(f"{env_id} shows no screen (observation {space}); video needs frames")
-        fps = float(env.metadata.get("render_fps") or 60)
+        # the game's tick rate where the env declares one (Megabonk: 60 ticks/s, frames at
+        # JpegHz), else the emulator's frame rate
+        fps = float(env_traits(env_id).tick_hz or env.metadata.get("render_fps") or 60)
         skip = int(getattr(env.unwrapped, "frameskip", 1) or 1)
         names, noop = _action_names(env)
         n = int(env.action_space.n) if isinstance(env.action_space, gym.spaces.Discrete) else None
