@@ -478,8 +478,8 @@ def test_close_never_waits_for_a_request_in_flight(silent_server: str) -> None:
     time.sleep(0.3)  # the request is in flight
     started = time.monotonic()
     engine.close()
-    assert time.monotonic() - started < 0.2
-    thread.join(timeout=2)
+    assert time.monotonic() - started < 10  # far from the request's 30 s deadline
+    thread.join(timeout=20)
     assert not thread.is_alive() and "closed" in str(errors[0])
     with pytest.raises(EngineError, match="closed"):
         engine.complete(REQUEST, time.monotonic() + 1)

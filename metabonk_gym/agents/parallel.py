@@ -21,7 +21,6 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
@@ -29,7 +28,8 @@ from metabonk_gym.agents.registry import make_agent
 from metabonk_gym.agents.runs import agent_path
 from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.envs import make_env, start_method
-from metabonk_gym.training.rollout import EpisodeResult
+from metabonk_gym.training.rollout import EpisodeResult, info_numbers
+from metabonk_gym.training.safeload import SpacesEnv
 from metabonk_gym.vector import VecEngine, default_envs_per_worker
 from metabonk_gym.vector.view import bind_views, tap_env_fns
 
@@ -37,28 +37,10 @@ from metabonk_gym.vector.view import bind_views, tap_env_fns
 PARALLEL_AGENTS = ("random",)
 
 
-class _Spaces(gym.Env):
-    """The spaces of the envs, for agents built in this process (they read nothing else)."""
-
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
-        self.observation_space = observation_space
-        self.action_space = action_space
-
-
 def parallel_ok(agent: str) -> bool:
     """Whether `agent` (a name, a model path or a run directory) can act from observations
     alone."""
     return agent in PARALLEL_AGENTS or agent_path(agent).endswith(".zip")
-
-
-def _numbers(info: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in info.items():
-        if isinstance(value, (bool, np.bool_)):
-            out[key] = bool(value)
-        elif isinstance(value, (int, float, np.integer, np.floating)):
-            out[key] = value.item() if isinstance(value, np.generic) else value
-    return out
 
 
 def _result(
@@ -82,7 +64,7 @@ def _result(
         terminated=terminated,
         truncated=truncated,
         game_seed=int(game_seed) if game_seed is not None else None,
-        variables={k: v for k, v in _numbers(info).items() if k != "success"},
+        variables={k: v for k, v in info_numbers(info).items() if k != "success"},
     )
 
 
@@ -132,8 +114,8 @@ def play_parallel(
         # the spaces (a random agent seeds and samples its action space in place)
         obs_space, act_space = engine.single_observation_space, engine.single_action_space
 
-        def spaces() -> _Spaces:
-            return _Spaces(copy.deepcopy(obs_space), copy.deepcopy(act_space))
+        def spaces() -> SpacesEnv:
+            return SpacesEnv(copy.deepcopy(obs_space), copy.deepcopy(act_space))
 
         kwargs = dict(agent_kwargs or {})
         # A model is loaded once per env (it keeps nothing between episodes but its frame

@@ -1,5 +1,6 @@
 """Env side of RLlib training: the env creator Ray's env runners call, the frame stack the SB3
-path applies with `VecFrameStack`, and a spaces-only env for building a policy (no ray import).
+path applies with `VecFrameStack`, and (from `safeload`) the spaces-only env that builds a policy
+(no ray import).
 
 >>> import gymnasium as gym, numpy as np
 >>> space = gym.spaces.Box(0, 255, (20, 30, 1), np.uint8)
@@ -22,28 +23,10 @@ from gymnasium import spaces
 from metabonk_gym.process import die_with_parent
 from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.envs import FrameStacker, make_env, stacked_space
+from metabonk_gym.training.safeload import SpacesEnv  # noqa: F401  (the one spaces-only env, re-exported)
 
 #: The name runners look the env creator up by (`ray.tune.registry.register_env`).
 ENV_NAME = "metabonk_gym"
-
-
-class SpacesEnv(gym.Env):
-    """An env that only has spaces: what SB3 needs to build a policy (it is never stepped).
-
-    Args:
-        observation_space: the observations the policy reads.
-        action_space: the actions it takes.
-    """
-
-    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space) -> None:
-        self.observation_space = observation_space
-        self.action_space = action_space
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
-        raise NotImplementedError("SpacesEnv only describes spaces")
-
-    def step(self, action: Any) -> Any:
-        raise NotImplementedError("SpacesEnv only describes spaces")
 
 
 class LastAxisFrameStack(gym.Wrapper, gym.utils.RecordConstructorArgs):

@@ -72,7 +72,13 @@ def _stored(action: Any) -> Any:
     return int(action) if np.ndim(action) == 0 else np.array(action)
 
 
-def _numbers(info: Mapping[str, Any]) -> dict[str, Any]:
+def info_numbers(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The numbers and flags of an info dict as plain Python values (what episode results keep).
+
+    >>> import numpy as np
+    >>> info_numbers({"hp": np.int16(3), "won": np.bool_(True), "x": 1.5, "name": "room"})
+    {'hp': 3, 'won': True, 'x': 1.5}
+    """
     out: dict[str, Any] = {}
     for key, value in info.items():
         if isinstance(value, (bool, np.bool_)):
@@ -138,7 +144,7 @@ def run_episode(
             on_frame(env.unwrapped.render())
         if terminated or truncated:
             break
-    variables = {k: v for k, v in _numbers(info).items() if k not in ("success",)}
+    variables = {k: v for k, v in info_numbers(info).items() if k not in ("success",)}
     return EpisodeResult(
         index=index,
         seed=seed,
