@@ -29,6 +29,7 @@ from metabonk_gym.registration import env_traits, short_id
 from metabonk_gym.training.datasets import dataset_env_kwargs, load_dataset
 from metabonk_gym.training.envs import convert_frames
 from metabonk_gym.training.errors import DatasetError
+from metabonk_gym.video.boxactions import BoxLayout, layout_of
 from metabonk_gym.video.envfacts import env_facts
 from metabonk_gym.video.errors import ModelFileError
 from metabonk_gym.video.frames import Windows
@@ -63,9 +64,11 @@ class IdmData:
         env_id: the env the episodes were played on.
         obs_type: the IDM's frames: "rgb" or "grayscale".
         downscale: the IDM's frames' downscale factor.
-        action_n: actions of the Discrete action space.
-        episodes: per episode (frames (T+1, H, W, C) uint8, actions (T,) int64).
+        action_n: actions of the Discrete action space (the Box's size for Box actions).
+        episodes: per episode (frames (T+1, H, W, C) uint8, actions (T,) int64, or (T, D)
+            float32 for Box actions).
         sources: dataset id per episode.
+        layout: the parts of Box actions (`metabonk_gym.video.boxactions`); None: Discrete.
     """
 
     env_id: str
@@ -74,6 +77,23 @@ class IdmData:
     action_n: int
     episodes: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    layout: BoxLayout | None = None
+
+
+def _action_kind(dataset_id: str, env_id: str, space: gym.Space) -> tuple[int, BoxLayout | None]:
+    """(outputs, Box layout or None) of a dataset's action space, or a one-line error."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n), None
+    parts = env_traits(env_id).action_parts
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 1 and parts:
+        try:
+            return int(space.shape[0]), layout_of(parts, int(space.shape[0]))
+        except ValueError as exc:
+            raise DatasetError(f"dataset {dataset_id}: {exc}") from None
+    raise DatasetError(
+        f"dataset {dataset_id} has actions {space}; the IDM predicts Discrete actions, or Box "
+        "actions whose parts (sticks, buttons) the env declares"
+    )
 
 
 def _source_obs(dataset: Any) -> tuple[str, int]:
@@ -107,10 +127,7 @@ def load_idm_data(
         if not env_id:
             raise DatasetError(f"dataset {dataset_id} does not say which env it was recorded on")
         space = dataset.spec.action_space
-        if not isinstance(space, gym.spaces.Discrete):
-            raise DatasetError(
-                f"dataset {dataset_id} has actions {space}; the IDM predicts Discrete actions"
-            )
+        n, layout = _action_kind(dataset_id, env_id, space)
         source = _source_obs(dataset)
         if source[0] == "state":
             raise DatasetError(
@@ -121,11 +138,11 @@ def load_idm_data(
             target = (obs_type or source[0], downscale or source[1])
             if obs_type is None and downscale is None and source == ("rgb", 1):
                 target = ("rgb", 2)
-            data = IdmData(short_id(env_id), target[0], int(target[1]), int(space.n))
-        elif short_id(env_id) != data.env_id or int(space.n) != data.action_n:
+            data = IdmData(short_id(env_id), target[0], int(target[1]), n, layout=layout)
+        elif short_id(env_id) != data.env_id or n != data.action_n or layout != data.layout:
             raise DatasetError(
                 f"dataset {dataset_id} is of {short_id(env_id)} with {space}, the first dataset of "
-                f"{data.env_id} with Discrete({data.action_n}); train one IDM per env"
+                f"{data.env_id} with {data.action_n} actions; train one IDM per env"
             )
         before = len(data.episodes)
         for episode in dataset.iterate_episodes():
@@ -135,11 +152,18 @@ def load_idm_data(
                     f"dataset {dataset_id} holds actions inferred by an IDM (`metabonk label`); "
                     "train the IDM on datasets with the true actions"
                 )
-            actions = np.asarray(episode.actions, dtype=np.int64).reshape(-1)
+            actions: np.ndarray
+            if layout is None:
+                actions = np.asarray(episode.actions, dtype=np.int64).reshape(-1)
+            else:
+                actions = np.asarray(episode.actions, dtype=np.float32).reshape(-1, n)
             if len(actions) == 0:
                 continue
+            observations = episode.observations
+            if isinstance(observations, dict):  # Dict(pixels, state): the screen
+                observations = observations["pixels"]
             frames = convert_frames(
-                np.asarray(episode.observations), source, (data.obs_type, data.downscale)
+                np.asarray(observations), source, (data.obs_type, data.downscale)
             )
             data.episodes.append((frames, actions))
             data.sources.append(dataset_id)
@@ -186,8 +210,11 @@ def _to_torch(batch: np.ndarray) -> Any:
     return torch.as_tensor(np.ascontiguousarray(batch.transpose(0, 1, 4, 2, 3)))
 
 
-def predict_windows(net: Any, windows: Windows, batch_size: int = 256) -> np.ndarray:
-    """Softmax probabilities (N, n_actions) of every step's window."""
+def predict_windows(
+    net: Any, windows: Windows, batch_size: int = 256, raw: bool = False
+) -> np.ndarray:
+    """Softmax probabilities (N, n_actions) of every step's window (`raw`: the net's outputs,
+    as Box actions need them)."""
     import torch
 
     out = []
@@ -196,7 +223,7 @@ def predict_windows(net: Any, windows: Windows, batch_size: int = 256) -> np.nda
         for start in range(0, len(windows), batch_size):
             rows = np.arange(start, min(start + batch_size, len(windows)))
             logits = net(_to_torch(windows.batch(rows)))
-            out.append(torch.softmax(logits, dim=1).numpy())
+            out.append((logits if raw else torch.softmax(logits, dim=1)).numpy())
     return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
 
 
@@ -264,7 +291,8 @@ def train_idm(
         raise ModelFileError(f"{out} already holds an IDM; pick a new --out folder")
     data = load_idm_data(datasets, obs_type, downscale)
     facts = env_facts(data.env_id)
-    if facts.action_n != data.action_n:
+    layout = data.layout
+    if layout is None and facts.action_n != data.action_n:
         raise DatasetError(
             f"the datasets have Discrete({data.action_n}) actions, {data.env_id} has "
             f"{facts.action_n}; record them again with this version of the game"
@@ -305,17 +333,31 @@ def train_idm(
                 x = _augment(batch, rng) if augment else batch.astype(np.float32)
                 logits = net(_to_torch(x))
                 target = torch.as_tensor(y[rows])
-                loss = torch.nn.functional.cross_entropy(logits, target)
+                if layout is not None:
+                    loss = layout.loss(logits, target)
+                else:
+                    loss = torch.nn.functional.cross_entropy(logits, target)
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
                 loss_sum += loss.item() * len(rows)
-                hits += int((logits.argmax(1) == target).sum())
+                if layout is None:
+                    hits += int((logits.argmax(1) == target).sum())
                 count += len(rows)
             writer.add_scalar("idm/loss", loss_sum / max(count, 1), epoch + 1)
-            writer.add_scalar("idm/train_accuracy", hits / max(count, 1), epoch + 1)
-            line = f"epoch {epoch + 1}/{epochs}: loss {loss_sum / max(count, 1):.3f} train {hits / max(count, 1):.3f}"
-            if n_val:
+            if layout is None:
+                writer.add_scalar("idm/train_accuracy", hits / max(count, 1), epoch + 1)
+            line = f"epoch {epoch + 1}/{epochs}: loss {loss_sum / max(count, 1):.3f}"
+            if layout is None:
+                line += f" train {hits / max(count, 1):.3f}"
+            if n_val and layout is not None:
+                predicted = layout.decode(predict_windows(net, val_w, raw=True))[0]
+                metrics = layout.metrics(predicted, yv)
+                for key in ("direction_within_22_5", "button_accuracy"):
+                    if metrics.get(key) is not None:
+                        writer.add_scalar(f"idm/val_{key}", metrics[key], epoch + 1)
+                        line += f" held-out {key} {metrics[key]:.3f}"
+            elif n_val:
                 pred = predict_windows(net, val_w).argmax(1)
                 metrics = evaluate_predictions(
                     pred, yv, val_w.moving(), facts.action_names, facts.noop
@@ -343,7 +385,9 @@ def train_idm(
             "shape": [int(v) for v in frame_shape],
         },
         "frameskip": facts.frameskip,
-        "action_space": {"type": "Discrete", "n": data.action_n},
+        "action_space": {"type": "Discrete", "n": data.action_n}
+        if layout is None
+        else {"type": "Box", "shape": [data.action_n], "parts": layout.to_list()},
         "action_names": list(facts.action_names),
         "noop": facts.noop,
         "window": window,
@@ -373,11 +417,17 @@ class Idm:
             self.obs_type = str(self.meta["obs"]["obs_type"])
             self.downscale = int(self.meta["obs"]["downscale"])
             self.shape = tuple(int(v) for v in self.meta["obs"]["shape"])
-            self.action_n = int(self.meta["action_space"]["n"])
+            space = self.meta["action_space"]
+            self.layout: BoxLayout | None = None
+            if space.get("type") == "Box":
+                self.action_n = int(space["shape"][0])
+                self.layout = layout_of(space["parts"], self.action_n)
+            else:
+                self.action_n = int(space["n"])
             self.net = IdmNet(
                 2 * self.window + 2, self.shape[-1], self.action_n, int(self.meta["width"])
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelFileError(f"IDM metadata of {path} is incomplete: {exc}") from None
         load_state(path, IDM_NAME, self.net)
         self.net.eval()
@@ -411,4 +461,22 @@ class Idm:
             )
         windows = Windows(self.window)
         windows.add(frames)
-        return predict_windows(self.net, windows.build())
+        return predict_windows(self.net, windows.build(), raw=self.layout is not None)
+
+    def action_space(self) -> gym.Space:
+        """The action space of the actions it labels."""
+        if self.layout is None:
+            return gym.spaces.Discrete(self.action_n)
+        return gym.spaces.Box(-1.0, 1.0, (self.action_n,), np.float32)
+
+    def predict(
+        self, frames: np.ndarray, source: tuple[str, int] = ("rgb", 1)
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(actions (T,) int or (T, D) float32, confidence (T,)) of one episode's frames: the
+        most likely action and its probability, or for Box actions the decoded action and the
+        probability of its least sure button."""
+        out = self.probabilities(frames, source)
+        if self.layout is not None:
+            return self.layout.decode(out)
+        actions = out.argmax(axis=1)
+        return actions, out[np.arange(len(actions)), actions]

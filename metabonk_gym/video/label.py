@@ -2,7 +2,8 @@
 
 Each video is one episode: its frames (converted to the training config's observation, or to
 `obs_type`/`downscale`), the IDM's most likely action per step, and per step the IDM's
-confidence (the probability of that action) in `infos["idm_confidence"]`, with
+confidence (the probability of that action; for Box actions, the decoded sticks and buttons
+with the probability of the least sure button) in `infos["idm_confidence"]`, with
 `infos["low_confidence"]` set where it is under `threshold`: flagged, never dropped. With a
 reward model (`metabonk_gym.video.reward`), rewards are its progress differences; else 0. The
 last step of a video is marked truncated (a video's end says nothing about the game's end).
@@ -109,7 +110,7 @@ def label(
     env = spec_env(
         videos.env_id,
         obs_space,
-        gym.spaces.Discrete(model.action_n),
+        model.action_space(),
         frameskip=int(videos.index.get("frameskip", 4)),
         obs_type=kind,
         downscale=k,
@@ -121,13 +122,16 @@ def label(
     try:
         for i in range(len(videos)):
             frames = videos.frames(i)
-            actions, confidence, flags = confidence_flags(model.probabilities(frames), threshold)
+            actions, confidence = model.predict(frames)
+            flags = confidence < threshold
             rewards = np.zeros(len(actions))
             if scorer is not None:
                 rewards = np.diff(scorer.scores(frames))
             traj = Trajectory(
                 observations=list(convert_frames(frames, ("rgb", 1), (kind, k))),
-                actions=[int(a) for a in actions],
+                actions=[int(a) for a in actions]
+                if model.layout is None
+                else [np.asarray(a, np.float32) for a in actions],
                 rewards=[float(r) for r in rewards],
                 terminations=[False] * len(actions),
                 truncations=[False] * (len(actions) - 1) + [True],
