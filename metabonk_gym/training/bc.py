@@ -69,7 +69,10 @@ def dataset_arrays(
         infos = episode.infos or {}
         labels = infos.get("expert_action")  # the agent's choice where recording added noise
         actions = labels[:-1] if labels is not None else episode.actions
-        ys.append(np.asarray(actions, dtype=np.int64).reshape(-1))
+        if np.ndim(episode.actions) == 2:  # Box actions (Megabonk's sticks and buttons)
+            ys.append(np.asarray(episode.actions, dtype=np.float32))
+        else:
+            ys.append(np.asarray(actions, dtype=np.int64).reshape(-1))
         gs.append(discounted_returns(np.asarray(episode.rewards), cfg.gamma))
     if not xs:
         raise DatasetError(f"dataset {dataset.spec.dataset_id} has no steps")
@@ -92,7 +95,9 @@ def train_bc(
     """Clone the dataset's actions into a PPO policy saved as `run_dir/model.zip`.
 
     TensorBoard gets `bc/loss`, `bc/accuracy`, `bc/val_accuracy`, `bc/value_loss` and
-    `bc/entropy` per epoch.
+    `bc/entropy` per epoch; with Box actions (Megabonk's) `bc/action_error` and
+    `bc/val_action_error` (mean absolute error of the policy's mean action) instead of the
+    accuracies.
     """
     import torch
     from stable_baselines3.common.logger import configure
@@ -176,15 +181,23 @@ def train_bc(
             torch.as_tensor(g[indices], device=policy.device),
         )
 
+    box = isinstance(action_space, spaces.Box)
+
     def accuracy(indices: np.ndarray) -> float:
+        """Discrete: the share of steps whose most likely action is the dataset's; Box: the
+        mean absolute error of the policy's mean action (clipped to the space)."""
         if len(indices) == 0:
             return float("nan")
-        hits = 0
+        hits = 0.0
         with torch.no_grad():
             for start in range(0, len(indices), 512):
                 obs, act, _ = batch(indices[start : start + 512])
                 dist = policy.get_distribution(obs)
-                hits += int((dist.distribution.probs.argmax(dim=1) == act).sum())
+                if box:
+                    mean = dist.distribution.mean.clamp(-1.0, 1.0)
+                    hits += float((mean - act).abs().mean(dim=1).sum())
+                else:
+                    hits += int((dist.distribution.probs.argmax(dim=1) == act).sum())
         return hits / len(indices)
 
     progress_bar = _progress(cfg.bc_epochs) if progress else None
@@ -211,9 +224,10 @@ def train_bc(
                 batches += 1
             policy.set_training_mode(False)
             stats = {k: v / max(batches, 1) for k, v in totals.items()}
-            stats["accuracy"] = accuracy(train)
+            name = "action_error" if box else "accuracy"
+            stats[name] = accuracy(train)
             if n_val:
-                stats["val_accuracy"] = accuracy(val)
+                stats[f"val_{name}"] = accuracy(val)
             policy.set_training_mode(True)
             for key, value in stats.items():
                 logger.record(f"bc/{key}", value)
