@@ -116,11 +116,6 @@ def _not_a_run(path: Path) -> AgentError:
     )
 
 
-def is_run_dir(spec: str | Path) -> bool:
-    """Whether `spec` is a folder (a run directory or not: `find_run` says which)."""
-    return Path(spec).expanduser().is_dir()
-
-
 def find_run(spec: str | Path) -> AgentRun:
     """The trained agent in a run directory or model zip; `AgentError` (one line, naming the
     fix) for a folder that is no run, a run without a model yet, or a corrupt model."""
