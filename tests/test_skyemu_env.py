@@ -1,8 +1,12 @@
-"""GBA envs on SkyEmu (`backend="skyemu"`): parity with the embedded core, named starts, exact
-savestates, starting SkyEmu ourselves, and clear errors.
+"""GBA envs on SkyEmu (`backend="skyemu"`): the backend against the embedded core, named starts,
+exact savestates, starting SkyEmu ourselves, and clear errors.
 
 The embedded env runs in the test process; the SkyEmu side is the test peer in a subprocess
 and, when SKYEMU_BINARY names a SkyEmu program, a real headless SkyEmu started by the backend.
+Against the peer (the project's own stand-in, the embedded core behind SkyEmu's HTTP protocol)
+the "parity" tests below are protocol conformance: they show the backend drives SkyEmu's HTTP
+API correctly, not that SkyEmu's emulation matches mGBA. Only a run with SKYEMU_BINARY shows
+emulator parity.
 """
 
 from __future__ import annotations
@@ -73,7 +77,7 @@ def by_frame(trajectory: list[dict[str, int]]) -> dict[int, dict[str, int]]:
     return {variables["frame"]: variables for variables in trajectory}
 
 
-# ---------------------------------------------------------------------- parity
+# ------------------------------------- parity (protocol conformance against the test peer)
 def test_same_seed_and_actions_give_the_same_ram_trajectories(
     make_env, sky: dict[str, Any]
 ) -> None:
