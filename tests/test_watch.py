@@ -29,6 +29,7 @@ import pytest
 
 from metabonk_gym.vector.view import request_views, view_sources
 from metabonk_gym.watch import LiveHub, WatchServer
+from metabonk_gym.watch.server import unpack_frames
 
 sys.path.insert(0, str(Path(__file__).parent))
 from browser import open_page  # noqa: E402
@@ -309,8 +310,9 @@ def test_train_ppo_with_watch(tmp_path: Path) -> None:
         with connect(f"ws://127.0.0.1:{port}/ws", max_size=2**24) as ws:
             frames = 0
             while frames < 4 and time.monotonic() < deadline:
-                if isinstance(ws.recv(timeout=30), bytes):
-                    frames += 1
+                message = ws.recv(timeout=30)
+                if isinstance(message, bytes):
+                    frames += len(unpack_frames(message))
         status, body = _get(base + "/api/live")
         envs = json.loads(body)["envs"]
         assert status == 200 and len(envs) >= 2 and frames >= 4
@@ -318,3 +320,24 @@ def test_train_ppo_with_watch(tmp_path: Path) -> None:
     finally:
         if process.poll() is None:
             process.kill()
+
+
+@pytest.mark.net
+@pytest.mark.browser
+def test_training_view_reads_the_runs_tensorboard_files(tmp_path: Path) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = tmp_path / "run"
+    writer = SummaryWriter(str(run / "tensorboard" / "PPO_1"))
+    for step in range(0, 5000, 500):
+        writer.add_scalar("time/fps", 100 + step / 100, step)
+        writer.add_scalar("episode/win_rate", step / 10000, step)
+    writer.close()
+    (run / "run.json").write_text(json.dumps({"status": "running", "stage": "room2"}))
+    with WatchServer(run) as server, open_page() as page:
+        page.goto(server.url)
+        page.click("#tab-train")
+        page.wait_for_selector(".chart canvas")
+        text = page.text_content("#train")
+        assert "time/fps (last 145" in text and "episode/win_rate" in text
+        assert "room2" in text and "running" in text

@@ -22,7 +22,6 @@ import json
 import multiprocessing
 import os
 import statistics
-import struct
 import time
 import urllib.request
 from pathlib import Path
@@ -35,6 +34,7 @@ from metabonk_gym.training.envs import close_venv, make_train_venv
 from metabonk_gym.training.policies import make_ppo
 from metabonk_gym.vector.view import request_views
 from metabonk_gym.watch.live import LiveProcess
+from metabonk_gym.watch.server import unpack_frames
 
 
 def _ratio(numerator: list[float], denominator: list[float]) -> float:
@@ -53,10 +53,10 @@ def _viewer(port: int, frames: Any, nbytes: Any, stop: Any, envs_seen: Any) -> N
             except TimeoutError:
                 continue
             if isinstance(message, bytes):
-                index = struct.unpack_from("<H", message)[0]
-                seen.add(index)
+                records = unpack_frames(message)
+                seen.update(index for index, _, _ in records)
                 with frames.get_lock():
-                    frames.value += 1
+                    frames.value += len(records)
                     nbytes.value += len(message)
                 envs_seen.value = len(seen)
 

@@ -77,6 +77,26 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def pack_frame(index: int, seq: int, jpeg: bytes) -> bytes:
+    """One frame of a live binary message: u16 env, u32 sequence number, u32 length, the JPEG
+    (little-endian); a message holds one or more.
+
+    >>> unpack_frames(pack_frame(3, 7, b"ab") + pack_frame(4, 1, b"c"))
+    [(3, 7, b'ab'), (4, 1, b'c')]
+    """
+    return struct.pack("<HII", index, seq & 0xFFFFFFFF, len(jpeg)) + jpeg
+
+
+def unpack_frames(message: bytes) -> list[tuple[int, int, bytes]]:
+    """The (env, sequence number, JPEG) records of a live binary message."""
+    out, offset = [], 0
+    while offset + 10 <= len(message):
+        index, seq, size = struct.unpack_from("<HII", message, offset)
+        out.append((index, seq, message[offset + 10 : offset + 10 + size]))
+        offset += 10 + size
+    return out
+
+
 def _static(name: str) -> bytes:
     return (resources.files("metabonk_gym.watch") / "static" / name).read_bytes()
 
@@ -390,8 +410,8 @@ class WatchServer:
         return _Gate(app, self.token, self.max_connections)
 
     async def _stream(self, websocket: Any) -> None:
-        """Every env's newest frame (binary: u16 env, u32 seq, JPEG) at the view's rate within
-        the bandwidth cap, and the overlays (text: JSON) four times a second."""
+        """Every env's newest frame at the view's rate within the bandwidth cap (binary
+        messages of `pack_frame` records), and the overlays (text: JSON) four times a second."""
         from starlette.websockets import WebSocketDisconnect
 
         hub = self.hub
@@ -420,13 +440,16 @@ class WatchServer:
                 if now >= next_state:
                     await websocket.send_text(json.dumps(hub.snapshot(), default=str))
                     next_state = now + 0.25
+                batch = []  # every new frame in one message: per-message work is per tick
                 for index in range(len(hub.envs)):
                     seq, jpeg = hub.frame(index)
                     if not jpeg or sent.get(index) == seq or budget < len(jpeg):
                         continue
-                    await websocket.send_bytes(struct.pack("<HI", index, seq & 0xFFFFFFFF) + jpeg)
+                    batch.append(pack_frame(index, seq, jpeg))
                     sent[index] = seq
                     budget -= len(jpeg)
+                if batch:
+                    await websocket.send_bytes(b"".join(batch))
                 await asyncio.sleep(period / 2)
         except (WebSocketDisconnect, RuntimeError, OSError):
             pass

@@ -92,12 +92,14 @@ function connect() {
   ws.binaryType = "arraybuffer";
   ws.onmessage = (m) => {
     if (typeof m.data === "string") { renderEnvs(JSON.parse(m.data)); return; }
+    // records of u16 env, u32 seq, u32 length, JPEG (little-endian)
     const view = new DataView(m.data);
-    const index = view.getUint16(0, true);
-    const seq = view.getUint32(2, true);
-    const blob = new Blob([new Uint8Array(m.data, 6)], { type: "image/jpeg" });
-    setFrame(index, blob);
-    const img = $("img-" + index); if (img) img.dataset.seq = seq;
+    for (let at = 0; at + 10 <= m.data.byteLength;) {
+      const index = view.getUint16(at, true), seq = view.getUint32(at + 2, true), size = view.getUint32(at + 6, true);
+      setFrame(index, new Blob([new Uint8Array(m.data, at + 10, size)], { type: "image/jpeg" }));
+      const img = $("img-" + index); if (img) img.dataset.seq = seq;
+      at += 10 + size;
+    }
   };
   ws.onclose = () => { $("status").textContent = "disconnected; retrying"; setTimeout(connect, 2000); };
 }
