@@ -341,3 +341,51 @@ def test_training_view_reads_the_runs_tensorboard_files(tmp_path: Path) -> None:
         text = page.text_content("#train")
         assert "time/fps (last 145" in text and "episode/win_rate" in text
         assert "room2" in text and "running" in text
+
+
+@pytest.mark.net
+@pytest.mark.slow
+def test_eval_with_watch_serves_its_one_env(tmp_path: Path) -> None:
+    """`metabonk eval ... --watch`: the env in eval's own process is tapped and served too."""
+    from websockets.sync.client import connect
+
+    command = [
+        sys.executable,
+        "-m",
+        "metabonk_gym.cli.main",
+        "eval",
+        ENV,
+        "random",
+        "--episodes",
+        "40",
+        "--max-steps",
+        "300",
+        "--watch",
+        "127.0.0.1:0",
+    ]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        url, deadline = None, time.monotonic() + 120
+        while url is None and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            if not line:
+                break
+            if line.startswith("watch: "):
+                url = line.split()[1]
+        assert url, "no watch URL printed"
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        seen: set[int] = set()
+        with connect(f"ws://127.0.0.1:{port}/ws", max_size=2**24) as ws:
+            frames = 0
+            while frames < 5 and time.monotonic() < deadline:
+                message = ws.recv(timeout=30)
+                if isinstance(message, bytes):
+                    records = unpack_frames(message)
+                    frames += len(records)
+                    seen.update(index for index, _, _ in records)
+        assert frames >= 5 and seen == {0}
+        status, body = _get(url.rstrip("/") + "/api/live")
+        assert status == 200 and json.loads(body)["envs"][0]["info"]["room"] >= 1
+    finally:
+        process.kill()
+        process.wait(30)
