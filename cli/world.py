@@ -197,6 +197,11 @@ def dream_command(
     trust_model: bool = typer.Option(
         False, help="Load an --agent zip that needs unpickling (only one you trust)."
     ),
+    env_kwarg: list[str] | None = typer.Option(
+        None,
+        "--env-kwarg",
+        help="KEY=VALUE over the model's env kwargs, repeatable (a live game's port=5561).",
+    ),
 ) -> None:
     """Render what a world model imagines from a start state under a plan or a policy."""
     from metabonk_gym.agents.runs import frame_policy
@@ -225,6 +230,7 @@ def dream_command(
             fps=fps,
             real=real,
             log=console.print,
+            env_kwargs=parse_env_kwargs(env_kwarg or []) or None,
         )
     )
     result.pop("actions", None)

@@ -42,7 +42,10 @@ class Episode:
 
     def __post_init__(self) -> None:
         self.frames = as_frames(self.frames)
-        self.actions = np.asarray(self.actions, np.int64).reshape(-1)
+        if np.ndim(self.actions) == 2:  # Box actions (T, D)
+            self.actions = np.asarray(self.actions, np.float32)
+        else:
+            self.actions = np.asarray(self.actions, np.int64).reshape(-1)
         if len(self.frames) != len(self.actions) + 1:
             raise DatasetError(
                 f"an episode needs one more frame than actions, not {len(self.frames)} and {len(self.actions)}"
@@ -57,8 +60,9 @@ class EnvFacts:
         env_id: the env the frames come from.
         game: its game (None for an env without one).
         obs_shape: (H, W, C) of a frame.
-        n_actions: its discrete actions.
+        n_actions: its discrete actions (a Box's size when `action_box`).
         env_kwargs: how it was made (frameskip, obs_type, downscale, ...).
+        action_box: actions are flat Box vectors (Megabonk's), not Discrete indices.
     """
 
     env_id: str
@@ -66,21 +70,26 @@ class EnvFacts:
     obs_shape: tuple[int, int, int]
     n_actions: int
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    action_box: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        space: dict[str, Any] = {"type": "Discrete", "n": self.n_actions}
+        if self.action_box:
+            space = {"type": "Box", "shape": [self.n_actions], "n": self.n_actions}
         return {
             "env_id": self.env_id,
             "game": self.game,
             "obs_shape": list(self.obs_shape),
-            "action_space": {"type": "Discrete", "n": self.n_actions},
+            "action_space": space,
             "env_kwargs": {k: v for k, v in self.env_kwargs.items() if _plain(v)},
         }
 
     def same_as(self, other: EnvFacts) -> bool:
-        return (self.game, self.obs_shape, self.n_actions) == (
+        return (self.game, self.obs_shape, self.n_actions, self.action_box) == (
             other.game,
             other.obs_shape,
             other.n_actions,
+            other.action_box,
         )
 
 
@@ -113,6 +122,13 @@ def game_of(env_id: str, env: Any = None) -> str | None:
         return None
 
 
+def _action_size(space: Any, what: str) -> tuple[int, bool]:
+    """(actions or Box size, is a Box) of an action space world models take."""
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+        return int(space.shape[0]), True
+    return _discrete(space, what), False
+
+
 def _discrete(space: Any, what: str) -> int:
     if not isinstance(space, gym.spaces.Discrete):
         raise DatasetError(f"{what} has actions {space}; world models need a Discrete action space")
@@ -141,13 +157,8 @@ def dataset_episodes(dataset_ids: Sequence[str]) -> tuple[list[Episode], EnvFact
                 f"dataset {dataset_id} has observations {space}; world models need uint8 images "
                 "(record with obs_type rgb or grayscale)"
             )
-        here = EnvFacts(
-            env_id,
-            game_of(env_id),
-            (shape3[0], shape3[1], shape3[2]),
-            _discrete(dataset.spec.action_space, f"dataset {dataset_id}"),
-            kwargs,
-        )
+        n, box = _action_size(dataset.spec.action_space, f"dataset {dataset_id}")
+        here = EnvFacts(env_id, game_of(env_id), (shape3[0], shape3[1], shape3[2]), n, kwargs, box)
         if facts is not None and not facts.same_as(here):
             raise DatasetError(
                 f"dataset {dataset_id} ({here.game}, frames {here.obs_shape}, {here.n_actions} actions) "

@@ -127,10 +127,19 @@ def side_by_side(frames: Sequence[np.ndarray], scale: int = 1, gap: int = 2) -> 
     return np.concatenate(tiles[:-1], axis=1).astype(np.uint8)
 
 
+def _sticky_box(space: Any, rng: np.random.Generator, steps: int) -> list[np.ndarray]:
+    """`steps` random Box actions, each held 2-9 steps (as a player holds a stick)."""
+    out: list[np.ndarray] = []
+    while len(out) < steps:
+        action = rng.uniform(space.low, space.high).astype(np.float32)
+        out.extend([action] * int(rng.integers(2, 10)))
+    return out[:steps]
+
+
 def dream(
     model_path: str | Path,
     steps: int = 60,
-    plan: Sequence[int] | str | None = None,
+    plan: Sequence[Any] | str | None = None,
     policy: Callable[[np.ndarray], int] | None = None,
     seed: int = 0,
     state: str | None = None,
@@ -138,6 +147,7 @@ def dream(
     fps: float = 15.0,
     real: bool = True,
     log: Callable[[str], None] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Imagine `steps` frames; returns figures (PSNR per step vs the real env when `real`) and,
     with `video`, writes real | imagined | uncertainty as an mp4.
@@ -153,6 +163,11 @@ def dream(
         video, fps: the mp4 to write and its frame rate.
         real: also play the actions in the real env and compare.
         log: progress messages.
+        env_kwargs: over the model's recorded env kwargs (a live game's `port`; a Megabonk
+            model recorded from a person playing needs `send_actions=True` to play for real).
+
+    A model of Box actions (Megabonk's) dreams under sticky random Box actions (each held 2-9
+    steps) or a `plan` of Box action vectors; plan text and `policy` name Discrete actions.
     """
     import metabonk_gym  # noqa: F401  (registers the envs)
 
@@ -160,8 +175,14 @@ def dream(
     check_number("--fps", fps, 0.1, 240)
     model, meta = load_world_model(model_path)
     env_id = str(meta.get("env_id") or "")
-    kwargs = dict(meta.get("env_kwargs") or {})
+    kwargs = {**dict(meta.get("env_kwargs") or {}), **dict(env_kwargs or {})}
     n = model.config.n_actions
+    box = bool(model.config.action_box)
+    if box and (isinstance(plan, str) or policy is not None):
+        raise WorldModelError(
+            "this world model takes Box actions: dream it under sticky random actions (no --plan "
+            "or --agent)"
+        )
     horizon = max(1, model.config.horizon)
     try:
         env = gym.make(env_id, **kwargs)
@@ -170,7 +191,7 @@ def dream(
     try:
         options = {"state": state} if state else None
         obs, _ = env.reset(seed=seed, options=options)
-        first = np.asarray(obs)
+        first = np.asarray(obs["pixels"] if isinstance(obs, dict) else obs)
         first = first[..., None] if first.ndim == 2 else first
         if list(first.shape) != list(meta.get("obs_shape", first.shape)):
             raise WorldModelError(
@@ -178,19 +199,24 @@ def dream(
             )
         if isinstance(plan, str):
             plan = parse_plan(plan, n, env)
-        if plan is None and policy is None:
+        if plan is None and policy is None and box:
+            plan = _sticky_box(env.action_space, np.random.default_rng(seed), steps)
+        elif plan is None and policy is None:
             plan = sticky_actions(np.random.default_rng(seed), n, steps).tolist()
         frames = [first] * CONTEXT
         imagined: list[np.ndarray] = []
         spreads: list[np.ndarray] = []
-        actions: list[int] = []
+        actions: list[Any] = []
         while len(imagined) < steps:
             k = min(horizon, steps - len(imagined))
             if policy is not None:
-                chunk = [int(policy(frames[-1]))] * k
+                chunk: list[Any] = [int(policy(frames[-1]))] * k
             else:
-                assert plan is not None
-                chunk = [int(plan[min(len(actions) + i, len(plan) - 1)]) for i in range(k)]
+                assert plan is not None and not isinstance(plan, str)
+                chunk = [
+                    np.asarray(a, np.float32) if box else int(a)
+                    for a in (plan[min(len(actions) + i, len(plan) - 1)] for i in range(k))
+                ]
             pred, std = imagine(model, np.stack(frames[-CONTEXT:]), chunk)
             for i in range(k):
                 imagined.append(pred[i].numpy())
@@ -203,7 +229,7 @@ def dream(
         if real:
             for action in actions:
                 obs, _, terminated, truncated, _ = env.step(action)
-                o = np.asarray(obs)
+                o = np.asarray(obs["pixels"] if isinstance(obs, dict) else obs)
                 truth.append(o[..., None] if o.ndim == 2 else o)
                 if terminated or truncated:
                     break

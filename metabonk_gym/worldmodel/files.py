@@ -98,6 +98,7 @@ CONFIG_BOUNDS: dict[str, tuple[int, int]] = {
     "width": (1, 256),
     "action_dim": (1, 1024),
     "horizon": (1, 64),
+    "action_box": (0, 1),
 }
 
 

@@ -36,10 +36,12 @@ class ModelConfig:
 
     Args:
         channels: frame channels (1 grayscale, 3 RGB).
-        n_actions: discrete actions of the env.
+        n_actions: discrete actions of the env (a Box's size when `action_box`).
         width: channels of the first encoder stage (then 2x and 4x).
         action_dim: size of the action embedding.
         horizon: steps ahead the model is trained for.
+        action_box: 1: actions are flat Box vectors (Megabonk's sticks and buttons), read by a
+            linear layer; 0: Discrete action indices, read by an embedding.
     """
 
     channels: int
@@ -47,6 +49,7 @@ class ModelConfig:
     width: int = 16
     action_dim: int = 16
     horizon: int = 3
+    action_box: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return {k: int(v) for k, v in asdict(self).items()}
@@ -76,7 +79,7 @@ class WorldModel(nn.Module):
     of frames t+1..t+K, each (N, K, C, H, W). H and W need not be multiples of 4.
 
     Args:
-        channels, n_actions, width, action_dim, horizon: see `ModelConfig`.
+        channels, n_actions, width, action_dim, horizon, action_box: see `ModelConfig`.
     """
 
     def __init__(
@@ -86,15 +89,22 @@ class WorldModel(nn.Module):
         width: int = 16,
         action_dim: int = 16,
         horizon: int = 3,
+        action_box: int = 0,
     ) -> None:
         super().__init__()
-        self.config = ModelConfig(channels, n_actions, width, action_dim, horizon)
+        self.config = ModelConfig(
+            channels, n_actions, width, action_dim, horizon, int(bool(action_box))
+        )
         c, w = int(channels), int(width)
         self.enc0 = nn.Conv2d(CONTEXT * c + c, w, 3, padding=1)
         self.enc1 = nn.Conv2d(w, 2 * w, 3, stride=2, padding=1)
         self.enc2 = nn.Conv2d(2 * w, 4 * w, 3, stride=2, padding=1)
         self.enc3 = nn.Conv2d(4 * w, 4 * w, 3, padding=2, dilation=2)
-        self.embed = nn.Embedding(int(n_actions), int(action_dim))
+        self.embed: nn.Module = (
+            nn.Linear(int(n_actions), int(action_dim))
+            if action_box
+            else nn.Embedding(int(n_actions), int(action_dim))
+        )
         self.cell = _Cell(4 * w, int(action_dim))
         self.dec1 = nn.Conv2d(4 * w + 2 * w, 2 * w, 3, padding=1)
         self.dec0 = nn.Conv2d(2 * w + w, w, 3, padding=1)
@@ -151,11 +161,16 @@ def imagine(
     actions: object,
     device: str | torch.device = "cpu",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Frames after `context` (CONTEXT, H, W, C) uint8 under `actions` (K,) ints: predicted
-    frames (K, H, W, C) uint8 and their per-pixel standard deviation (K, H, W) in [0, 255]."""
+    """Frames after `context` (CONTEXT, H, W, C) uint8 under `actions` (K,) ints (or (K, D)
+    Box actions): predicted frames (K, H, W, C) uint8 and their per-pixel standard deviation
+    (K, H, W) in [0, 255]."""
     model.eval()
     x = to_tensor(context, device)[None]
-    a = torch.as_tensor(actions, device=device, dtype=torch.long).reshape(1, -1)
+    if model.config.action_box:
+        n = model.config.n_actions
+        a = torch.as_tensor(actions, device=device, dtype=torch.float32).reshape(1, -1, n)
+    else:
+        a = torch.as_tensor(actions, device=device, dtype=torch.long).reshape(1, -1)
     mean, logvar = model(x, a)
     frames = (x[0, -1][None] + mean[0]).clamp(0.0, 1.0)
     std = logvar[0].mul(0.5).exp().mean(dim=1).mul(255.0)

@@ -75,7 +75,7 @@ class WorldModelPredictor(Predictor):
         self.source = str(path) if path is not None else "the world model"
         self.device = device
         self.plan_key = plan_key
-        self.last_action = 0
+        self.last_action: Any = 0
         self.plan: list[int] | None = None
         self._pending: list[int] | None = None
         self.uncertainty: np.ndarray = np.zeros(0)
@@ -87,10 +87,18 @@ class WorldModelPredictor(Predictor):
 
         frame = pixels_space(env.observation_space, pixels_key)
         spec = getattr(env, "spec", None)
-        n = env.action_space.n if isinstance(env.action_space, gym.spaces.Discrete) else None
+        space = env.action_space
+        box = isinstance(space, gym.spaces.Box) and len(space.shape) == 1
+        n = space.n if isinstance(space, gym.spaces.Discrete) else space.shape[0] if box else None
         if n is None:
             raise WorldModelError(
-                f"the world-model predictor needs a Discrete action space, not {env.action_space}"
+                "the world-model predictor needs a Discrete or a flat Box action space, not "
+                f"{env.action_space}"
+            )
+        if box != bool(self.model.config.action_box):
+            raise WorldModelError(
+                f"{self.source} was trained on {'Box' if self.model.config.action_box else 'Discrete'}"
+                f" actions, this env has {env.action_space}"
             )
         check_fits(
             self.metadata,
@@ -114,6 +122,10 @@ class WorldModelPredictor(Predictor):
 
     def observe_action(self, action: Any, info: Mapping[str, Any] | None = None) -> None:
         """The action just taken and the step's info (which may hold the plan ahead)."""
+        if self.model.config.action_box:  # Box actions: held as they are, no plans
+            self.last_action = np.asarray(action, np.float32).reshape(-1)
+            self.plan = None
+            return
         self.last_action = int(np.asarray(action).reshape(-1)[0])
         plan = (info or {}).get(self.plan_key)
         if plan is not None:
@@ -131,7 +143,12 @@ class WorldModelPredictor(Predictor):
 
     def planned(self, steps: int) -> np.ndarray:
         """The actions the prediction assumes: the plan (its last action held), else the last
-        action repeated."""
+        action repeated (Box actions: the last one held)."""
+        if self.model.config.action_box:
+            last = np.asarray(self.last_action, np.float32).reshape(-1)
+            if last.size != self.model.config.n_actions:  # before the first step: neutral
+                last = np.zeros(self.model.config.n_actions, np.float32)
+            return np.repeat(last[None], steps, axis=0)
         plan = self.plan or [self.last_action]
         out = [plan[min(i, len(plan) - 1)] for i in range(steps)]
         n = self.model.config.n_actions

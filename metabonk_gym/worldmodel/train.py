@@ -216,6 +216,7 @@ def train_world_model(
         "width": int(opts["width"]),
         "action_dim": int(opts["action_dim"]),
         "horizon": horizon,
+        "action_box": int(facts.action_box),
     }
     model = build_model({"config": meta_config})
     optimizer = torch.optim.Adam(model.parameters(), lr=float(opts["lr"]))
