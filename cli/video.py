@@ -25,7 +25,7 @@ from metabonk_gym.utils import atomic_write_text, check_number
 from metabonk_gym.video.dataset import to_dataset
 from metabonk_gym.video.errors import VideoError
 from metabonk_gym.video.idm import train_idm
-from metabonk_gym.video.label import label
+from metabonk_gym.video.label import label, relabel_dataset
 from metabonk_gym.video.reward import train_reward_model
 
 console = plain_console()
@@ -168,7 +168,11 @@ def reward_command(
 
 
 def label_command(
-    video_dataset: Path = typer.Argument(..., help="A video dataset folder (`video to-dataset`)."),
+    video_dataset: Path = typer.Argument(
+        ...,
+        help="A video dataset folder (`video to-dataset`), or a Minari dataset id whose actions "
+        "are hidden and relabelled (Megabonk: its frames come with a state vector).",
+    ),
     idm: Path = typer.Option(..., "--idm", help="The IDM folder (`train idm`)."),
     out: str = typer.Option(..., "--out", help="New Minari dataset id, e.g. me/quest-video-v0."),
     threshold: float = typer.Option(
@@ -182,10 +186,27 @@ def label_command(
     ),
     downscale: int | None = typer.Option(None, "--downscale", help="Stored frames' downscale."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    state_only: bool = typer.Option(
+        False,
+        "--state-only",
+        help="Relabelling a Minari dataset of Dict(pixels, state): keep only the state vectors "
+        "(for a policy on the state, Megabonk's default).",
+    ),
 ) -> None:
     """Label a video dataset with an IDM's actions into a Minari dataset for `train bc`."""
     check_number("--threshold", threshold, 0, 1)
     _check_frames(obs_type, downscale)
+    if not video_dataset.exists():  # not a folder: a Minari dataset id
+        relabelled = relabel_dataset(
+            str(video_dataset),
+            idm,
+            out,
+            threshold=threshold,
+            state_only=state_only,
+            log=err_console.print,
+        )
+        _print(relabelled.to_dict(), as_json)
+        return
     result = label(
         video_dataset,
         idm,

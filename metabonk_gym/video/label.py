@@ -25,10 +25,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from metabonk_gym.registration import short_id
+from metabonk_gym.registration import env_traits, short_id
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.datasets import DatasetWriter, check_dataset_id
 from metabonk_gym.training.envs import convert_frames
+from metabonk_gym.training.errors import DatasetError
 from metabonk_gym.training.rollout import Trajectory
 from metabonk_gym.training.safeload import SpacesEnv
 from metabonk_gym.video.dataset import VideoDataset
@@ -163,4 +164,96 @@ def label(
         low_confidence_steps=low,
         mean_confidence=float(np.mean(confidences)) if confidences else float("nan"),
         frames_per_s=(steps + len(videos)) / seconds,
+    )
+
+
+def relabel_dataset(
+    dataset_id: str,
+    idm: str | Path | Idm,
+    out: str,
+    *,
+    threshold: float = 0.6,
+    state_only: bool = False,
+    log: Log | None = None,
+) -> LabelResult:
+    """The Minari dataset `dataset_id` with its actions hidden and replaced by `idm`'s labels of
+    its frames, into the new dataset `out` (its observations kept; `state_only`: only the
+    `state` part of Dict(pixels, state) observations, for a policy on the state vector).
+
+    A video has no game state, so a game whose pixel observations come with a state vector
+    (Megabonk's Dict(pixels, state)) cannot be cloned from labelled videos alone; this labels
+    recordings of it instead, the actions never seen, which is what BC from IDM labels needs.
+    """
+    from metabonk_gym.training.datasets import dataset_env_kwargs, load_dataset
+
+    check_dataset_id(out)
+    model = idm if isinstance(idm, Idm) else Idm(idm)
+    dataset = load_dataset(dataset_id)
+    kwargs = dict(dataset_env_kwargs(dataset))
+    env_id = str(kwargs.pop("env_id", ""))
+    game = env_traits(env_id).game or short_id(env_id) if env_id else "unknown"
+    model.check_game(game, env_id, f"dataset {dataset_id}")
+    source = (str(kwargs.get("obs_type", "rgb")), int(kwargs.get("downscale", 1)))
+    obs_space = dataset.spec.observation_space
+    if state_only:
+        if not isinstance(obs_space, gym.spaces.Dict) or "state" not in obs_space.spaces:
+            raise DatasetError(f"dataset {dataset_id} has no Dict(pixels, state) observations")
+        obs_space = obs_space["state"]
+        kwargs["obs_type"] = "state"
+    kwargs.pop("render_mode", None)
+    env = spec_env(env_id, obs_space, model.action_space(), **kwargs)
+    writer = DatasetWriter(out, env, algorithm_name="metabonk:idm-relabel")
+    low = steps = 0
+    confidences: list[float] = []
+    started = time.monotonic()
+    try:
+        for i, episode in enumerate(dataset.iterate_episodes()):
+            if len(episode.actions) == 0:
+                continue
+            observations = episode.observations
+            frames = observations["pixels"] if isinstance(observations, dict) else observations
+            actions, confidence = model.predict(np.asarray(frames), source)
+            flags = confidence < threshold
+            if state_only:
+                kept = list(np.asarray(observations["state"]))
+            elif isinstance(observations, dict):
+                kept = [
+                    {k: np.asarray(v[t]) for k, v in observations.items()}
+                    for t in range(len(actions) + 1)
+                ]
+            else:
+                kept = list(np.asarray(observations))
+            traj = Trajectory(
+                observations=kept,
+                actions=[int(a) for a in actions]
+                if model.layout is None
+                else [np.asarray(a, np.float32) for a in actions],
+                rewards=[float(r) for r in episode.rewards],
+                terminations=[bool(t) for t in episode.terminations],
+                truncations=[bool(t) for t in episode.truncations],
+                infos=[{"idm_confidence": 1.0, "low_confidence": False}]
+                + [
+                    {"idm_confidence": float(c), "low_confidence": bool(f)}
+                    for c, f in zip(confidence, flags)
+                ],
+            )
+            writer.add(traj, seed=None)
+            steps += len(actions)
+            low += int(flags.sum())
+            confidences.extend(confidence.tolist())
+            if log is not None:
+                log(f"episode {i + 1}: {len(actions)} steps, {int(flags.sum())} low confidence")
+    except BaseException:
+        shutil.rmtree(writer.staging, ignore_errors=True)
+        raise
+    path = writer.close()
+    seconds = max(time.monotonic() - started, 1e-9)
+    return LabelResult(
+        dataset_id=out,
+        dataset_path=path,
+        episodes=writer.episodes,
+        steps=steps,
+        low_confidence_steps=low,
+        mean_confidence=float(np.mean(confidences)) if confidences else float("nan"),
+        frames_per_s=steps / seconds,
     )
