@@ -90,7 +90,7 @@ def live(tmp_path: Path) -> Any:
     cfg = resolve_config(
         ENV,
         overrides={
-            "n_envs": 4,
+            "n_envs": 6,
             "frame_stack": 1,
             "wrappers": [
                 {"name": "pause_to_think", "engine": "oracle", "log_dir": str(tmp_path / "think")}
@@ -119,11 +119,11 @@ def test_live_grid_overlay_timeline_and_disconnect(live: Any, tmp_path: Path) ->
     server, hub, stepper = live
     with open_page() as page:
         page.goto(server.url)
-        page.wait_for_selector("#img-3[src^='blob:']")
-        first = {i: page.get_attribute(f"#img-{i}", "data-seq") for i in range(4)}
+        page.wait_for_selector("#img-5[src^='blob:']")
+        first = {i: page.get_attribute(f"#img-{i}", "data-seq") for i in range(6)}
         time.sleep(1.5)
-        later = {i: page.get_attribute(f"#img-{i}", "data-seq") for i in range(4)}
-        for i in range(4):  # every env's frame changed over time
+        later = {i: page.get_attribute(f"#img-{i}", "data-seq") for i in range(6)}
+        for i in range(6):  # every env's frame changed over time
             assert int(later[i]) > int(first[i]), (first, later)
         assert hub.viewers == 1
         # the overlay shows the directive in force, as the env reported it
@@ -144,11 +144,16 @@ def test_live_grid_overlay_timeline_and_disconnect(live: Any, tmp_path: Path) ->
             "[...document.querySelectorAll('#timeline li.call img')].some("
             "i => i.complete && i.naturalWidth > 0)"
         )  # the frame the model saw
+        # the env looked at closely gets whole frames (240 wide), grid tiles every other pixel
+        page.wait_for_function(
+            "document.getElementById('detail-img').naturalWidth === 240 && "
+            "document.getElementById('img-0').naturalWidth === 120"
+        )
         page.locator("#detail").scroll_into_view_if_needed()
         _shot(page, tmp_path, "watch-timeline.png")
         # the world map: every env placed, visits counted
         page.click("#tab-map")
-        page.wait_for_function("document.getElementById('map-note').textContent.includes('4 envs')")
+        page.wait_for_function("document.getElementById('map-note').textContent.includes('6 envs')")
         _shot(page, tmp_path, "watch-map.png")
         steps_before = stepper.steps
     # the browser is gone mid-stream: the envs go on stepping, the hub stops asking

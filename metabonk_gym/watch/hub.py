@@ -38,6 +38,8 @@ from metabonk_gym.watch.worldmap import MapSpec, load_map_spec
 #: Decisions kept per env in its timeline, and how many of them keep their frame.
 TIMELINE_LEN = 200
 TIMELINE_FRAMES = 40
+#: Up to this many envs every frame is whole; past it, grid tiles are every other pixel.
+FULL_UP_TO = 4
 #: A decision log larger than this is not read for the live timeline.
 MAX_LOG_BYTES = 32_000_000
 
@@ -95,6 +97,9 @@ class LiveHub:
         self.map_folder: str | None = None
         self.heat: Counter = Counter()
         self.frames_encoded = 0
+        #: envs some viewer looks at closely (viewer id -> env): whole frames; the rest, shown
+        #: as grid tiles, at every other pixel once there are more than `FULL_UP_TO` envs
+        self.focus: dict[int, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -105,9 +110,22 @@ class LiveHub:
         with self._lock:
             self.viewers += 1
 
-    def disconnect(self) -> None:
+    def disconnect(self, viewer: int | None = None) -> None:
         with self._lock:
             self.viewers = max(0, self.viewers - 1)
+            self.focus.pop(viewer if viewer is not None else -1, None)
+
+    def set_focus(self, viewer: int, index: int | None) -> None:
+        """Viewer `viewer` looks closely at env `index` (None: at none): whole frames for it.
+
+        >>> hub = LiveHub(); hub.set_focus(1, 3); hub.focus
+        {1: 3}
+        """
+        with self._lock:
+            if index is None:
+                self.focus.pop(viewer, None)
+            else:
+                self.focus[viewer] = int(index)
 
     # sampling ---------------------------------------------------------------------------------
     def start(self) -> LiveHub:
@@ -155,7 +173,8 @@ class LiveHub:
                 got += 1
                 time.sleep(0)  # let the training loop's thread take the GIL between envs
             if not src.wanted(i):
-                src.request(i)
+                whole = len(slots) <= FULL_UP_TO or index in self.focus.values()
+                src.request(i, 1 if whole else 2)
         return got
 
     def ingest(self, index: int, frame: bytes | np.ndarray | None, meta: dict[str, Any]) -> None:

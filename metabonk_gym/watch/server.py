@@ -425,11 +425,18 @@ class WatchServer:
         next_state = 0.0
         period = 1.0 / hub.fps
 
-        async def drain() -> None:  # read-only: whatever the page sends is read and dropped
+        viewer = id(websocket)
+
+        async def drain() -> None:
+            # read-only: the page may only say which env it looks at closely ({"focus": i or
+            # null}: whole frames for it); anything else is read and dropped
             while True:
                 message = await websocket.receive()
                 if message["type"] == "websocket.disconnect":
                     raise WebSocketDisconnect(message.get("code", 1000))
+                with contextlib.suppress(ValueError, TypeError, AttributeError):
+                    focus = json.loads(message.get("text") or "null")["focus"]
+                    hub.set_focus(viewer, None if focus is None else int(focus))
 
         reader = asyncio.create_task(drain())
         try:
@@ -455,7 +462,7 @@ class WatchServer:
             pass
         finally:
             reader.cancel()
-            hub.disconnect()
+            hub.disconnect(viewer)
 
     # ------------------------------------------------------------------------------ running
     @property

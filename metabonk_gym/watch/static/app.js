@@ -89,6 +89,8 @@ function setFrame(index, blob) {
 function connect() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   const ws = new WebSocket(proto + "//" + location.host + q("/ws"));
+  state.ws = ws;
+  ws.onopen = () => sendFocus();
   ws.binaryType = "arraybuffer";
   ws.onmessage = (m) => {
     if (typeof m.data === "string") { renderEnvs(JSON.parse(m.data)); return; }
@@ -103,15 +105,19 @@ function connect() {
   };
   ws.onclose = () => { $("status").textContent = "disconnected; retrying"; setTimeout(connect, 2000); };
 }
+function sendFocus() {  // whole frames for the env looked at closely; grid tiles may be smaller
+  if (state.ws && state.ws.readyState === 1) state.ws.send(JSON.stringify({ focus: state.selected }));
+}
 function openDetail(i) {
   state.selected = i;
+  sendFocus();
   $("detail").hidden = false;
   $("detail-title").textContent = "env " + i;
   const img = $("img-" + i); if (img && img.src) $("detail-img").src = img.src;
   renderDetailText();
   loadTimeline();
 }
-$("detail-close").onclick = () => { state.selected = null; $("detail").hidden = true; };
+$("detail-close").onclick = () => { state.selected = null; $("detail").hidden = true; sendFocus(); };
 function renderDetailText() {
   const e = state.envs[state.selected]; if (!e) return;
   const lines = ["return " + fmt(e.return) + "  step " + fmt(e.length)];
