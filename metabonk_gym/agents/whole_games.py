@@ -69,7 +69,7 @@ SIZES: dict[str, Size] = {
     "full": Size(
         quest=DaggerSettings(
             teacher_episodes=80,
-            rounds=4,
+            rounds=3,
             episodes_per_round=20,
             noise=0.2,
             round_noise=0.05,
