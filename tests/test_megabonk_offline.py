@@ -123,3 +123,142 @@ def test_record_human_without_input_snapshot_is_one_line():
         assert "\n" not in str(info.value)
     finally:
         sim.stop()
+
+
+# ---------------------------------------------------------------------- IDM, label, BC, world model
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Scripted demonstrations with frames and videos, and a lockstep game for BC/dream."""
+    root = tmp_path_factory.getbasetemp()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MINARI_DATASETS_PATH", str(root / "minari"))
+        human = LoggedSim(seed=7, speed=6.0, jpeg_hz=15)
+        try:
+            record(
+                MEGABONK,
+                "human",
+                "test/mb-demos-v0",
+                episodes=3,
+                overrides={**FRAMES, "base_port": human.port, "max_episode_steps": 40},
+                video_dir=root / "mb-videos",
+            )
+        finally:
+            human.stop()
+        game = BonkLinkSim(port=0, mode="lockstep", seed=2, jpeg_hz=15)
+        port = game.start()
+        try:
+            yield {"dataset": "test/mb-demos-v0", "videos": root / "mb-videos", "port": port}
+        finally:
+            game.stop()
+
+
+@pytest.fixture(scope="module")
+def box_idm(demos: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from metabonk_gym.video.idm import train_idm
+
+    out = tmp_path_factory.mktemp("mb-idm")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MINARI_DATASETS_PATH", str(tmp_path_factory.getbasetemp() / "minari"))
+        train_idm([demos["dataset"]], out, epochs=2, width=8)
+    return out
+
+
+def test_box_idm_trains_with_per_part_figures(box_idm: Path):
+    import json
+
+    meta = json.loads((box_idm / "idm.json").read_text())
+    assert meta["game"] == "Megabonk" and meta["action_space"]["type"] == "Box"
+    assert [p[0] for p in meta["action_space"]["parts"]][:2] == ["move", "aim"]
+    figures = meta["metrics"]
+    assert figures["move"]["moving_steps"] > 0
+    assert 0.0 <= figures["direction_within_22_5"] <= 1.0
+    assert 0.0 <= figures["fire"]["accuracy"] <= 1.0 and "button_accuracy" in figures
+
+
+def test_box_idm_labels_videos_with_box_actions_and_confidence(
+    demos: dict[str, Any], box_idm: Path, tmp_path: Path
+):
+    import minari
+
+    from metabonk_gym.video.dataset import to_dataset
+    from metabonk_gym.video.label import label
+
+    videos = sorted(demos["videos"].glob("*.mp4"))
+    vds = to_dataset(videos, MEGABONK, tmp_path / "vds", check=False)
+    assert vds.index["step_rate"] == 15.0  # the game's 60 ticks/s over frameskip 4
+    result = label(vds, box_idm, "test/mb-labelled-v0", obs_type="rgb", downscale=2)
+    assert result.episodes == 3 and result.steps == 120
+    episode = next(minari.load_dataset("test/mb-labelled-v0").iterate_episodes())
+    actions = np.asarray(episode.actions)
+    assert actions.shape == (40, 10) and actions.dtype == np.float32
+    assert set(np.unique(actions[:, 4:8])) <= {-1.0, 1.0}  # buttons are binary heads
+    confidence = np.asarray(episode.infos["idm_confidence"])[1:]
+    assert ((confidence >= 0.5) & (confidence <= 1.0)).all()
+
+
+def test_bc_and_world_model_run_on_box_actions(demos: dict[str, Any], box_idm: Path, tmp_path):
+    import gymnasium as gym
+
+    from metabonk_gym.training.bc import train_bc
+    from metabonk_gym.video.label import relabel_dataset
+    from metabonk_gym.worldmodel.data import dataset_episodes
+    from metabonk_gym.worldmodel.dream import dream
+    from metabonk_gym.worldmodel.train import train_world_model
+    from metabonk_gym.wrappers import TemporalStrip
+
+    relabel_dataset(demos["dataset"], box_idm, "test/mb-relabelled-v0", state_only=True)
+    result = train_bc(
+        MEGABONK,
+        "test/mb-relabelled-v0",
+        tmp_path / "bc",
+        overrides={"bc_epochs": 2, "base_port": demos["port"], "n_envs": 1},
+    )
+    assert (tmp_path / "bc" / "model.zip").exists() and result.extra["action_error"] >= 0.0
+
+    episodes, facts = dataset_episodes([demos["dataset"]])
+    assert facts.action_box and facts.n_actions == 10
+    train_world_model(episodes, facts, tmp_path / "wm", steps=4, batch_size=2, eval_every=4)
+    env = gym.make(MEGABONK, port=demos["port"], obs_type="rgb", downscale=2, frameskip=4)
+    strip = TemporalStrip(env, past=1, future=2, predictor="world-model", model=tmp_path / "wm")
+    try:
+        strip.reset()
+        obs, *_ = strip.step(strip.action_space.sample())
+        assert obs["strip"].shape == (4, 45, 80, 3)
+    finally:
+        strip.close()
+    dreamt = dream(
+        tmp_path / "wm", steps=4, env_kwargs={"port": demos["port"], "send_actions": True}
+    )
+    assert dreamt["steps"] == 4 and np.asarray(dreamt["actions"]).shape == (4, 10)
+
+
+def test_a_box_idm_is_refused_for_another_game_and_a_gba_idm_for_megabonk(
+    demos: dict[str, Any], box_idm: Path, tmp_path: Path
+):
+    from metabonk_gym.video.dataset import to_dataset
+    from metabonk_gym.video.errors import ModelFileError
+    from metabonk_gym.video.idm import train_idm
+    from metabonk_gym.video.label import label, relabel_dataset
+    from metabonk_gym.training.video import write_mp4
+
+    quest = "MetaBonk/BonkQuest-v0"
+    record(quest, "scripted", "test/quest-few-v0", episodes=1, overrides={"obs_type": "rgb",
+           "downscale": 1, "max_episode_steps": 12})  # fmt: skip
+    # a video of another game, labelled by the Megabonk IDM
+    frames = np.zeros((6, 160, 240, 3), np.uint8)
+    video = write_mp4(tmp_path / "quest.mp4", frames, fps=15)
+    quest_videos = to_dataset([video], quest, tmp_path / "qv", check=False)
+    with pytest.raises(ModelFileError, match="trained on Megabonk.*of BonkQuest") as info:
+        label(quest_videos, box_idm, "test/wrong-v0")
+    assert "\n" not in str(info.value)
+    # a GBA IDM for Megabonk
+    gba_idm = tmp_path / "gba-idm"
+    train_idm(["test/quest-few-v0"], gba_idm, epochs=1, width=4, val_fraction=0.0)
+    megabonk_videos = to_dataset(
+        sorted(demos["videos"].glob("*.mp4"))[:1], MEGABONK, tmp_path / "mv", check=False
+    )
+    with pytest.raises(ModelFileError, match="trained on BonkQuest.*of Megabonk") as info:
+        label(megabonk_videos, gba_idm, "test/wrong2-v0")
+    assert "\n" not in str(info.value)
+    with pytest.raises(ModelFileError, match="trained on BonkQuest.*of Megabonk"):
+        relabel_dataset(demos["dataset"], gba_idm, "test/wrong3-v0")

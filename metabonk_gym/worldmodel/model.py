@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -168,7 +169,8 @@ def imagine(
     x = to_tensor(context, device)[None]
     if model.config.action_box:
         n = model.config.n_actions
-        a = torch.as_tensor(actions, device=device, dtype=torch.float32).reshape(1, -1, n)
+        box = np.asarray(actions, np.float32)
+        a = torch.as_tensor(box, device=device).reshape(1, -1, n)
     else:
         a = torch.as_tensor(actions, device=device, dtype=torch.long).reshape(1, -1)
     mean, logvar = model(x, a)
