@@ -198,13 +198,13 @@ def test_box_idm_labels_videos_with_box_actions_and_confidence(
 
 def test_bc_and_world_model_run_on_box_actions(demos: dict[str, Any], box_idm: Path, tmp_path):
     import gymnasium as gym
+    from metabonk_gym.wrappers import TemporalStrip
 
     from metabonk_gym.training.bc import train_bc
     from metabonk_gym.video.label import relabel_dataset
     from metabonk_gym.worldmodel.data import dataset_episodes
     from metabonk_gym.worldmodel.dream import dream
     from metabonk_gym.worldmodel.train import train_world_model
-    from metabonk_gym.wrappers import TemporalStrip
 
     relabel_dataset(demos["dataset"], box_idm, "test/mb-relabelled-v0", state_only=True)
     result = train_bc(
@@ -235,11 +235,11 @@ def test_bc_and_world_model_run_on_box_actions(demos: dict[str, Any], box_idm: P
 def test_a_box_idm_is_refused_for_another_game_and_a_gba_idm_for_megabonk(
     demos: dict[str, Any], box_idm: Path, tmp_path: Path
 ):
+    from metabonk_gym.training.video import write_mp4
     from metabonk_gym.video.dataset import to_dataset
     from metabonk_gym.video.errors import ModelFileError
     from metabonk_gym.video.idm import train_idm
     from metabonk_gym.video.label import label, relabel_dataset
-    from metabonk_gym.training.video import write_mp4
 
     quest = "MetaBonk/BonkQuest-v0"
     record(quest, "scripted", "test/quest-few-v0", episodes=1, overrides={"obs_type": "rgb",
