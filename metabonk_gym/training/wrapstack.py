@@ -56,8 +56,7 @@ class WrapperEntry:
         return [
             p.name
             for p in params
-            if p.name not in ("self", "env")
-            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            if p.name not in ("self", "env") and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         ]
 
 
