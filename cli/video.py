@@ -224,8 +224,10 @@ def bench_video(
     episodes: int | None = typer.Option(
         None, "--episodes", help="Expert episodes per game (default: 300 BonkQuest, 50 BonkArena)."
     ),
-    labelled_fraction: float = typer.Option(
-        0.1, "--labelled-fraction", help="Episodes whose actions the IDM trains on."
+    labelled_fraction: float | None = typer.Option(
+        None,
+        "--labelled-fraction",
+        help="Episodes whose actions the IDM trains on (default 0.1; Megabonk 0.5).",
     ),
     epochs: int = typer.Option(15, "--epochs", help="IDM epochs."),
     window: int = typer.Option(1, "--window", min=0, help="IDM window k: frames t-k .. t+k+1."),
@@ -234,12 +236,51 @@ def bench_video(
     work: Path | None = typer.Option(None, "--work", help="Keep videos and models here."),
     noise: float = typer.Option(0.25, "--noise", help="Fraction of the expert's steps random."),
     game: list[str] | None = typer.Option(
-        None, "--game", help="Env ids (default: BonkQuest and BonkArena), repeatable."
+        None,
+        "--game",
+        help="Env ids (default: BonkQuest and BonkArena), repeatable; MetaBonk/Megabonk-v0 "
+        "alone: against bonklink-sim played by a scripted person.",
     ),
+    seeds: int = typer.Option(3, "--seeds", min=1, help="Megabonk: seeds (median and worst)."),
+    episode_steps: int = typer.Option(150, "--episode-steps", min=8, help="Megabonk: steps."),
+    bc_epochs: int = typer.Option(30, "--bc-epochs", min=1, help="Megabonk: BC epochs."),
+    eval_episodes: int = typer.Option(5, "--eval-episodes", min=1, help="Megabonk: BC eval."),
+    eval_steps: int = typer.Option(300, "--eval-steps", min=1, help="Megabonk: eval cap."),
+    wm_steps: int = typer.Option(300, "--wm-steps", min=0, help="Megabonk: world-model steps."),
+    speed: float = typer.Option(8.0, "--speed", help="Megabonk: the sim's speed-up."),
 ) -> None:
     """IDM accuracy from expert videos, BC from IDM labels vs true labels, learned reward, speed."""
     from metabonk_gym.bench.video_speed import GAMES, run
 
+    if labelled_fraction is not None:
+        check_number("--labelled-fraction", labelled_fraction, 0.01, 0.99)
+    if game and game[0] == "MetaBonk/Megabonk-v0":
+        from metabonk_gym.bench import megabonk_video
+
+        if len(game) > 1:
+            err_console.print("error: --game MetaBonk/Megabonk-v0 runs on its own")
+            raise typer.Exit(2)
+        check_number("--speed", speed, 0.1, 1000)
+        figures = megabonk_video.run(
+            seeds=seeds,
+            episodes=episodes or 20,
+            steps=episode_steps,
+            labelled_fraction=labelled_fraction or 0.5,
+            epochs=epochs,
+            bc_epochs=bc_epochs,
+            eval_episodes=eval_episodes,
+            eval_steps=eval_steps,
+            wm_steps=wm_steps,
+            speed=speed,
+            bc=bc,
+            world_model=wm_steps > 0,
+            work=work,
+            log=err_console.print,
+        )
+        console.print_json(json.dumps(figures, default=str))
+        if out is not None:
+            atomic_write_text(out, json.dumps(figures, indent=2, default=str))
+        return
     unknown = [g for g in game or [] if g not in GAMES]
     if unknown:
         err_console.print(f"error: --game {unknown[0]}: choose from {', '.join(GAMES)}")
@@ -248,7 +289,7 @@ def bench_video(
         games=tuple(game or GAMES),
         noise=noise,
         episodes=episodes,
-        labelled_fraction=labelled_fraction,
+        labelled_fraction=labelled_fraction if labelled_fraction is not None else 0.1,
         epochs=epochs,
         window=window,
         bc=bc,

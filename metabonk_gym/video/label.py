@@ -27,7 +27,12 @@ import numpy as np
 
 from metabonk_gym.registration import env_traits, short_id
 from metabonk_gym.training.config import resolve_config
-from metabonk_gym.training.datasets import DatasetWriter, check_dataset_id
+from metabonk_gym.training.datasets import (
+    DatasetWriter,
+    check_dataset_id,
+    dataset_env_kwargs,
+    load_dataset,
+)
 from metabonk_gym.training.envs import convert_frames
 from metabonk_gym.training.errors import DatasetError
 from metabonk_gym.training.rollout import Trajectory
@@ -169,7 +174,7 @@ def label(
 
 def relabel_dataset(
     dataset_id: str,
-    idm: str | Path | Idm,
+    idm: str | Path | Idm | None,
     out: str,
     *,
     threshold: float = 0.6,
@@ -183,16 +188,16 @@ def relabel_dataset(
     A video has no game state, so a game whose pixel observations come with a state vector
     (Megabonk's Dict(pixels, state)) cannot be cloned from labelled videos alone; this labels
     recordings of it instead, the actions never seen, which is what BC from IDM labels needs.
+    `idm=None` keeps the true actions (the same copy, the baseline BC is compared with).
     """
-    from metabonk_gym.training.datasets import dataset_env_kwargs, load_dataset
-
     check_dataset_id(out)
-    model = idm if isinstance(idm, Idm) else Idm(idm)
+    model = idm if isinstance(idm, Idm) or idm is None else Idm(idm)
     dataset = load_dataset(dataset_id)
     kwargs = dict(dataset_env_kwargs(dataset))
     env_id = str(kwargs.pop("env_id", ""))
     game = env_traits(env_id).game or short_id(env_id) if env_id else "unknown"
-    model.check_game(game, env_id, f"dataset {dataset_id}")
+    if model is not None:
+        model.check_game(game, env_id, f"dataset {dataset_id}")
     source = (str(kwargs.get("obs_type", "rgb")), int(kwargs.get("downscale", 1)))
     obs_space = dataset.spec.observation_space
     if state_only:
@@ -201,7 +206,8 @@ def relabel_dataset(
         obs_space = obs_space["state"]
         kwargs["obs_type"] = "state"
     kwargs.pop("render_mode", None)
-    env = spec_env(env_id, obs_space, model.action_space(), **kwargs)
+    action_space = dataset.spec.action_space if model is None else model.action_space()
+    env = spec_env(env_id, obs_space, action_space, **kwargs)
     writer = DatasetWriter(out, env, algorithm_name="metabonk:idm-relabel")
     low = steps = 0
     confidences: list[float] = []
@@ -212,7 +218,11 @@ def relabel_dataset(
                 continue
             observations = episode.observations
             frames = observations["pixels"] if isinstance(observations, dict) else observations
-            actions, confidence = model.predict(np.asarray(frames), source)
+            if model is None:
+                actions = np.asarray(episode.actions)
+                confidence = np.ones(len(actions))
+            else:
+                actions, confidence = model.predict(np.asarray(frames), source)
             flags = confidence < threshold
             if state_only:
                 kept = list(np.asarray(observations["state"]))
@@ -226,7 +236,7 @@ def relabel_dataset(
             traj = Trajectory(
                 observations=kept,
                 actions=[int(a) for a in actions]
-                if model.layout is None
+                if actions.ndim == 1
                 else [np.asarray(a, np.float32) for a in actions],
                 rewards=[float(r) for r in episode.rewards],
                 terminations=[bool(t) for t in episode.terminations],
@@ -235,7 +245,9 @@ def relabel_dataset(
                 + [
                     {"idm_confidence": float(c), "low_confidence": bool(f)}
                     for c, f in zip(confidence, flags)
-                ],
+                ]
+                if model is not None
+                else [{} for _ in range(len(actions) + 1)],
             )
             writer.add(traj, seed=None)
             steps += len(actions)

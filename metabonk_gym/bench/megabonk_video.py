@@ -1,0 +1,311 @@
+"""`metabonk bench video --game MetaBonk/Megabonk-v0`: Megabonk learns offline, against the stand-in.
+
+The game cannot run here, so `bonklink-sim` plays it: a realtime sim whose keyboard a scripted
+person plays (`bonklink-sim --human scripted --input-snapshot`), recorded with
+`record --agent human` (the env sends nothing; the actions are the game's input snapshots,
+4 ticks merged per step) with frames and mp4 videos. Per seed:
+
+* the first `labelled_fraction` of the episodes train a Box IDM (`train_idm`); the others are
+  the "videos": their mp4s go through `video to-dataset` and the IDM, and its actions are scored
+  against the hidden true ones: **move direction within 22.5 degrees on moving steps** (true
+  stick length >= 0.5; target >= 0.9) and **button accuracy** (fire, ability, interact, click;
+  target >= 0.9), with the aim figures beside them;
+* BC on the videos' episodes from the IDM's labels vs from the true actions (the same
+  episodes' state vectors, `label --state-only`; a Megabonk policy reads the state, which a
+  video lacks), each clone's **mean survival time** on a lockstep sim: the ratio (target >= 0.8);
+* a world model trained on the labelled episodes vs `flow` vs `copy` on the videos' episodes:
+  **PSNR at t+1..t+3** (the world model told the last action, held).
+
+Learning figures are reported per seed and as median and worst over the seeds.
+
+>>> summary([{"a": 1.0}, {"a": 3.0}, {"a": 2.0}], "a")
+{'median': 2.0, 'worst': 1.0, 'values': [1.0, 3.0, 2.0]}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metabonk_gym.agents.evaluate import evaluate
+from metabonk_gym.agents.record import record
+from metabonk_gym.bench.worldmodel_speed import score_predictors
+from metabonk_gym.bonklink.sim import SimProcess
+from metabonk_gym.training.bc import train_bc
+from metabonk_gym.training.datasets import DatasetWriter, dataset_env_kwargs, load_dataset
+from metabonk_gym.training.rollout import Trajectory
+from metabonk_gym.video.dataset import to_dataset
+from metabonk_gym.video.idm import Idm, train_idm
+from metabonk_gym.video.label import relabel_dataset, spec_env
+from metabonk_gym.worldmodel.data import dataset_episodes
+from metabonk_gym.worldmodel.predictor import WorldModelPredictor
+from metabonk_gym.worldmodel.train import train_world_model
+from metabonk_gym.wrappers.predictors import CopyPredictor, FlowPredictor
+
+ENV_ID = "MetaBonk/Megabonk-v0"
+FRAMES = {"obs_type": "rgb", "downscale": 2, "policy": "MultiInputPolicy", "frameskip": 4}
+Log = Callable[[str], None]
+
+
+def summary(rows: list[dict[str, Any]], key: str, lower_is_worse: bool = True) -> dict[str, Any]:
+    """Median and worst of `key` over seeds."""
+    values = [float(r[key]) for r in rows if r.get(key) is not None]
+    if not values:
+        return {"median": None, "worst": None, "values": []}
+    worst = min(values) if lower_is_worse else max(values)
+    return {"median": float(np.median(values)), "worst": worst, "values": values}
+
+
+@contextlib.contextmanager
+def _minari_home(folder: Path) -> Iterator[None]:
+    before = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(folder / "minari")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("MINARI_DATASETS_PATH", None)
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = before
+
+
+def _record(work: Path, seed: int, episodes: int, steps: int, speed: float) -> str:
+
+    dataset = f"bench/mb-demos-s{seed}-v0"
+    with SimProcess(
+        port=0, human="scripted", input_snapshot=True, seed=seed, speed=speed, jpeg_hz=15
+    ) as sim:
+        record(
+            ENV_ID,
+            "human",
+            dataset,
+            episodes=episodes,
+            overrides={**FRAMES, "base_port": sim.port, "max_episode_steps": steps},
+            video_dir=work / f"videos-s{seed}",
+        )
+    return dataset
+
+
+def _split(dataset: str, labelled: int, work: Path, seed: int) -> tuple[str, str]:
+    """The first `labelled` episodes, and the rest, as two datasets (true actions kept)."""
+
+    source = load_dataset(dataset)
+    kwargs = dict(dataset_env_kwargs(source))
+    kwargs.pop("env_id", None)
+    kwargs.pop("render_mode", None)
+    names = (f"bench/mb-idm-s{seed}-v0", f"bench/mb-video-s{seed}-v0")
+    writers = [
+        DatasetWriter(
+            name,
+            spec_env(ENV_ID, source.spec.observation_space, source.spec.action_space, **kwargs),
+            algorithm_name="metabonk:human",
+        )
+        for name in names
+    ]
+    for i, episode in enumerate(source.iterate_episodes()):
+        obs = episode.observations
+        n = len(episode.actions)
+        observations: list[Any] = [
+            {k: np.asarray(v[t]) for k, v in obs.items()} for t in range(n + 1)
+        ]
+        traj = Trajectory(
+            observations=observations,
+            actions=[np.asarray(a, np.float32) for a in episode.actions],
+            rewards=[float(r) for r in episode.rewards],
+            terminations=[bool(t) for t in episode.terminations],
+            truncations=[bool(t) for t in episode.truncations],
+            infos=[{} for _ in range(n + 1)],
+        )
+        writers[0 if i < labelled else 1].add(traj, seed=None)
+    for writer in writers:
+        writer.close()
+    return names
+
+
+def _idm_on_videos(idm_dir: Path, videos: list[Path], video_ds: str, work: Path) -> dict[str, Any]:
+    """The IDM's labels of the videos' frames against the hidden true actions."""
+
+    idm = Idm(idm_dir)
+    assert idm.layout is not None
+    frames_ds = to_dataset(videos, ENV_ID, work, check=False)
+    true = [np.asarray(e.actions, np.float32) for e in load_dataset(video_ds).iterate_episodes()]
+    predicted, confidence = [], []
+    started = time.monotonic()
+    for i in range(len(frames_ds)):
+        actions, conf = idm.predict(frames_ds.frames(i))
+        n = min(len(actions), len(true[i]))
+        predicted.append(actions[:n])
+        true[i] = true[i][:n]
+        confidence.append(conf[:n])
+    seconds = max(time.monotonic() - started, 1e-9)
+    p, t = np.concatenate(predicted), np.concatenate(true)
+    metrics = idm.layout.metrics(p, t)
+    metrics["steps"] = len(t)
+    metrics["label_frames_per_s"] = len(t) / seconds
+    metrics["mean_confidence"] = float(np.concatenate(confidence).mean())
+    return metrics
+
+
+def run_seed(
+    seed: int,
+    work: Path,
+    *,
+    episodes: int,
+    steps: int,
+    labelled_fraction: float,
+    epochs: int,
+    bc_epochs: int,
+    eval_episodes: int,
+    eval_steps: int,
+    wm_steps: int,
+    speed: float,
+    bc: bool,
+    world_model: bool,
+    log: Log,
+) -> dict[str, Any]:
+    """The figures of one seed (see the module's docstring)."""
+
+    row: dict[str, Any] = {"seed": seed}
+    log(f"seed {seed}: recording {episodes} episodes of the scripted person")
+    started = time.monotonic()
+    demos = _record(work, seed, episodes, steps, speed)
+    row["record_seconds"] = round(time.monotonic() - started, 1)
+    labelled = max(1, int(round(episodes * labelled_fraction)))
+    idm_ds, video_ds = _split(demos, labelled, work, seed)
+    videos = sorted((work / f"videos-s{seed}").glob("*.mp4"))[labelled:]
+    log(f"seed {seed}: IDM on {labelled} episodes, scored on {len(videos)} videos")
+    idm_dir = work / f"idm-s{seed}"
+    trained = train_idm([idm_ds], idm_dir, epochs=epochs, seed=seed, val_fraction=0.0)
+    row["idm_train_steps"] = trained.train_steps
+    figures = _idm_on_videos(idm_dir, videos, video_ds, work / f"video-ds-s{seed}")
+    row["idm"] = figures
+    row["move_within_22_5"] = figures["direction_within_22_5"]
+    row["button_accuracy"] = figures["button_accuracy"]
+    row["aim_within_22_5"] = figures["aim"]["within_22_5"]
+    if bc:
+        relabel_dataset(video_ds, idm_dir, f"bench/mb-idm-labels-s{seed}-v0", state_only=True)
+        relabel_dataset(video_ds, None, f"bench/mb-true-labels-s{seed}-v0", state_only=True)
+        with SimProcess(port=0, mode="lockstep", seed=1000 + seed, jpeg_hz=0) as game:
+            base = {"base_port": game.port, "n_envs": 1, "seed": seed, "bc_epochs": bc_epochs}
+            survival: dict[str, float] = {}
+            for name in ("idm", "true"):
+                run_dir = work / f"bc-{name}-s{seed}"
+                log(f"seed {seed}: BC from {name} labels")
+                train_bc(ENV_ID, f"bench/mb-{name}-labels-s{seed}-v0", run_dir, overrides=base)
+                report = evaluate(
+                    ENV_ID,
+                    str(run_dir),
+                    episodes=eval_episodes,
+                    seed=seed,
+                    overrides={
+                        "base_port": game.port,
+                        "n_envs": 1,
+                        "max_episode_steps": eval_steps,
+                    },
+                )
+                survival[name] = float(report.get("mean_survival_time", 0.0))
+        row["bc_survival_idm_labels"] = survival["idm"]
+        row["bc_survival_true_actions"] = survival["true"]
+        row["bc_survival_ratio"] = survival["idm"] / max(survival["true"], 1e-9)
+    if world_model:
+        row.update(_world_model(idm_ds, video_ds, work / f"wm-s{seed}", wm_steps, seed, log))
+    return row
+
+
+def _world_model(
+    train_ds: str, test_ds: str, out: Path, steps: int, seed: int, log: Log
+) -> dict[str, Any]:
+
+    log(f"seed {seed}: world model, {steps} steps")
+    episodes, facts = dataset_episodes([train_ds])
+    held, _ = dataset_episodes([test_ds])
+    train_world_model(episodes, facts, out, steps=steps, seed=seed, batch_size=8, crop=0)
+    scores = score_predictors(
+        held,
+        {
+            "world-model": lambda: WorldModelPredictor(path=out),
+            "flow": FlowPredictor,
+            "copy": CopyPredictor,
+        },
+        plan="last",
+    )
+    row: dict[str, Any] = {}
+    for name, score in scores.items():
+        for k, value in enumerate(score["psnr"]):
+            row[f"{name.replace('-', '_')}_psnr_t{k + 1}"] = value
+    return row
+
+
+def run(
+    *,
+    seeds: int = 3,
+    episodes: int = 20,
+    steps: int = 150,
+    labelled_fraction: float = 0.5,
+    epochs: int = 10,
+    bc_epochs: int = 30,
+    eval_episodes: int = 5,
+    eval_steps: int = 300,
+    wm_steps: int = 300,
+    speed: float = 8.0,
+    bc: bool = True,
+    world_model: bool = True,
+    work: Path | None = None,
+    log: Log | None = None,
+) -> dict[str, Any]:
+    """The figures over `seeds` seeds: per seed, and median/worst of the learning figures."""
+    say: Log = log or (lambda _msg: None)
+    folder = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="mb-video-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    started = time.monotonic()
+    try:
+        with _minari_home(folder):
+            for seed in range(seeds):
+                rows.append(
+                    run_seed(
+                        seed,
+                        folder,
+                        episodes=episodes,
+                        steps=steps,
+                        labelled_fraction=labelled_fraction,
+                        epochs=epochs,
+                        bc_epochs=bc_epochs,
+                        eval_episodes=eval_episodes,
+                        eval_steps=eval_steps,
+                        wm_steps=wm_steps,
+                        speed=speed,
+                        bc=bc,
+                        world_model=world_model,
+                        log=say,
+                    )
+                )
+    finally:
+        if work is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    result: dict[str, Any] = {
+        "game": ENV_ID,
+        "stand_in": "bonklink-sim --human scripted (not Megabonk)",
+        "seeds": seeds,
+        "episodes_per_seed": episodes,
+        "steps_per_episode": steps,
+        "labelled_fraction": labelled_fraction,
+        "seconds": round(time.monotonic() - started, 1),
+        "per_seed": rows,
+    }
+    for key in ("move_within_22_5", "button_accuracy", "aim_within_22_5", "bc_survival_ratio"):
+        result[key] = summary(rows, key)
+    for name in ("world_model", "flow", "copy"):
+        for k in (1, 2, 3):
+            key = f"{name}_psnr_t{k}"
+            if any(key in r for r in rows):
+                result[key] = summary(rows, key)
+    return result
