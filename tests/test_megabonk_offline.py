@@ -262,3 +262,47 @@ def test_a_box_idm_is_refused_for_another_game_and_a_gba_idm_for_megabonk(
     assert "\n" not in str(info.value)
     with pytest.raises(ModelFileError, match="trained on BonkQuest.*of Megabonk"):
         relabel_dataset(demos["dataset"], gba_idm, "test/wrong3-v0")
+
+
+# ---------------------------------------------------------------------- the CLI and the figures
+def test_cli_records_the_person_at_the_game(human_sim: LoggedSim, tmp_path: Path):
+    import minari
+    from metabonk_gym.cli.main import app
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(
+        app,
+        [
+            "record", MEGABONK, "--agent", "human", "--episodes", "1", "--max-steps", "12",
+            "--dataset", "test/mb-cli-v0", "--obs-type", "rgb", "--set", "policy=MultiInputPolicy",
+            "--set", f"base_port={human_sim.port}", "--video", str(tmp_path / "v"),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "v" / "episode_0000.mp4").exists()
+    episode = next(minari.load_dataset("test/mb-cli-v0").iterate_episodes())
+    assert np.asarray(episode.actions).shape == (12, 10)
+
+
+def test_bench_video_megabonk_runs_small(tmp_path: Path):
+    import json
+
+    from metabonk_gym.cli.main import app
+    from typer.testing import CliRunner
+
+    out = tmp_path / "figures.json"
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench", "video", "--game", MEGABONK, "--seeds", "2", "--episodes", "3",
+            "--episode-steps", "16", "--epochs", "1", "--bc-epochs", "1", "--eval-episodes", "1",
+            "--eval-steps", "8", "--wm-steps", "2", "--out", str(out),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    figures = json.loads(out.read_text())
+    assert len(figures["per_seed"]) == 2
+    for key in ("move_within_22_5", "button_accuracy", "bc_survival_ratio", "world_model_psnr_t3"):
+        summary = figures[key]
+        assert len(summary["values"]) == 2 and summary["worst"] <= summary["median"]
+    assert figures["flow_psnr_t1"]["median"] > 0 and figures["copy_psnr_t2"]["median"] > 0
