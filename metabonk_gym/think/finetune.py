@@ -121,7 +121,7 @@ class FinetuneConfig:
         "down_proj",
     )
     top_layers: int = 12
-    max_len: int = 1024
+    max_len: int = 1280
     seed: int = 0
     save_every: int = 20
     quant: str = "q8_0"
@@ -559,6 +559,7 @@ def finetune(
     figures: dict[str, Any] = {
         "game": game,
         "pairs": len(pairs),
+        "too_long": len(pairs) - len(keep),
         "train": len(train),
         "val": len(val),
         "steps": step,
@@ -636,7 +637,8 @@ def model_card(run: dict[str, Any], figures: dict[str, Any]) -> str:
         f"from the PyPI wheel `{DEFAULT_MODEL.package}` when it is the default)",
         "- license: the base model's (Apache-2.0 for SmolLM2-135M-Instruct)",
         f"- data: {run.get('pairs')} (prompt, directive) pairs from the decision logs "
-        f"{', '.join(run.get('logdirs', []))} ({run.get('train')} trained on, {run.get('val')} held out)",
+        f"{', '.join(run.get('logdirs', []))} ({run.get('train')} trained on, {run.get('val')} held out, "
+        f"{figures.get('too_long', 0)} longer than max_len left out)",
         f"- method: LoRA r={config.get('rank')} alpha={config.get('alpha')} on "
         f"{', '.join(config.get('targets', []))}, lr {config.get('lr')}, batch "
         f"{config.get('batch_size')}, merged and written as {config.get('quant')} "
