@@ -12,8 +12,8 @@ runs (this process, the env workers, the viewer's process): on a machine busy wi
 wall-clock ratio swings, the CPU figure much less. `env_only` repeats it with random actions and
 no learning: the harshest case, where stepping is all the work.
 
->>> _ratio([2.0, 4.0], [1.0, 2.0, 3.0])
-2.0
+>>> _ratio([2.0, 4.0], [1.0, 2.0, 3.0])  # medians: 3.0 / 2.0
+1.5
 """
 
 from __future__ import annotations
