@@ -52,7 +52,8 @@ def dataset_arrays(
 
     target = (cfg.obs_type, cfg.downscale)
     xs: list[Any] = []
-    ys, gs = [], []
+    ys: list[np.ndarray] = []
+    gs: list[np.ndarray] = []
     for episode in dataset.iterate_episodes():
         if len(episode.actions) == 0:
             continue
