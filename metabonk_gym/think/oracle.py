@@ -59,7 +59,11 @@ class OracleStrategist(Strategist):
 class FallbackStrategist(Strategist):
     """No thinking: every call answers the game's safe fallback directive at once, so System 1
     plays alone with its fallbacks (`--model fallback`; the floor `metabonk bench think-play`
-    compares models with)."""
+    compares models with).
+
+    Args:
+        adapter: the game's adapter, whose `spec.fallback` is every answer.
+    """
 
     name = "fallback"
 
