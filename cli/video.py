@@ -248,6 +248,9 @@ def bench_video(
     eval_steps: int = typer.Option(300, "--eval-steps", min=1, help="Megabonk: eval cap."),
     wm_steps: int = typer.Option(300, "--wm-steps", min=0, help="Megabonk: world-model steps."),
     speed: float = typer.Option(8.0, "--speed", help="Megabonk: the sim's speed-up."),
+    frame_downscale: int = typer.Option(
+        2, "--frame-downscale", help="Megabonk: recorded and IDM frames are 90x160 over this."
+    ),
 ) -> None:
     """IDM accuracy from expert videos, BC from IDM labels vs true labels, learned reward, speed."""
     from metabonk_gym.bench.video_speed import GAMES, run
@@ -261,6 +264,9 @@ def bench_video(
             err_console.print("error: --game MetaBonk/Megabonk-v0 runs on its own")
             raise typer.Exit(2)
         check_number("--speed", speed, 0.1, 1000)
+        if frame_downscale not in (1, 2, 4):
+            err_console.print(f"error: --frame-downscale {frame_downscale}: choose 1, 2 or 4")
+            raise typer.Exit(2)
         figures = megabonk_video.run(
             seeds=seeds,
             episodes=episodes or 20,
@@ -276,6 +282,7 @@ def bench_video(
             world_model=wm_steps > 0,
             work=work,
             log=err_console.print,
+            downscale=frame_downscale,
         )
         console.print_json(json.dumps(figures, default=str))
         if out is not None:

@@ -77,7 +77,9 @@ def _minari_home(folder: Path) -> Iterator[None]:
             os.environ["MINARI_DATASETS_PATH"] = before
 
 
-def _record(work: Path, seed: int, episodes: int, steps: int, speed: float) -> str:
+def _record(
+    work: Path, seed: int, episodes: int, steps: int, speed: float, downscale: int = 2
+) -> str:
 
     dataset = f"bench/mb-demos-s{seed}-v0"
     with SimProcess(
@@ -88,7 +90,12 @@ def _record(work: Path, seed: int, episodes: int, steps: int, speed: float) -> s
             "human",
             dataset,
             episodes=episodes,
-            overrides={**FRAMES, "base_port": sim.port, "max_episode_steps": steps},
+            overrides={
+                **FRAMES,
+                "downscale": downscale,
+                "base_port": sim.port,
+                "max_episode_steps": steps,
+            },
             video_dir=work / f"videos-s{seed}",
         )
     return dataset
@@ -170,20 +177,23 @@ def run_seed(
     bc: bool,
     world_model: bool,
     log: Log,
+    downscale: int = 2,
 ) -> dict[str, Any]:
     """The figures of one seed (see the module's docstring)."""
 
     row: dict[str, Any] = {"seed": seed}
     log(f"seed {seed}: recording {episodes} episodes of the scripted person")
     started = time.monotonic()
-    demos = _record(work, seed, episodes, steps, speed)
+    demos = _record(work, seed, episodes, steps, speed, downscale)
     row["record_seconds"] = round(time.monotonic() - started, 1)
     labelled = max(1, int(round(episodes * labelled_fraction)))
     idm_ds, video_ds = _split(demos, labelled, work, seed)
     videos = sorted((work / f"videos-s{seed}").glob("*.mp4"))[labelled:]
     log(f"seed {seed}: IDM on {labelled} episodes, scored on {len(videos)} videos")
     idm_dir = work / f"idm-s{seed}"
-    trained = train_idm([idm_ds], idm_dir, epochs=epochs, seed=seed, val_fraction=0.0)
+    trained = train_idm(
+        [idm_ds], idm_dir, epochs=epochs, seed=seed, val_fraction=0.0, downscale=downscale
+    )
     row["idm_train_steps"] = trained.train_steps
     figures = _idm_on_videos(idm_dir, videos, video_ds, work / f"video-ds-s{seed}")
     row["idm"] = figures
@@ -260,8 +270,10 @@ def run(
     world_model: bool = True,
     work: Path | None = None,
     log: Log | None = None,
+    downscale: int = 2,
 ) -> dict[str, Any]:
-    """The figures over `seeds` seeds: per seed, and median/worst of the learning figures."""
+    """The figures over `seeds` seeds: per seed, and median/worst of the learning figures.
+    `downscale`: of the recorded frames (of 90x160) and the IDM's (2: 45x80; 1: full size)."""
     say: Log = log or (lambda _msg: None)
     folder = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="mb-video-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -286,6 +298,7 @@ def run(
                         bc=bc,
                         world_model=world_model,
                         log=say,
+                        downscale=downscale,
                     )
                 )
     finally:
@@ -298,6 +311,7 @@ def run(
         "episodes_per_seed": episodes,
         "steps_per_episode": steps,
         "labelled_fraction": labelled_fraction,
+        "downscale": downscale,
         "seconds": round(time.monotonic() - started, 1),
         "per_seed": rows,
     }
