@@ -18,6 +18,14 @@ from metabonk_gym.training.rundir import RunDir, read_model_metadata
 QUEST = "MetaBonk/BonkQuest-v0"
 runner = CliRunner()
 PIXELS = {"state": "start", "obs_type": "grayscale", "downscale": 8, "frame_stack": 2}
+CELLS = {
+    "state": "start",
+    "obs_type": "rgb",
+    "downscale": 1,
+    "frame_stack": 2,
+    "wrappers": [{"name": "pixel_cells"}],
+    "features": "cells",
+}
 
 
 def test_screen_teacher_wins_the_whole_quest_without_the_sage() -> None:
@@ -104,3 +112,63 @@ def test_bench_learning_arena_small_prints_its_figure(tmp_path: Path) -> None:
     assert "x random median" in result.output
     meta = read_model_metadata(tmp_path / "arena-dagger" / "seed0" / "model.zip")
     assert meta["config"]["obs_type"] == "state"
+
+
+def test_pixel_cells_tell_apart_pictures_one_grey_pixel_merges() -> None:
+    """Two 8x8 pictures of the same mean grey are one value after `downscale 8` but two codes in
+    `PixelCells`; equal pictures get equal codes in any process (no vocabulary)."""
+    from metabonk_gym.wrappers.pixel_cells import cell_codes
+
+    from metabonk_gym.preprocess import screen
+
+    frame = np.zeros((8, 16, 3), np.uint8)
+    frame[:4, :8] = 200  # top half bright
+    frame[:, 8:] = 100  # flat: the same mean
+    grey = screen(frame[None], "grayscale", 8)[0]
+    assert grey[0, 0, 0] == grey[0, 1, 0]
+    codes = cell_codes(frame)
+    assert codes.shape == (1, 2, 2) and (codes[0, 0] != codes[0, 1]).any()
+    assert (cell_codes(frame.copy()) == codes).all()
+
+
+def test_pixel_cells_config_trains_a_cell_cnn_and_rejects_a_non_image(tmp_path: Path) -> None:
+    """`wrappers: [pixel_cells]` + `features: cells`: DAgger's samples are codes, the policy is a
+    `CellCNN` reading them unscaled, `eval` rebuilds the stack from the zip; a state-vector env
+    is a clear error."""
+    import gymnasium as gym
+    import pytest
+    from metabonk_gym.wrappers.pixel_cells import PixelCells
+
+    from metabonk_gym.agents.many import evaluate_many
+    from metabonk_gym.training.policies import CellCNN, policy_kwargs
+
+    run = tmp_path / "cells"
+    train_dagger(
+        QUEST,
+        run,
+        settings=DaggerSettings(teacher_episodes=1, rounds=0, epochs_first=1),
+        overrides={**CELLS, "max_episode_steps": 20},
+        log=lambda _: None,
+    )
+    with np.load(run / "data" / "round_000.npz") as data:
+        assert data["obs"].shape == (20, 20, 30, 4)  # 2 code bytes x 2 frames per cell
+    meta = read_model_metadata(run / "model.zip")
+    assert meta["config"]["features"] == "cells"
+    assert meta["config"]["wrappers"] == [{"name": "pixel_cells"}]
+    kwargs = policy_kwargs(resolve_config(QUEST, overrides=CELLS))
+    assert kwargs["features_extractor_class"] is CellCNN and kwargs["normalize_images"] is False
+    report = evaluate_many(
+        QUEST,
+        str(run / "model.zip"),
+        1,
+        episodes=1,
+        seed=5,
+        deterministic=True,
+        goal="game",
+        overrides={"max_episode_steps": 10},
+    )
+    assert report["episodes"][0]["length"] == 10
+    env = gym.make("CartPole-v1")  # a float state vector, no frame
+    with pytest.raises(ValueError, match="uint8"):
+        PixelCells(env)
+    env.close()

@@ -17,6 +17,7 @@ from typing import Any
 
 from metabonk_gym.wrappers.button_history import ButtonHistory
 from metabonk_gym.wrappers.grid_overlay import GridOverlay, draw_overlay
+from metabonk_gym.wrappers.pixel_cells import PixelCells
 from metabonk_gym.wrappers.pixel_tokens import PixelTokenizer
 from metabonk_gym.wrappers.predictors import (
     CopyPredictor,
@@ -51,6 +52,7 @@ __all__ = [
     "LearnedPredictor",
     "LinearPredictor",
     "PauseToThink",
+    "PixelCells",
     "PixelTokenizer",
     "Predictor",
     "ScreenReader",

@@ -55,6 +55,56 @@ class SmallCNN(BaseFeaturesExtractor):
         return self.linear(self.cnn(observations))
 
 
+class CellCNN(BaseFeaturesExtractor):
+    """Embedding of each cell code byte (`PixelCells`), then convolutions that keep the cell grid.
+
+    Every channel (a code byte of one stacked frame) has its own 256-row table of `embed` numbers;
+    the tables' outputs are concatenated per cell, then Conv(32, 3x3) at full grid resolution (a
+    teacher's choice depends on the exact cell next to the player, which `SmallCNN`'s first
+    stride-2 layer blurs), Conv(64, 3x3, /2), Conv(64, 3x3, /2), Linear(features_dim), ReLUs.
+    The policy must not scale the codes (`normalize_images=False`, set by `policy_kwargs`).
+
+    Args:
+        observation_space: channel-first (codes x frames, rows, cols) uint8 codes.
+        features_dim: size of the features the policy and value heads read.
+        embed: numbers per code byte.
+
+    >>> import gymnasium as gym, numpy as np, torch
+    >>> space = gym.spaces.Box(0, 255, (4, 20, 30), np.uint8)
+    >>> CellCNN(space, features_dim=32)(torch.full((2, 4, 20, 30), 255.0)).shape
+    torch.Size([2, 32])
+    """
+
+    def __init__(
+        self, observation_space: gym.spaces.Box, features_dim: int = 256, embed: int = 8
+    ) -> None:
+        super().__init__(observation_space, features_dim)
+        channels = observation_space.shape[0]
+        self.embedding = nn.Embedding(256 * channels, embed)
+        self.register_buffer("offsets", torch.arange(channels).view(1, channels, 1, 1) * 256)
+        self.cnn = nn.Sequential(
+            nn.Conv2d(channels * embed, 32, kernel_size=3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, kernel_size=3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, kernel_size=3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            n_flatten = self.cnn(self.embed(torch.zeros(1, *observation_space.shape))).shape[1]
+        self.linear = nn.Sequential(nn.Linear(n_flatten, features_dim), nn.ReLU())
+
+    def embed(self, observations: torch.Tensor) -> torch.Tensor:
+        ids = observations.long().clamp(0, 255) + self.offsets  # type: ignore[operator]
+        vectors = self.embedding(ids)  # (B, C, H, W, E)
+        b, c, h, w, e = vectors.shape
+        return vectors.permute(0, 1, 4, 2, 3).reshape(b, c * e, h, w)
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.cnn(self.embed(observations)))
+
+
 class DictExtractor(BaseFeaturesExtractor):
     """Features of a Dict observation from the config's wrappers: `SmallCNN` on each image key
     and, on every other key, its numbers scaled to [0, 1] by the space's bounds (tile token
@@ -113,7 +163,11 @@ class DictExtractor(BaseFeaturesExtractor):
 def policy_kwargs(cfg: TrainConfig) -> dict[str, Any]:
     """`policy_kwargs` for SB3 PPO per the config's `policy`, `features`, `net_arch`."""
     kwargs: dict[str, Any] = {}
-    if cfg.policy == "CnnPolicy":
+    if cfg.policy == "CnnPolicy" and cfg.features == "cells":  # `PixelCells` codes, unscaled
+        kwargs["features_extractor_class"] = CellCNN
+        kwargs["features_extractor_kwargs"] = {"features_dim": cfg.features_dim}
+        kwargs["normalize_images"] = False
+    elif cfg.policy == "CnnPolicy":
         kwargs["features_extractor_class"] = SmallCNN if cfg.features == "small" else NatureCNN
         kwargs["features_extractor_kwargs"] = {"features_dim": cfg.features_dim}
     elif uses_dict_extractor(cfg):  # the config's wrappers: small CNN + scaled numbers
