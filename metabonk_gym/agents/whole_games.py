@@ -3,8 +3,8 @@
 (`metabonk_gym.training.dagger`) on several training seeds, scored on fixed evaluation seeds.
 
 * `quest_full`: the whole BonkQuest from the `start` state (five rooms, keys, chests, the
-  treasure), from pixels (grayscale, one pixel per 8x8 tile, a 2-frame stack; no RAM numbers in
-  the observation); the score is the game's own win (`game_won`: the treasure taken), never the
+  treasure), from pixels (each 8x8 cell of the RGB screen as a code of its exact picture,
+  `PixelCells`, 2 frames, a `CellCNN`; no RAM numbers or VRAM ids in the observation); the score is the game's own win (`game_won`: the treasure taken), never the
   room-1 goal (`won` of the `room1` config). Target: median win rate >= 0.8 over 3 training seeds,
   the worst >= 0.6, at most 2 hours of the 2-core machine per seed.
 * `arena`: BonkArena from the RAM state vector (the env's `state` observation); target: mean
@@ -49,6 +49,17 @@ EVAL_ENVS = 4
 #: BonkQuest evaluation episodes end unfinished after this many steps (the teacher wins in
 #: ~190-290; a policy stuck in a room would otherwise wander to the env's 5,000).
 QUEST_EVAL_STEPS = 800
+#: BonkQuest's observation: every 8x8 cell of the full RGB screen as 2 bytes of its picture hash
+#: (`PixelCells`), 2 frames, read by `CellCNN`. Computed from pixels alone (no RAM, no VRAM); a
+#: grey frame of one pixel per cell merged pictures of equal brightness (see docs/training.md).
+CELLS: dict[str, Any] = {
+    "state": "start",
+    "obs_type": "rgb",
+    "downscale": 1,
+    "frame_stack": 2,
+    "wrappers": [{"name": "pixel_cells"}],
+    "features": "cells",
+}
 
 
 @dataclass(frozen=True)
@@ -68,23 +79,17 @@ class Size:
 SIZES: dict[str, Size] = {
     "full": Size(
         quest=DaggerSettings(
-            teacher_episodes=80,
-            rounds=3,
-            episodes_per_round=20,
+            teacher_episodes=20,
+            rounds=1,
+            episodes_per_round=8,
             noise=0.2,
             round_noise=0.05,
-            epochs_first=12,
-            epochs_round=4,
+            epochs_first=16,
+            epochs_round=5,
+            batch_size=64,
             max_steps=600,
         ),
-        quest_overrides={
-            "state": "start",
-            "obs_type": "grayscale",
-            "downscale": 8,
-            "frame_stack": 2,
-            "max_episode_steps": 1500,
-            "features_dim": 256,
-        },
+        quest_overrides={**CELLS, "max_episode_steps": 1500},
         arena=DaggerSettings(
             teacher_episodes=6,
             rounds=3,
@@ -104,13 +109,7 @@ SIZES: dict[str, Size] = {
             epochs_first=1,
             epochs_round=1,
         ),
-        quest_overrides={
-            "state": "start",
-            "obs_type": "grayscale",
-            "downscale": 8,
-            "frame_stack": 2,
-            "max_episode_steps": 40,
-        },
+        quest_overrides={**CELLS, "max_episode_steps": 40},
         arena=DaggerSettings(
             teacher_episodes=1,
             rounds=1,
@@ -227,7 +226,7 @@ def quest_full(
     rates = [s["game_win_rate"] for s in per_seed]
     median, worst = median_worst(rates)
     figures: dict[str, Any] = {
-        "observation": "pixels: grayscale, downscale 8 (one pixel per tile), 2-frame stack",
+        "observation": "pixels: 8x8 cell picture codes of the RGB screen (pixel_cells), 2 frames",
         "method": "DAgger from the game's screen-only teacher",
         "scored_goal": "game_won",
         "eval_episodes": episodes,
