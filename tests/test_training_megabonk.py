@@ -124,9 +124,13 @@ def test_action_repeat_and_scaled_observations() -> None:
         # sticks, fire and ability are held for the 4 ticks; interact and click on the first only
         press = np.array([0.5, -0.5, 0, 0, 1, 1, 1, 1, 0, 0], np.float32)
         _, _, _, _, info = env.step(press)
-        last_tick = info["human_action"]
-        assert last_tick[:2].tolist() == [0.5, -0.5] and last_tick[4:6].tolist() == [1.0, 1.0]
-        assert last_tick[6:8].tolist() == [-1.0, -1.0]
+        ticks = info["human_ticks"]
+        assert ticks.shape == (4, 10)
+        assert ticks[:, :2].tolist() == [[0.5, -0.5]] * 4 and ticks[:, 4:6].tolist() == [[1, 1]] * 4
+        assert ticks[0, 6:8].tolist() == [1.0, 1.0]
+        assert ticks[1:, 6:8].tolist() == [[-1.0, -1.0]] * 3
+        # the step's input merges its ticks: a press on any tick is a press of the step
+        assert info["human_action"][6:8].tolist() == [1.0, 1.0]
     finally:
         env.close()
         swarm.stop()

@@ -2,6 +2,7 @@
 same process, because absolute timings on shared machines are noise.
 
 >>> import pkgutil
->>> sorted(m.name for m in pkgutil.iter_modules(__path__))[:2]
-['bonklink_speed', 'distributed_speed']
+>>> names = {m.name for m in pkgutil.iter_modules(__path__)}
+>>> {"vector_speed", "env_speed", "serve_speed"} <= names
+True
 """

@@ -309,6 +309,8 @@ class MegabonkEnv(gym.Env[Any, Any]):
                 break
         info["reward_terms"] = dict(terms)
         if len(played) > 1 and self.action_type == "box":
+            # the step's input reads like an agent's step; the ticks stay for who needs them
+            info["human_ticks"] = np.asarray(played, np.float32)
             info["human_action"] = merge_box_actions(played)
         observed = self._observed if self._observed is not None else GameState()
         obs = self._builder.build(observed, self._frame)
