@@ -145,10 +145,17 @@ def test_deadline_stops_decoding_and_the_strategist_falls_back(tiny: tuple[Path,
             user="x " * 1500
         )  # thousands of byte tokens: prompt evaluation takes a while
         started = time.monotonic()
-        with pytest.raises(ThinkTimeout):
+        with pytest.raises(ThinkTimeout, match="while evaluating the prompt"):
             engine.complete(long, started + 0.01)
+        stopped = time.monotonic() - started
         # the model is usable again afterwards
         schema_valid(engine.complete(request(), time.monotonic() + 60).text)
+        # the stop came inside prompt evaluation: the same work done whole (another prompt of
+        # the same length, so nothing is cached) takes far longer than the stopped call
+        whole_started = time.monotonic()
+        engine.complete(request(user="y " * 1500), whole_started + 600)
+        whole = time.monotonic() - whole_started
+        assert stopped < whole / 2, (stopped, whole)
     finally:
         engine.close()
 

@@ -216,16 +216,27 @@ class LlamaCppEngine(Engine):
             )
         except ValueError as exc:
             raise EngineError(f"llama-cpp-python could not load {self.model_path}: {exc}") from exc
+        # llama.cpp asks this between the nodes of every graph it computes, so a long prompt's
+        # evaluation stops at the deadline too (llama_decode then returns 2; Llama.eval drops
+        # the unfinished batch from the KV cache on the next call). The ctypes callback is kept
+        # on self: freed, llama.cpp would call into released memory.
+        self._abort_at = float("inf")  # the deadline of the request in flight
+        self._abort_cancels = self._cancels
+        self._abort_callback = llama_cpp.ggml_abort_callback(self._should_abort)
+        llama_cpp.llama_set_abort_callback(self.llm._ctx.ctx, self._abort_callback, None)
+
+    def _should_abort(self, _data: Any) -> bool:
+        return time.monotonic() > self._abort_at or self._cancels != self._abort_cancels
 
     def complete(self, request: ThinkRequest, deadline: float) -> Completion:
         # Streamed so decoding can stop at the deadline between two tokens (an exception raised
-        # in a logits processor is swallowed by the ctypes sampler callback). Prompt evaluation
-        # itself cannot be interrupted: the caller stops waiting at the deadline regardless.
-        # `cancel()` stops decoding the same way.
+        # in a logits processor is swallowed by the ctypes sampler callback); prompt evaluation
+        # stops inside llama.cpp through the abort callback. `cancel()` stops both the same way.
         cancels = self._cancels
         with self._lock:
             if time.monotonic() > deadline:
                 raise ThinkTimeout("the deadline passed before the model was free")
+            self._abort_at, self._abort_cancels = deadline, cancels
             pieces: list[str] = []
             prompt_tokens: int | None = None
             cached: int | None = None
@@ -256,12 +267,21 @@ class LlamaCppEngine(Engine):
             except EngineError:
                 raise
             except Exception as exc:
+                if "llama_decode returned 2" in str(exc):  # the abort callback stopped it
+                    if self._cancels != cancels:
+                        raise EngineError("cancelled while evaluating the prompt") from None
+                    raise ThinkTimeout(
+                        f"stopped at the deadline while evaluating the prompt "
+                        f"({self.llm.n_tokens} tokens in the cache)"
+                    ) from None
                 raise EngineError(f"llama-cpp-python failed: {type(exc).__name__}: {exc}") from exc
+            finally:
+                self._abort_at = float("inf")
         return Completion("".join(pieces), prompt_tokens, len(pieces), cached)
 
     def cancel(self) -> None:
-        """Stop decoding the request in flight at its next token (its prompt evaluation, the
-        first part, cannot be interrupted)."""
+        """Stop the request in flight: its prompt evaluation inside llama.cpp, or its decoding
+        at the next token."""
         self._cancels += 1
 
     def close(self) -> None:
