@@ -573,8 +573,11 @@ def encode_frame_jpeg(rgb: np.ndarray, quality: int = 75) -> bytes:
     """Encode a top-down (H, W, 3) uint8 image as JPEG (the plugin's default, quality 75)."""
     from PIL import Image
 
+    pixels = np.asarray(rgb, dtype=np.uint8)
+    if pixels.ndim != 3 or pixels.shape[2] != 3:
+        raise ValueError(f"a frame is (H, W, 3) RGB, got shape {pixels.shape}")
     out = io.BytesIO()
-    Image.fromarray(np.asarray(rgb, dtype=np.uint8), "RGB").save(out, "JPEG", quality=quality)
+    Image.fromarray(pixels).save(out, "JPEG", quality=quality)  # RGB from the shape (Pillow 13)
     return out.getvalue()
 
 
