@@ -9,21 +9,12 @@ from pathlib import Path
 
 import pytest
 from metabonk_gym.cli.errors import path_error
-from metabonk_gym.cli.main import app
+from one_line import one_line_error as _error
 from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEST = "MetaBonk/BonkQuest-v0"
 runner = CliRunner()
-
-
-def _error(args: list[str]) -> str:
-    """The one `error:` line of a command that must fail with exit code 2."""
-    result = runner.invoke(app, args)
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 2, result.output
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    return lines[0]
 
 
 # ------------------------------------------------------------------ markup in messages

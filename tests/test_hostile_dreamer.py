@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from metabonk_gym.cli.main import app
+from one_line import one_line_error as _error
 from typer.testing import CliRunner
 
 from metabonk_gym.training.config import config_to_yaml
@@ -33,17 +33,6 @@ class _Payload:
         import os
 
         return (os.mkdir, (str(self.marker),))
-
-
-def _error(args: list[str], progress: bool = False) -> str:
-    """The one `error:` line of a command that fails with exit code 2 (after progress lines
-    such as sheeprl's "Log dir:" when `progress`)."""
-    result = runner.invoke(app, args)
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("error: ")]
-    assert result.exit_code == 2, result.output
-    assert len(errors) == 1 and (progress or len(lines) == 1), result.output
-    return errors[0]
 
 
 def _shared_run(folder: Path, marker: Path, dreamer: dict[str, object] | None = None) -> Path:

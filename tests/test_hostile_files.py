@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from metabonk_gym.cli.main import app
+from one_line import one_line_error as _error
 from typer.testing import CliRunner
 
 from metabonk_gym.video.dataset import VideoDataset
@@ -25,14 +25,6 @@ from metabonk_gym.worldmodel.model import ModelConfig, WorldModel
 
 QUEST = "MetaBonk/BonkQuest-v0"
 runner = CliRunner()
-
-
-def _error(args: list[str]) -> str:
-    result = runner.invoke(app, args)
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 2, result.output
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    return lines[0]
 
 
 # ------------------------------------------------------------------ frame folders

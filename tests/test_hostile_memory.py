@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from metabonk_gym.cli.main import app
+from one_line import one_line_error as _error
 from typer.testing import CliRunner
 
 from metabonk_gym.memory import KnowledgeGraph
@@ -24,14 +25,6 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     graph.flush()
     graph.close()
     return folder
-
-
-def _error(args: list[str]) -> str:
-    result = runner.invoke(app, args)
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 2, result.output
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    return lines[0]
 
 
 def test_a_read_query_still_prints_its_rows(run_dir: Path) -> None:

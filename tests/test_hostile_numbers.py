@@ -9,8 +9,8 @@ import math
 from pathlib import Path
 
 import pytest
-from metabonk_gym.cli.main import app
 from metabonk_gym.rewards.function import terms_from_scenario
+from one_line import one_line_error as _error
 from typer.testing import CliRunner
 
 from metabonk_gym.errors import BadNumberError, RewardSpecError
@@ -20,14 +20,6 @@ from metabonk_gym.utils import check_number
 
 QUEST = "MetaBonk/BonkQuest-v0"
 runner = CliRunner()
-
-
-def _error(args: list[str]) -> str:
-    result = runner.invoke(app, args)
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 2, result.output
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
-    return lines[0]
 
 
 @pytest.mark.parametrize(
