@@ -33,7 +33,7 @@ from metabonk_gym.cli.train import (
 from rich.console import Console
 from rich.table import Table
 
-from metabonk_gym.agents.ladder import parse_agents, run_ladder
+from metabonk_gym.agents.ladder import MARKDOWN_COLUMNS, cell_fields, parse_agents, run_ladder
 
 console = Console(markup=False)  # print text as given: no markup in user text
 
@@ -116,30 +116,11 @@ def ladder_command(
         )
     )
     table = Table(title=f"ladder ({episodes} episodes each, --goal {goal})")
-    for column in (
-        "env",
-        "rank",
-        "agent",
-        "kind",
-        "win rate",
-        "95% CI",
-        "mean return",
-        "steps to win",
-    ):
+    shown = MARKDOWN_COLUMNS[: MARKDOWN_COLUMNS.index("mean length") + 1]
+    for column in shown:
         table.add_column(column)
-    for c in ladder["cells"]:
-        low, high = c["win_ci95"]
-        steps = "-" if c["steps_to_win"] is None else f"{c['steps_to_win']:.1f}"
-        table.add_row(
-            c["env_id"],
-            str(c["rank"]),
-            c["agent"],
-            str(c["kind"]),
-            f"{c['win_rate']:.2f}",
-            f"{low:.2f}-{high:.2f}",
-            f"{c['mean_return']:.2f}",
-            steps,
-        )
+    for cell in ladder["cells"]:
+        table.add_row(*cell_fields(cell))
     console.print(table)
     for env_id, what in ladder["scoring"].items():
         console.print(f"{env_id}: won scores {what['won_means']}")

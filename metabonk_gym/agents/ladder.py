@@ -396,27 +396,32 @@ def markdown(ladder: Mapping[str, Any]) -> str:
     lines.append("| " + " | ".join(MARKDOWN_COLUMNS) + " |")
     lines.append("|" + "---|" * len(MARKDOWN_COLUMNS))
     for c in ladder["cells"]:
-        low, high = c["win_ci95"]
         links = " ".join(
             f"[{label}]({c['videos'][label]})"
             for label in ("best", "worst")
             if label in c["videos"]
         )
-        row = [
-            c["env_id"],
-            str(c["rank"]),
-            str(c["agent"]).replace("|", "\\|"),
-            str(c.get("kind")),
-            _pct(c["win_rate"]),
-            f"{_pct(low)}-{_pct(high)}",
-            _num(c["mean_return"]),
-            _num(c["steps_to_win"], 1),
-            _num(c.get("mean_length"), 1),
-            str(c["episodes"]),
-            links,
-        ]
+        row = [*cell_fields(c), str(c["episodes"]), links]
+        row[2] = row[2].replace("|", "\\|")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
+
+
+def cell_fields(cell: Mapping[str, Any]) -> list[str]:
+    """One cell's figures as text, in `MARKDOWN_COLUMNS` order up to "mean length" (the
+    Markdown table and the CLI's table show the same text)."""
+    low, high = cell["win_ci95"]
+    return [
+        str(cell["env_id"]),
+        str(cell["rank"]),
+        str(cell["agent"]),
+        str(cell.get("kind")),
+        _pct(cell["win_rate"]),
+        f"{_pct(low)}-{_pct(high)}",
+        _num(cell["mean_return"]),
+        _num(cell["steps_to_win"], 1),
+        _num(cell.get("mean_length"), 1),
+    ]
 
 
 _STYLE = """
