@@ -195,7 +195,6 @@ def test_logs_of_another_game_and_empty_logs_are_one_line_errors(tmp_path: Path)
 
 
 def test_the_gguf_export_undoes_the_permutation_transformers_applies() -> None:
-    pytest.importorskip("transformers")
     from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
 
     from metabonk_gym.think.finetune import permute_qk
