@@ -13,7 +13,7 @@ from metabonk_gym.cli.bench import _print, bench_app
 
 from metabonk_gym.bench.skyemu_speed import run
 from metabonk_gym.gba.integration import Integration
-from metabonk_gym.skyemu.fake_server import serve
+from metabonk_gym.gba.skyemu_peer import serve
 
 
 def skyemu_peer(

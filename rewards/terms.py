@@ -277,7 +277,7 @@ class ScenarioVariable(RewardTerm):
 class Learned(RewardTerm):
     """`weight` x the change of a learned progress score of the screen (`model`: a reward model
     of `metabonk train reward`). The env's screen and the model are bound by
-    `metabonk_gym.video.bind.bind_learned_terms(env)`; the first step of an episode gives 0.
+    `metabonk_gym.learned.bind.bind_learned_terms(env)`; the first step of an episode gives 0.
 
     >>> Learned("reward_model").bind(lambda: 0, lambda frame: 2.0)({}, {})
     0.0
@@ -303,7 +303,7 @@ class Learned(RewardTerm):
         if self._screen is None or self._score is None:
             raise RuntimeError(
                 f"reward term 'learned' ({self.model}) has no screen: call "
-                "metabonk_gym.video.bind.bind_learned_terms(env) after making the env"
+                "metabonk_gym.learned.bind.bind_learned_terms(env) after making the env"
             )
         now = float(self._score(self._screen()))
         last, self._last = self._last, now

@@ -106,7 +106,7 @@ def rollout(env: gym.Env, seed: int, actions: list[Any], reset_options: dict | N
 def main(out: str) -> None:
     from metabonk_gym.bonklink.sim import BonkLinkSim
     from metabonk_gym.gba.integration import Integration
-    from metabonk_gym.skyemu.fake_server import PeerProcess
+    from metabonk_gym.gba.skyemu_peer import PeerProcess
 
     results = []
     for case in CASES:

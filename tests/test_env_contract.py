@@ -25,8 +25,8 @@ from metabonk_gym.errors import MetabonkError
 from metabonk_gym.gamedata import GameData
 from metabonk_gym.gba.backends import EmulatorBackend, RetroCore, SkyEmuBackend
 from metabonk_gym.gba.integration import Integration
+from metabonk_gym.gba.skyemu_peer import PeerProcess
 from metabonk_gym.registration import ENV_IDS, EnvTraits, UnknownEnvError, env_traits
-from metabonk_gym.skyemu.fake_server import PeerProcess
 from metabonk_gym.utils import find_wrapper
 
 ARENA = "MetaBonk/BonkArena-v0"

@@ -30,7 +30,7 @@ from metabonk_gym.errors import (
     RomLoadError,
 )
 from metabonk_gym.gba.integration import Integration
-from metabonk_gym.skyemu.fake_server import PeerEmulator, PeerServer
+from metabonk_gym.gba.skyemu_peer import PeerEmulator, PeerServer
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEST = "MetaBonk/BonkQuest-v0"
@@ -373,9 +373,8 @@ def test_megabonk_refuses_an_action_of_the_wrong_shape() -> None:
 
 # ---------------------------------------------------------------------- item 5: secrets
 def test_api_key_stays_out_of_the_spec(make_env, monkeypatch) -> None:
-    from metabonk_gym.wrappers.pause_to_think import PauseToThink
-
     from metabonk_gym.think.engines import OpenAIEngine
+    from metabonk_gym.think.pause_to_think import PauseToThink
 
     env = PauseToThink(
         make_env(QUEST), engine="openai", base_url="http://127.0.0.1:9/v1", api_key="sk-SECRET"

@@ -251,8 +251,8 @@ def test_bad_input_is_one_line_and_leaves_the_session_alone(game: Path, tmp_path
 @pytest.mark.net
 def test_watch_a_skyemu_someone_plays(game: Path, tmp_path: Path) -> None:
     """The watch reads a running SkyEmu (the project's test peer) without restarting it."""
+    from metabonk_gym.gba.skyemu_peer import PeerProcess
     from metabonk_gym.integrate.machine import SkyEmuLive
-    from metabonk_gym.skyemu.fake_server import PeerProcess
 
     assert cli("ram", "add", game, "player_x", hex(PLAYER_X), "u8").exit_code == 0
     with PeerProcess(game / "rom.gba") as peer:

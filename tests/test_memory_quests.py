@@ -14,12 +14,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from metabonk_gym.wrappers.memory import Memory
-from metabonk_gym.wrappers.pause_to_think import PauseToThink
 
 from metabonk_gym.gamedata import GameData, bundled_game_folder
 from metabonk_gym.games.BonkQuest.game import BonkQuestExpert
 from metabonk_gym.memory import WorldMemory, estimate_tokens, memory_text
 from metabonk_gym.memory.navigate import remembered_path, waypoint
+from metabonk_gym.think.pause_to_think import PauseToThink
 from metabonk_gym.think.prompts import PromptBuilder
 from metabonk_gym.think.view import GameView
 

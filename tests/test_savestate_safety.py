@@ -16,9 +16,9 @@ import pytest
 from metabonk_gym.errors import CorruptSavestateError, MissingFolderError, UnknownStateError
 from metabonk_gym.gba.backends import probe
 from metabonk_gym.gba.integration import Integration, savestates_dir
+from metabonk_gym.gba.skyemu_peer import PeerProcess
 from metabonk_gym.gba.statefile import SUBFIELD, read_state
 from metabonk_gym.skyemu.client import SkyEmuClient
-from metabonk_gym.skyemu.fake_server import PeerProcess
 
 QUEST = "MetaBonk/BonkQuest-v0"
 

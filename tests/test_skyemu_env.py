@@ -28,6 +28,7 @@ from metabonk_gym.errors import CorruptSavestateError, MetabonkError
 from metabonk_gym.gba.backends import skyemu as backend_module
 from metabonk_gym.gba.backends.skyemu import SkyEmuBackend
 from metabonk_gym.gba.integration import Integration
+from metabonk_gym.gba.skyemu_peer import PeerProcess
 from metabonk_gym.process import ChildProcess, free_port
 from metabonk_gym.skyemu.client import SkyEmuClient
 from metabonk_gym.skyemu.errors import (
@@ -37,7 +38,6 @@ from metabonk_gym.skyemu.errors import (
     SkyEmuStateError,
     SkyEmuUnreachableError,
 )
-from metabonk_gym.skyemu.fake_server import PeerProcess
 
 pytestmark = pytest.mark.net
 
@@ -295,7 +295,7 @@ def peer_binary(tmp_path: Path) -> str:
     """An executable taking SkyEmu's command line (`http_server PORT ROM`) that runs the peer."""
     script = tmp_path / "SkyEmu"
     script.write_text(
-        f'#!/bin/sh\necho $$ > "{tmp_path}/pid"\nexec "{sys.executable}" -m metabonk_gym.skyemu.fake_server "$@"\n'
+        f'#!/bin/sh\necho $$ > "{tmp_path}/pid"\nexec "{sys.executable}" -m metabonk_gym.gba.skyemu_peer "$@"\n'
     )
     script.chmod(0o755)
     return str(script)
@@ -461,7 +461,7 @@ def test_the_peer_ends_when_its_parent_is_killed() -> None:
     import time
 
     code = (
-        "from metabonk_gym.skyemu.fake_server import PeerProcess\n"
+        "from metabonk_gym.gba.skyemu_peer import PeerProcess\n"
         f"peer = PeerProcess({str(QUEST_ROM)!r})\n"
         "print(peer.proc.pid, flush=True)\n"
         "import time; time.sleep(120)\n"

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from metabonk_gym.gba.integration import Integration
+from metabonk_gym.gba.skyemu_peer import PeerProcess, c_atoi, hex_to_int, parse_query
 from metabonk_gym.process import free_port
 from metabonk_gym.skyemu import client as client_module
 from metabonk_gym.skyemu.bmp import decode_bmp, encode_bmp
@@ -29,7 +30,6 @@ from metabonk_gym.skyemu.errors import (
     SkyEmuProtocolError,
     SkyEmuUnreachableError,
 )
-from metabonk_gym.skyemu.fake_server import PeerProcess, c_atoi, hex_to_int, parse_query
 from metabonk_gym.skyemu.process import SkyEmuProcess
 
 SKYEMU_BINARY = os.environ.get("SKYEMU_BINARY")

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from metabonk_gym.cli.main import app
-from metabonk_gym.wrappers.pause_to_think import PauseToThink
 from typer.testing import CliRunner
 
 from metabonk_gym.think.agent import make_think_agent
@@ -17,6 +16,7 @@ from metabonk_gym.think.follower import make_follower
 from metabonk_gym.think.games import adapter_for_name
 from metabonk_gym.think.log import DecisionLogNotFoundError, read_decisions
 from metabonk_gym.think.metrics import ThinkStats, log_think_scalars
+from metabonk_gym.think.pause_to_think import PauseToThink
 from metabonk_gym.think.view import GameView
 
 

@@ -19,13 +19,13 @@ import httpx
 import jsonschema
 import numpy as np
 import pytest
-from metabonk_gym.wrappers.pause_to_think import PauseToThink
 
 from metabonk_gym.process import free_port
 from metabonk_gym.think.directive import parse_directive
 from metabonk_gym.think.engines import OpenAIEngine, ThinkRequest, png_bytes
 from metabonk_gym.think.games import adapter_for_name
 from metabonk_gym.think.llama_server import find_llama_server
+from metabonk_gym.think.pause_to_think import PauseToThink
 from metabonk_gym.think.serve import ServerProcess
 from metabonk_gym.think.testing import TinyVisionConfig, write_tiny_llama, write_tiny_mmproj
 from metabonk_gym.vector import make_vec

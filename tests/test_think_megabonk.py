@@ -17,7 +17,6 @@ import jsonschema
 import numpy as np
 import pytest
 from metabonk_gym.cli.main import app
-from metabonk_gym.wrappers.pause_to_think import PauseToThink
 from typer.testing import CliRunner
 
 from metabonk_gym.bonklink.actions import click_from_plugin, to_wire
@@ -32,6 +31,7 @@ from metabonk_gym.think.follower import make_follower
 from metabonk_gym.think.games import adapter_for
 from metabonk_gym.think.log import read_decisions
 from metabonk_gym.think.oracle import OracleStrategist
+from metabonk_gym.think.pause_to_think import PauseToThink
 from metabonk_gym.think.prompts import PromptBuilder, system_prompt
 from metabonk_gym.think.strategist import ModelStrategist
 from metabonk_gym.think.testing import write_tiny_pair

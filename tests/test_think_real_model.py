@@ -22,7 +22,6 @@ import httpx
 import numpy as np
 import pytest
 from metabonk_gym.cli.main import app
-from metabonk_gym.wrappers.pause_to_think import PauseToThink
 from typer.testing import CliRunner
 
 import metabonk_gym  # noqa: F401  (registers the envs)
@@ -36,6 +35,7 @@ from metabonk_gym.think.finetune import FinetuneConfig, FinetuneError, finetune,
 from metabonk_gym.think.games import adapter_for
 from metabonk_gym.think.log import DecisionLogNotFoundError
 from metabonk_gym.think.models import BadModelFileError, check_gguf, default_model_path
+from metabonk_gym.think.pause_to_think import PauseToThink
 from metabonk_gym.think.prompts import PromptBuilder
 from metabonk_gym.think.view import GameView
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from metabonk_gym.wrappers.pause_to_think import PauseToThink
 from stable_baselines3 import PPO
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -18,6 +17,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from metabonk_gym.bonklink.env import MegabonkEnv
 from metabonk_gym.bonklink.sim import BonkLinkSim
 from metabonk_gym.think.metrics import merge_think_infos
+from metabonk_gym.think.pause_to_think import PauseToThink
 from metabonk_gym.training.callbacks import ThinkScalarsCallback
 
 pytestmark = pytest.mark.net

@@ -12,11 +12,11 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-from metabonk_gym.wrappers.pause_to_think import PauseToThink
 
 from metabonk_gym.games.BonkQuest.game import quest_advice
 from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.follower import make_follower
+from metabonk_gym.think.pause_to_think import PauseToThink
 from metabonk_gym.think.prompts import HistoryItem
 from metabonk_gym.think.strategist import Strategist, ThinkResult
 from metabonk_gym.think.testing import write_tiny_llama

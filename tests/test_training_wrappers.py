@@ -10,12 +10,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import yaml
-from metabonk_gym.wrappers.pause_to_think import PauseToThink
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import metabonk_gym  # noqa: F401  (registers the envs)
 from metabonk_gym.agents.evaluate import evaluate
 from metabonk_gym.think.follower import make_follower
+from metabonk_gym.think.pause_to_think import PauseToThink
 from metabonk_gym.think.view import GameView
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.errors import ConfigError

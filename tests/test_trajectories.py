@@ -22,7 +22,7 @@ import pytest
 import metabonk_gym  # noqa: F401
 from metabonk_gym.bonklink.sim import BonkLinkSim
 from metabonk_gym.gamedata import GameData, bundled_game_folder
-from metabonk_gym.skyemu.fake_server import PeerProcess
+from metabonk_gym.gba.skyemu_peer import PeerProcess
 
 pytestmark = pytest.mark.net
 

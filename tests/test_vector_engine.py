@@ -176,7 +176,7 @@ def test_bonklink_same_trajectories_as_sequential_envs() -> None:
 @pytest.mark.net
 def test_skyemu_same_trajectories_as_sequential_envs(tmp_path: Path) -> None:
     from metabonk_gym.gba.integration import Integration
-    from metabonk_gym.skyemu.fake_server import PeerProcess
+    from metabonk_gym.gba.skyemu_peer import PeerProcess
 
     kwargs: dict[str, Any] = {"backend": "skyemu", "frameskip": 2}
     with PeerProcess(Integration.bundled("BonkQuest").rom_path) as peer:

@@ -192,9 +192,9 @@ def test_an_idm_for_another_game_is_refused(tmp_path, quest_idm):
 
 # ---------------------------------------------------------------------- learned reward
 def test_learned_reward_term_scores_the_screen(tmp_path, quest_frames):
-    from metabonk_gym.video.bind import bind_learned_terms
+    from metabonk_gym.learned.bind import bind_learned_terms
+    from metabonk_gym.learned.scorer import RewardModel
     from metabonk_gym.video.reward import train_reward_model
-    from metabonk_gym.video.scorer import RewardModel
 
     video = write_mp4(tmp_path / "q.mp4", quest_frames, fps=15)
     to_dataset([video], QUEST, tmp_path / "ds", check=False)

@@ -2,8 +2,9 @@
 overlays, temporal strips with frame predictors, and button history. Each adds keys to a Dict
 observation (the env's own frame stays under `pixels`), so they stack with each other and with
 gymnasium's `FrameStackObservation`. See docs/wrappers.md. `PauseToThink`, which drives the think
-machinery (a layer that uses these wrappers), is importable from here like every other wrapper
-but loads lazily (PEP 562 `__getattr__`), so importing the wrappers never imports think.
+machinery (a package that uses these wrappers) and lives in `metabonk_gym.think.pause_to_think`,
+is importable from here like every other wrapper but loads lazily (PEP 562 `__getattr__`), so
+importing the wrappers never imports think.
 
 >>> import gymnasium as gym, metabonk_gym
 >>> env = ButtonHistory(TileTokens(gym.make("MetaBonk/BonkQuest-v0")), n=4)
@@ -38,7 +39,7 @@ from metabonk_gym.wrappers.vram import VramTokenizer, read_snapshot
 def __getattr__(name: str) -> Any:
     """`PauseToThink`, imported the first time it is asked for (after this package loaded)."""
     if name == "PauseToThink":
-        from metabonk_gym.wrappers.pause_to_think import PauseToThink
+        from metabonk_gym.think.pause_to_think import PauseToThink
 
         return PauseToThink
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

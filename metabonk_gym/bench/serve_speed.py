@@ -47,12 +47,12 @@ import numpy as np
 from metabonk_gym.think.directive import DirectiveError, parse_directive
 from metabonk_gym.think.engines import EngineError, OpenAIEngine, ThinkRequest
 from metabonk_gym.think.games import adapter_for, adapter_for_name
+from metabonk_gym.think.pause_to_think import PauseToThink
 from metabonk_gym.think.prompts import PromptBuilder
 from metabonk_gym.think.serve import ServerProcess
 from metabonk_gym.think.testing import TinyModelConfig, write_tiny_llama, write_tiny_mmproj
 from metabonk_gym.think.view import GameView
 from metabonk_gym.vector import make_vec
-from metabonk_gym.wrappers.pause_to_think import PauseToThink
 
 ENV_ID = "MetaBonk/BonkQuest-v0"
 #: The benchmark model: the tiny model's vocabulary, 20.9M parameters.

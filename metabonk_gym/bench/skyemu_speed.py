@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 
 import metabonk_gym  # noqa: F401  (registers the envs)
-from metabonk_gym.skyemu.fake_server import PeerProcess
+from metabonk_gym.gba.skyemu_peer import PeerProcess
 
 
 def _steps_per_s(env: gym.Env, actions: np.ndarray) -> float:

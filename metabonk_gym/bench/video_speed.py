@@ -44,6 +44,7 @@ import metabonk_gym  # noqa: F401  (registers the envs)
 from metabonk_gym.agents.evaluate import evaluate
 from metabonk_gym.agents.registry import make_agent
 from metabonk_gym.experts.base import close_agent
+from metabonk_gym.learned.scorer import RewardModel
 from metabonk_gym.registration import env_traits
 from metabonk_gym.training.bc import train_bc
 from metabonk_gym.training.config import resolve_config
@@ -55,7 +56,6 @@ from metabonk_gym.video.dataset import to_dataset
 from metabonk_gym.video.idm import evaluate_predictions, train_idm
 from metabonk_gym.video.label import label, spec_env
 from metabonk_gym.video.reward import spearman, train_reward_model
-from metabonk_gym.video.scorer import RewardModel
 
 QUEST = "MetaBonk/BonkQuest-v0"
 ARENA = "MetaBonk/BonkArena-v0"

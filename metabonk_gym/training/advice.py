@@ -19,8 +19,8 @@ from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
 
+from metabonk_gym.think.pause_to_think import advice_scale
 from metabonk_gym.training.wrapstack import WrapperSpec
-from metabonk_gym.wrappers.pause_to_think import advice_scale
 
 THINK = "pause_to_think"
 

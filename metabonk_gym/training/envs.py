@@ -27,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from metabonk_gym.learned.bind import bind_learned_terms
 from metabonk_gym.preprocess import screen
 from metabonk_gym.registration import ENV_IDS, env_traits, short_id
 from metabonk_gym.rewards.terms import check_op
@@ -36,7 +37,6 @@ from metabonk_gym.training.megabonk import check_reachable
 from metabonk_gym.training.wrapstack import apply_wrappers, uses_dict_extractor
 from metabonk_gym.vector import default_envs_per_worker
 from metabonk_gym.vector.view import bind_views, tap_env, tap_env_fns
-from metabonk_gym.video.bind import bind_learned_terms
 
 #: The smallest image side NatureCNN (SB3's `MultiInputPolicy` image extractor) accepts.
 MIN_FRAME_SIDE = 36

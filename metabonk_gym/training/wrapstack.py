@@ -29,10 +29,10 @@ from typing import Any
 import gymnasium as gym
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
+from metabonk_gym.think.pause_to_think import PauseToThink
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.wrappers import ButtonHistory, GridOverlay, TemporalStrip, TextMap, TileTokens
 from metabonk_gym.wrappers.memory import Memory
-from metabonk_gym.wrappers.pause_to_think import PauseToThink
 from metabonk_gym.wrappers.pixel_cells import PixelCells
 
 #: One entry of a `wrappers:` list after `normalize_wrappers`: `name` plus the options.

@@ -1,5 +1,8 @@
 """Errors of the video layer: a video, frame folder, video dataset or IDM that cannot be used.
 
+`ModelFileError` lives in `metabonk_gym.learned.errors` (the model files are read below the video
+trainers) and is re-exported here.
+
 >>> issubclass(VideoError, MetabonkError), issubclass(ModelFileError, ValueError)
 (True, True)
 """
@@ -7,6 +10,9 @@
 from __future__ import annotations
 
 from metabonk_gym.errors import MetabonkError
+from metabonk_gym.learned.errors import ModelFileError
+
+__all__ = ["ModelFileError", "VideoDatasetError", "VideoError"]
 
 
 class VideoError(MetabonkError, ValueError):
@@ -15,7 +21,3 @@ class VideoError(MetabonkError, ValueError):
 
 class VideoDatasetError(MetabonkError, ValueError):
     """A video dataset folder (`metabonk video to-dataset`) that is missing or malformed."""
-
-
-class ModelFileError(MetabonkError, ValueError):
-    """An IDM or reward model that is missing, malformed, or made for another game or env."""

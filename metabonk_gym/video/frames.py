@@ -10,8 +10,6 @@ array of frames and an index array per window, so a batch is one fancy-indexing 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 
@@ -67,10 +65,3 @@ class Windows:
         a = self.frames[self.ids[:, self.k]]
         b = self.frames[self.ids[:, self.k + 1]]
         return np.abs(a.astype(np.int16) - b).reshape(len(a), -1).max(axis=1) > 8
-
-
-def frames_tensor(frames: np.ndarray) -> Any:
-    """(T, H, W, C) uint8 frames as a (T, 1, C, H, W) tensor: one-frame windows."""
-    import torch
-
-    return torch.as_tensor(np.ascontiguousarray(frames.transpose(0, 3, 1, 2)[:, None]))

@@ -1,6 +1,6 @@
 """`train_idm`: an inverse dynamics model from Minari datasets with actions; `Idm` to apply it.
 
-The model (`metabonk_gym.video.model.IdmNet`) sees frames t-k .. t+k+1 of an episode and predicts
+The model (`metabonk_gym.learned.model.IdmNet`) sees frames t-k .. t+k+1 of an episode and predicts
 the action taken between frames t and t+1. Frames are converted from each dataset's recording
 (obs_type, downscale) to the IDM's with `convert_frames` (full-size RGB recordings convert to
 anything). Held-out episodes (never seen in training) give the figures: per-step accuracy, per
@@ -282,7 +282,7 @@ def train_idm(
     import torch
     from torch.utils.tensorboard import SummaryWriter
 
-    from metabonk_gym.video.model import IdmNet, save_model_files
+    from metabonk_gym.learned.model import IdmNet, save_model_files
 
     if window < 0:
         raise DatasetError(f"--window must be >= 0, not {window}")
@@ -409,7 +409,7 @@ class Idm:
     """
 
     def __init__(self, path: str | Path) -> None:
-        from metabonk_gym.video.model import IdmNet, load_state, read_metadata
+        from metabonk_gym.learned.model import IdmNet, load_state, read_metadata
 
         self.meta = read_metadata(path, IDM_NAME, "idm")
         try:

@@ -105,7 +105,7 @@ def label(
     model.check_game(videos.game, videos.env_id, f"video dataset {videos.path}")
     scorer = None
     if reward_model is not None:
-        from metabonk_gym.video.scorer import RewardModel
+        from metabonk_gym.learned.scorer import RewardModel
 
         scorer = RewardModel(reward_model)
         scorer.check_game(videos.game, f"video dataset {videos.path}")

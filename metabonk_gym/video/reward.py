@@ -6,8 +6,8 @@ same episode (a logistic loss on the score difference, as in T-REX's ranking). E
 from video datasets (taken to show successful play) and Minari datasets (only episodes that
 ended in success, `won` or `success` in the last info, unless `successful_only=False`). The
 score's change is a reward term (`{"type": "learned", "model": PATH}`, bound to an env's screen
-by `metabonk_gym.video.bind.bind_learned_terms`) and a `metabonk label --reward-model` reward;
-`metabonk_gym.video.scorer.RewardModel` loads it.
+by `metabonk_gym.learned.bind.bind_learned_terms`) and a `metabonk label --reward-model` reward;
+`metabonk_gym.learned.scorer.RewardModel` loads it.
 
 >>> spearman(np.array([1.0, 2.0, 3.0]), np.array([10.0, 30.0, 20.0]))
 0.5
@@ -29,7 +29,6 @@ from metabonk_gym.training.envs import convert_frames
 from metabonk_gym.training.errors import DatasetError
 from metabonk_gym.video.dataset import INDEX, VideoDataset
 from metabonk_gym.video.errors import ModelFileError
-from metabonk_gym.video.frames import frames_tensor
 
 Log = Callable[[str], None]
 
@@ -111,8 +110,8 @@ def train_reward_model(
     """Fit the ranking score on `sources` into folder `out` (reward_model.pt + .json)."""
     import torch
 
-    from metabonk_gym.video.model import IdmNet, save_model_files
-    from metabonk_gym.video.scorer import REWARD_NAME, score_frames
+    from metabonk_gym.learned.model import IdmNet, frames_tensor, save_model_files
+    from metabonk_gym.learned.scorer import REWARD_NAME, score_frames
 
     out = Path(out).expanduser()
     if (out / f"{REWARD_NAME}.pt").exists():

@@ -19,12 +19,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
+from metabonk_gym.learned.errors import ModelFileError
 from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
-from metabonk_gym.video.errors import ModelFileError
 
 MODEL_FORMAT = "metabonk-video-model"
 
@@ -66,6 +67,11 @@ class IdmNet(nn.Module):
         if f > 1:
             parts.append((x[:, 1:] - x[:, :-1]).reshape(b, (f - 1) * c, h, w) * 4.0)
         return self.head(self.conv(torch.cat(parts, dim=1)))
+
+
+def frames_tensor(frames: np.ndarray) -> torch.Tensor:
+    """(T, H, W, C) uint8 frames as a (T, 1, C, H, W) tensor: one-frame windows."""
+    return torch.as_tensor(np.ascontiguousarray(frames.transpose(0, 3, 1, 2)[:, None]))
 
 
 def save_model_files(path: Path, net: nn.Module, metadata: dict[str, Any]) -> Path:
@@ -131,7 +137,7 @@ def check_sizes(meta: dict[str, Any], where: Path) -> None:
     >>> check_sizes({"width": 8000}, Path("idm.json"))
     Traceback (most recent call last):
     ...
-    metabonk_gym.video.errors.ModelFileError: idm.json: width must be a whole number in 2..512, not 8000 (the net is built from it before its weights are read)
+    metabonk_gym.learned.errors.ModelFileError: idm.json: width must be a whole number in 2..512, not 8000 (the net is built from it before its weights are read)
     """
     for keys, low, high in SIZE_BOUNDS:
         value: Any = meta

@@ -8,7 +8,7 @@ and the model files, and nothing of the training machinery.
 ...     RewardModel(tmp)
 Traceback (most recent call last):
 ...
-metabonk_gym.video.errors.ModelFileError: reward model not found: need .../reward_model.pt and .../reward_model.json
+metabonk_gym.learned.errors.ModelFileError: reward model not found: need .../reward_model.pt and .../reward_model.json
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from metabonk_gym.learned.errors import ModelFileError
+from metabonk_gym.learned.model import IdmNet, frames_tensor, load_state, read_metadata
 from metabonk_gym.preprocess import screen
-from metabonk_gym.video.errors import ModelFileError
-from metabonk_gym.video.frames import frames_tensor
-from metabonk_gym.video.model import IdmNet, load_state, read_metadata
 
 REWARD_NAME = "reward_model"
 

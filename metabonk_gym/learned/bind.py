@@ -28,7 +28,7 @@ def bind_learned_terms(env: Any) -> int:
     terms = [t for t in getattr(fn, "terms", {}).values() if isinstance(t, Learned)]
     if not terms:
         return 0
-    from metabonk_gym.video.scorer import RewardModel
+    from metabonk_gym.learned.scorer import RewardModel
 
     game = env_traits(base.spec.id).game if base.spec is not None else None
     for term in terms:

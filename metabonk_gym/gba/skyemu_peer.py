@@ -1,7 +1,8 @@
 """The SkyEmu test peer: the embedded mGBA core behind SkyEmu's HTTP control server, byte for byte.
 
 SkyEmu cannot be installed here, so the SkyEmu backend is tested against this stand-in. It
-answers like upstream SkyEmu's `se_hcs_callback` behind cpp-httplib 0.11.4 (the versions the
+lives in `gba` because it runs the embedded core: `metabonk_gym.skyemu` is the client side, which
+`gba`'s SkyEmu backend imports, and imports nothing of `gba` (no package cycle). It answers like upstream SkyEmu's `se_hcs_callback` behind cpp-httplib 0.11.4 (the versions the
 shared spec was checked against):
 
 - text replies end with a NUL byte, `Content-Type: text/html`; `/status` is JSON without one
@@ -21,8 +22,8 @@ the register memory without side effects; `/run` never runs in real time; there 
 
 Only one emulator fits in a process, so run the peer in its own process:
 
-    python -m metabonk_gym.skyemu.fake_server http_server 0 ROM.gba   # SkyEmu's command line
-    python -m metabonk_gym.skyemu.fake_server --port 0 --rom ROM.gba   # the same
+    python -m metabonk_gym.gba.skyemu_peer http_server 0 ROM.gba   # SkyEmu's command line
+    python -m metabonk_gym.gba.skyemu_peer --port 0 --rom ROM.gba   # the same
     metabonk skyemu-peer --port 8080                                   # bundled BonkQuest
 
 It prints `Starting HCS: http://localhost:PORT` (as SkyEmu does) once it listens on loopback.
@@ -543,11 +544,11 @@ def serve(rom: str | Path, port: int = 0, announce: Any = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`fake_server http_server PORT ROM` (SkyEmu's command line) or `--port P --rom ROM`."""
+    """`skyemu_peer http_server PORT ROM` (SkyEmu's command line) or `--port P --rom ROM`."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["http_server"]:
         if len(args) != 3:
-            print("usage: fake_server http_server <port> <rom.gba>", file=sys.stderr)
+            print("usage: skyemu_peer http_server <port> <rom.gba>", file=sys.stderr)
             return 2
         serve(args[2], int(args[1]))
         return 0
@@ -583,7 +584,7 @@ class PeerProcess:
             timeout: seconds to wait for its start line.
         """
         self.proc = ChildProcess.start(
-            [sys.executable, "-m", "metabonk_gym.skyemu.fake_server", "--port", "0"]
+            [sys.executable, "-m", "metabonk_gym.gba.skyemu_peer", "--port", "0"]
             + ["--rom", str(rom)],
             name="skyemu-peer",
         )
