@@ -42,6 +42,7 @@ from metabonk_gym.training.rllib_envs import ENV_NAME, build_one, env_creator
 from metabonk_gym.training.rundir import RunDir
 from metabonk_gym.training.video import tensorboard_writer
 from metabonk_gym.utils import atomic_write_text
+from metabonk_gym.vector.publish import PUBLISH_ENV
 
 ALGOS: tuple[str, ...] = ("ppo", "appo")
 #: Seconds to wait for a TCP connection to `--address` before giving up.
@@ -248,7 +249,10 @@ def connect(opts: RayOptions) -> bool:
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
     if opts.address:
         kwargs["address"] = opts.address
-    else:  # a new local instance, never a cluster some earlier process left running
+        if os.environ.get(PUBLISH_ENV):  # `--watch`: the cluster's workers send frames there
+            kwargs["runtime_env"] = {"env_vars": {PUBLISH_ENV: os.environ[PUBLISH_ENV]}}
+    else:  # a new local instance, never a cluster some earlier process left running (its
+        # workers inherit this environment, `--watch`'s publish address too)
         kwargs["address"] = "local"
         need = opts.num_env_runners * opts.cpus_per_runner + opts.num_learners
         kwargs["num_cpus"] = opts.num_cpus or max(int(need + 0.999), os.cpu_count() or 1)

@@ -5,14 +5,16 @@ Why: a dashboard of sixteen training envs must not slow training when nobody wat
 views requested (`request_views()`, what `--watch` does before any env starts), the env
 functions of a vector env are wrapped (`tap_env_fns`: shared `ViewBuffers`, a frame slot, a JSON
 slot and a request byte per env, made before the workers start) and an env built in this process
-by training's `make_env` is wrapped too (`tap_env`, plain memory). Each env's `ViewTap` is its
-outermost wrapper. A viewer's sampler sets an env's request byte at the view's rate; the env's
-process, after its next step, renders one frame, encodes it as JPEG into the slot, writes the
-step's overlay (episode return, the info's numbers, the directive in force, reward terms) as JSON
-and clears the byte. The encoding happens there, in the env's process, so the training loop's
-process only copies a few kilobytes per frame and never holds its GIL long (a watcher thread
-that did would stall the loop's every wake-up). An env nobody asks copies nothing: per step it
-reads one byte and adds one float.
+by training's `make_env` is wrapped too (`tap_env`, a slot of its own); in a process the job
+started otherwise (a process pool's, a Ray worker's) such envs are sent to the dashboard by
+`metabonk_gym.vector.publish`. Each env's `ViewTap` is its outermost wrapper. A viewer's
+sampler sets an env's request byte at the view's rate; the env's process, after its next step,
+renders one frame, encodes it as JPEG into the slot, writes the step's overlay (episode return,
+the info's numbers, the directive in force, reward terms) as JSON and clears the byte. The
+encoding happens there, in the env's process, so the training loop's process only copies a few
+kilobytes per frame and never holds its GIL long (a watcher thread that did would stall the
+loop's every wake-up). An env nobody asks copies nothing: per step it reads one byte and adds
+one float.
 Without `--watch` nothing is wrapped at all. Sources register here (`view_sources()`); the
 watch hub reads them.
 
@@ -44,6 +46,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+from metabonk_gym.vector.publish import ensure_publisher, publish_target
 
 #: The largest frame side a slot holds; bigger frames are shrunk by an integer stride.
 MAX_SIDE = 256
@@ -91,12 +95,15 @@ def request_views(on: bool = True) -> None:
 
 
 def views_requested() -> bool:
-    """Whether envs built now serve frames (and not inside a vector worker: its engine does).
+    """Whether envs built now serve frames: asked for here (`request_views`), or this process
+    was started by a watched job (a process pool's, Ray's: `metabonk_gym.vector.publish`); never
+    inside a vector env's worker (its engine taps its envs).
 
     >>> views_requested()
     False
     """
-    return bool(_state["requested"]) and not _state["in_worker"]
+    asked = bool(_state["requested"]) or publish_target() is not None
+    return asked and not _state["in_worker"]
 
 
 def mark_worker() -> None:
@@ -114,6 +121,7 @@ def register_source(source: Any) -> None:
     with _lock:
         _prune()
         _sources.append(source)
+    ensure_publisher(view_sources)  # a watched job's other process: send them to its dashboard
 
 
 def view_sources() -> list[Any]:

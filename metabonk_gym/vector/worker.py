@@ -37,6 +37,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import read_from_shared_memory, write_to_shared_memory
 
 from metabonk_gym.process import die_with_parent
+from metabonk_gym.vector.view import mark_worker
 
 #: The command byte of a step; the bytes after it are the local indices of the envs to step.
 #: `STEP` announces each env as it finishes (pool mode); `STEP_ALL` all of them in one write
@@ -387,6 +388,7 @@ def run_worker(
     """The worker process's main function (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     die_with_parent(spec.parent_pid or os.getppid())  # 0: forkserver (its server is the parent)
+    mark_worker()  # a live viewer reads these envs through the engine, never on their own
     try:
         worker = _Worker(spec, buffers, done.fileno(), reply)
     except Exception as exc:

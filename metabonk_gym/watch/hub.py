@@ -249,6 +249,7 @@ class LiveHub:
                         "reward_terms": meta.get("reward_terms"),
                         "think": meta.get("think"),
                         "position": view.position,
+                        "source": meta.get("source"),
                         "age_s": round(time.time() - view.updated, 2) if view.updated else None,
                     }
                 )

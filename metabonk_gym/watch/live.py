@@ -6,6 +6,9 @@ the loop would wait for them (measured: half the env steps with 16 envs and one 
 training process keeps one small thread that, twice a second, sends the names of the open view
 blocks (`metabonk_gym.vector.view`, named shared memory) over a pipe; the dashboard's process
 attaches to them by name and does everything else: asking for frames, reading them, serving.
+Envs in the job's other processes (a process pool's, Ray's) reach it over its `/publish` socket:
+`start` puts its address and key in this process's environment (`metabonk_gym.vector.publish`),
+which those processes inherit.
 
 >>> LiveProcess("127.0.0.1", 0).url
 ''
@@ -16,12 +19,14 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import secrets
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from metabonk_gym.process import die_with_parent
+from metabonk_gym.vector.publish import PUBLISH_ENV, publish_environ
 from metabonk_gym.vector.view import ViewBuffers, request_views, view_sources
 from metabonk_gym.watch.hub import LiveHub
 from metabonk_gym.watch.server import WatchError, WatchServer
@@ -51,11 +56,11 @@ def _serve(
 
     hub = LiveHub(fps=fps, label=label, sources=sources)
     try:
-        server = WatchServer(root, hub, host=host, port=port, token=token).start()
+        server = WatchServer(root, hub, host=host, port=port, token=token, publish=True).start()
     except Exception as exc:
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return
-    conn.send(("ready", server.port, server.url, server.token))
+    conn.send(("ready", server.port, server.url, server.token, server.publish_key))
     try:
         while True:
             if not conn.poll(1.0):
@@ -103,6 +108,7 @@ class LiveProcess:
         self._conn: Any = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._environ: dict[str, str] = {}
 
     def start(self) -> LiveProcess:
         """Start the dashboard; returns once it listens (its URL in `url`)."""
@@ -127,7 +133,10 @@ class LiveProcess:
         if message[0] != "ready":
             self.stop()
             raise WatchError(f"the watch dashboard could not start: {message[1]}")
-        _, self.port, self.url, self.token = message
+        _, self.port, self.url, self.token, key = message
+        # the job's other processes (pools, Ray workers) send their envs' frames here
+        self._environ = publish_environ(self.host, self.port, key or secrets.token_urlsafe(18))
+        os.environ.update(self._environ)
         self._thread = threading.Thread(target=self._announce, name="metabonk-watch-announce")
         self._thread.daemon = True
         self._thread.start()
@@ -147,6 +156,8 @@ class LiveProcess:
     def stop(self) -> None:
         """Stop the dashboard (training goes on without it)."""
         self._stop.set()
+        if self._environ and os.environ.get(PUBLISH_ENV) == self._environ[PUBLISH_ENV]:
+            del os.environ[PUBLISH_ENV]
         if self._thread is not None:
             self._thread.join(2.0)
         if self._conn is not None:

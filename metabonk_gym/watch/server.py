@@ -6,7 +6,9 @@ the replays under its root directory (`metabonk_gym.watch.replays`). Why these r
 beside a training job, so it binds 127.0.0.1 unless told otherwise, wants a token from any other
 host (the printed URL carries it; none: 401, a wrong one: 403), answers GET only, serves files
 only from inside its root (anything else: 404), and caps connections, viewers, incoming
-message sizes and each viewer's bandwidth.
+message sizes and each viewer's bandwidth. With `publish=True` it also takes frames from envs
+in other processes of the job (`/publish`, `metabonk_gym.vector.publish`): only with its key
+(`publish_key`: the token when there is one, else a random secret the job hands its processes).
 
 >>> parse_address("8765"), parse_address("0.0.0.0:9000")
 (('127.0.0.1', 8765), ('0.0.0.0', 9000))
@@ -34,8 +36,10 @@ from urllib.parse import parse_qs
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.memory.graph import KnowledgeGraph
 from metabonk_gym.memory.report import render_map, summary
+from metabonk_gym.vector.publish import MAX_MESSAGE, unpack_published
 from metabonk_gym.vector.view import encode_jpeg
 from metabonk_gym.watch.hub import LiveHub
+from metabonk_gym.watch.remote import Publishers, RemoteSource
 from metabonk_gym.watch.replays import DatasetView, decisions, inside, run_state, scalars, scan
 
 COOKIE = "metabonk_watch_token"
@@ -168,6 +172,8 @@ class WatchServer:
         max_connections: concurrent requests and sockets.
         max_viewers: concurrent live streams.
         bandwidth: bytes per second of frames sent to one viewer at most.
+        publish: take frames from the job's other processes (`/publish`, with `publish_key`);
+            their envs join `hub`'s after its own.
     """
 
     def __init__(
@@ -181,6 +187,7 @@ class WatchServer:
         max_connections: int = MAX_CONNECTIONS,
         max_viewers: int = MAX_VIEWERS,
         bandwidth: int = BANDWIDTH_BYTES_S,
+        publish: bool = False,
     ) -> None:
         self.root = Path(root).expanduser().resolve() if root is not None else None
         if self.root is not None and self.root.exists() and not self.root.is_dir():
@@ -194,6 +201,13 @@ class WatchServer:
         self.max_viewers = int(max_viewers)
         self.bandwidth = int(bandwidth)
         self.max_connections = int(max_connections)
+        self.publishers: Publishers | None = None
+        self.publish_key: str | None = None
+        if publish and hub is not None:
+            self.publishers = Publishers()
+            self.publish_key = token or secrets.token_urlsafe(18)
+            own, publishers = hub.sources, self.publishers
+            hub.sources = lambda: [*own(), *publishers.sources()]
         self._datasets: dict[str, DatasetView] = {}
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -405,6 +419,7 @@ class WatchServer:
             Route("/api/memory/map", memory_map),
             Route("/files/{path:path}", files),
             WebSocketRoute("/ws", self._stream),
+            WebSocketRoute("/publish", self._publish),
         ]
         app = Starlette(routes=routes)
         return _Gate(app, self.token, self.max_connections)
@@ -434,6 +449,10 @@ class WatchServer:
                 message = await websocket.receive()
                 if message["type"] == "websocket.disconnect":
                     raise WebSocketDisconnect(message.get("code", 1000))
+                size = len(message.get("text") or "") + len(message.get("bytes") or b"")
+                if size > MAX_INCOMING_BYTES:  # (the socket takes publishers' frames too)
+                    await websocket.close(code=1009)
+                    raise WebSocketDisconnect(1009)
                 with contextlib.suppress(ValueError, TypeError, AttributeError):
                     focus = json.loads(message.get("text") or "null")["focus"]
                     hub.set_focus(viewer, None if focus is None else int(focus))
@@ -464,6 +483,61 @@ class WatchServer:
             reader.cancel()
             hub.disconnect(viewer)
 
+    async def _publish(self, websocket: Any) -> None:
+        """Frames from the envs of another process of the job (`metabonk_gym.vector.publish`):
+        its first message names it, then `{"envs": n}` and binary frames; this side tells it
+        when to sample (`RemoteSource.control`, sent when it changes)."""
+        from starlette.websockets import WebSocketDisconnect
+
+        given = websocket.query_params.get("token") or ""
+        key, group, hub = self.publish_key, self.publishers, self.hub
+        if key is None or group is None or hub is None:
+            await websocket.close(code=4404)
+            return
+        if not hmac.compare_digest(given.encode(), key.encode()):
+            await websocket.close(code=4403)
+            return
+        await websocket.accept()
+        try:
+            hello = json.loads(await asyncio.wait_for(websocket.receive_text(), 10.0))
+            label = str(hello.get("label", ""))
+        except (asyncio.TimeoutError, ValueError, TypeError, AttributeError, KeyError):
+            await websocket.close(code=1008)
+            return
+        except (WebSocketDisconnect, RuntimeError):
+            return
+        source = group.add(label)
+        if source is None:
+            await websocket.close(code=1013)
+            return
+
+        async def steer(source: RemoteSource) -> None:
+            sent: dict[str, Any] | None = None
+            while True:
+                control = source.control(hub.fps)
+                if control != sent:
+                    await websocket.send_text(json.dumps(control))
+                    sent = control
+                await asyncio.sleep(0.2)
+
+        steering = asyncio.create_task(steer(source))
+        try:
+            while not steering.done():
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                if message.get("bytes") is not None:
+                    with contextlib.suppress(ValueError):
+                        source.ingest(*unpack_published(message["bytes"]))
+                elif message.get("text") is not None:
+                    with contextlib.suppress(ValueError, TypeError, AttributeError):
+                        source.set_envs(int(json.loads(message["text"])["envs"]))
+        except (WebSocketDisconnect, RuntimeError, OSError, KeyError):
+            pass
+        finally:
+            steering.cancel()
+            group.remove(source)
+
     # ------------------------------------------------------------------------------ running
     @property
     def url(self) -> str:
@@ -481,7 +555,7 @@ class WatchServer:
             port=self.port,
             log_level="warning",
             access_log=False,
-            ws_max_size=MAX_INCOMING_BYTES,
+            ws_max_size=MAX_MESSAGE if self.publishers is not None else MAX_INCOMING_BYTES,
             h11_max_incomplete_event_size=16384,
             limit_concurrency=self.max_connections + 8,
             lifespan="off",

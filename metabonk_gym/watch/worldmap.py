@@ -2,13 +2,16 @@
 
 Why: a game that names its area and x/y variables (data in its folder, never a branch on its
 name) gets every env's position and a heat map of visits on a single map. An area without a
-`layout` entry goes on a grid of `columns` areas per row, by its number.
+`layout` entry goes on a grid of `columns` areas per row, by its number. A game whose x/y count
+pixels says how many make one map cell (`cell`).
 
 >>> spec = MapSpec(area="room", x="px", y="py", width=30, height=20, columns=2)
 >>> spec.place({"room": 3, "px": 4, "py": 5})
 (34, 25)
 >>> spec.place({"px": 1}) is None
 True
+>>> MapSpec(x="px", y="py", width=30, height=20, cell=8).place({"px": 120, "py": 80})
+(15, 10)
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class MapSpec:
         columns: areas per map row (areas without a `layout` entry).
         layout: area number -> [column, row] on the map.
         name: what one area is called (shown on the page).
+        cell: units of x/y per map cell (8: x/y are pixels, a cell is an 8x8 tile).
     """
 
     x: str
@@ -44,6 +48,7 @@ class MapSpec:
     columns: int = 4
     layout: dict[int, list[int]] = field(default_factory=dict)
     name: str = "area"
+    cell: int = 1
 
     def origin(self, area: int) -> tuple[int, int]:
         """The map cell of an area's top-left corner."""
@@ -53,7 +58,7 @@ class MapSpec:
     def place(self, info: dict[str, Any]) -> tuple[int, int] | None:
         """The map cell of an env from its info variables, None when they are missing."""
         try:
-            x, y = int(info[self.x]), int(info[self.y])
+            x, y = int(info[self.x]) // self.cell, int(info[self.y]) // self.cell
             area = int(info[self.area]) if self.area else 0
         except (KeyError, TypeError, ValueError):
             return None
@@ -86,7 +91,7 @@ def load_map_spec(folder: str | Path | None) -> MapSpec | None:
     if not isinstance(data, dict) or not {"x", "y", "width", "height"} <= set(data):
         raise IntegrationError(
             f"{folder}/{MAP_FILE}.yaml needs x, y, width and height (and optionally area, "
-            "columns, layout, name)"
+            "columns, layout, name, cell)"
         )
     layout = {int(k): [int(v[0]), int(v[1])] for k, v in (data.get("layout") or {}).items()}
     return MapSpec(
@@ -98,4 +103,5 @@ def load_map_spec(folder: str | Path | None) -> MapSpec | None:
         columns=max(1, int(data.get("columns", 4))),
         layout=layout,
         name=str(data.get("name", "area")),
+        cell=max(1, int(data.get("cell", 1))),
     )

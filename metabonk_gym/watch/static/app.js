@@ -70,7 +70,8 @@ function renderEnvs(snapshot) {
     card.classList.toggle("won", !!e.won); card.classList.toggle("lost", !!e.lost);
     const hp = e.hp != null ? " hp " + e.hp : "";
     const end = e.won ? " WON" : (e.lost ? " LOST" : "");
-    $("head-" + e.index).textContent = "env " + e.index + hp + " return " + fmt(e.return) + " step " + fmt(e.length) + end;
+    const from = e.source ? " (" + e.source + ")" : "";
+    $("head-" + e.index).textContent = "env " + e.index + from + hp + " return " + fmt(e.return) + " step " + fmt(e.length) + end;
     $("dir-" + e.index).textContent = directiveText(e.directive);
     $("why-" + e.index).textContent = e.directive && e.directive.reasoning ? e.directive.reasoning : "";
     $("terms-" + e.index).textContent = termsText(e.reward_terms);
@@ -171,6 +172,7 @@ async function drawMap() {
   if (!m.spec) { $("map-note").textContent = "this game's folder declares no world map (world_map.yaml: area, x, y)"; g.clearRect(0, 0, canvas.width, canvas.height); return; }
   const s = m.spec;
   const areas = new Set(Object.keys(s.layout).map(Number));
+  if (!s.area) areas.add(0);  // a one-area game: its one area
   let maxX = 0, maxY = 0;
   const origin = (a) => { const l = s.layout[a] || [a % s.columns, Math.floor(a / s.columns)]; return [l[0] * s.width, l[1] * s.height]; };
   for (const a of areas) { const [x, y] = origin(a); maxX = Math.max(maxX, x + s.width); maxY = Math.max(maxY, y + s.height); }
@@ -179,7 +181,7 @@ async function drawMap() {
   canvas.width = maxX * cell; canvas.height = maxY * cell;
   g.fillStyle = "#000"; g.fillRect(0, 0, canvas.width, canvas.height);
   g.strokeStyle = "#446"; g.fillStyle = "#889"; g.font = "12px sans-serif";
-  for (const a of areas) { const [x, y] = origin(a); g.strokeRect(x * cell, y * cell, s.width * cell, s.height * cell); g.fillText(s.name + " " + a, x * cell + 3, y * cell + 13); }
+  for (const a of areas) { const [x, y] = origin(a); g.strokeRect(x * cell, y * cell, s.width * cell, s.height * cell); g.fillText(s.area ? s.name + " " + a : s.name, x * cell + 3, y * cell + 13); }
   const top = Math.max(1, ...m.heat.map((h) => h[2]));
   for (const [x, y, n] of m.heat) { g.fillStyle = "rgba(255,80,0," + (0.15 + 0.85 * Math.log1p(n) / Math.log1p(top)) + ")"; g.fillRect(x * cell, y * cell, cell, cell); }
   m.positions.forEach((p, i) => {
