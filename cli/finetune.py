@@ -27,7 +27,7 @@ from rich.console import Console
 
 from metabonk_gym.bench.think_model import STARTS, model_figures, play_figures
 from metabonk_gym.errors import MetabonkError
-from metabonk_gym.think.examples import oracle_examples, write_examples
+from metabonk_gym.think.examples import oracle_choice_examples, oracle_examples, write_examples
 from metabonk_gym.think.finetune import FinetuneConfig, finetune, load_pairs
 from metabonk_gym.think.models import check_gguf, resolve_model
 
@@ -114,15 +114,24 @@ def examples_command(
     count: int = typer.Option(2, help="Examples to keep (different actions)."),
     seed: int = typer.Option(0, help="The oracle episode's seed."),
     write: bool = typer.Option(False, help="Write them as the game folder's think_examples.json."),
+    profile: str = typer.Option(
+        "compact", help="compact (directives) or choice (numbered options and the pick)."
+    ),
 ) -> None:
-    """The compact prompt's worked examples, from an oracle episode of ENV_ID."""
+    """The compact or choice prompt's worked examples, from an oracle episode of ENV_ID."""
+    if profile not in ("compact", "choice"):
+        exit_with_error(ValueError(f"--profile must be compact or choice, not {profile!r}"))
     env = guarded(lambda: gym.make(env_id))
     try:
-        examples = oracle_examples(env, count=count, seed=seed)
+        if profile == "choice":
+            examples = oracle_choice_examples(env, count=count, seed=seed)
+        else:
+            examples = oracle_examples(env, count=count, seed=seed)
         console.print_json(json.dumps(examples))
         folder = getattr(env.unwrapped, "game_data", None)
         if write and folder is not None:
-            console.print(f"wrote {write_examples(folder.folder, examples)}")
+            key = "choice_examples" if profile == "choice" else "examples"
+            console.print(f"wrote {write_examples(folder.folder, examples, key)}")
     finally:
         env.close()
 

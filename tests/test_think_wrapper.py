@@ -184,9 +184,9 @@ def test_tiny_gguf_end_to_end_in_the_wrapper(make_env, tmp_path: Path) -> None:
     record = [
         json.loads(x) for x in (tmp_path / "log" / "decisions.jsonl").read_text().splitlines()
     ][1]
-    assert (
-        record["raw"].startswith("{") and record["prompt_tokens"] > 100 and record["latency_s"] > 0
-    )
+    # BonkQuest's default (choice) profile: the answer is the number of an option
+    assert record["raw"].strip().isdigit() and record["directive"]["source"] == "model"
+    assert record["prompt_tokens"] > 100 and record["latency_s"] > 0
 
 
 def test_model_that_cannot_load_raises_at_construction(make_env, tmp_path: Path) -> None:

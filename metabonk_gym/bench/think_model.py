@@ -35,12 +35,12 @@ import gymnasium as gym
 import numpy as np
 
 from metabonk_gym.think.agent import make_think_agent
-from metabonk_gym.think.directive import DirectiveError, parse_directive
+from metabonk_gym.think.directive import DirectiveError, parse_answer
 from metabonk_gym.think.engines import EngineError, LlamaCppEngine
 from metabonk_gym.think.games import adapter_for
 from metabonk_gym.think.models import check_gguf, resolve_model
 from metabonk_gym.think.oracle import OracleStrategist
-from metabonk_gym.think.prompts import HistoryItem, PromptBuilder
+from metabonk_gym.think.prompts import HistoryItem, PromptBuilder, prompt_profile
 from metabonk_gym.think.strategist import Strategist
 from metabonk_gym.think.view import GameView
 
@@ -106,16 +106,20 @@ def decision_points(
 def model_figures(
     model: str | Path | None = None,
     episodes: int = 2,
-    profile: str = "compact",
+    profile: str = "auto",
     timeout_s: float = 300.0,
     env_id: str = ENV_ID,
     progress: Callable[[str], None] | None = None,
+    n_threads: int | None = None,
+    first_seed: int = 100,
 ) -> dict[str, Any]:
-    """The model part (see the module docstring)."""
+    """The model part (see the module docstring); `n_threads`: llama.cpp's threads (None:
+    the engine's default); `first_seed`: the first oracle episode's seed."""
     path = check_gguf(resolve_model(model))
-    points, adapter = decision_points(env_id, episodes)
-    builder = PromptBuilder(adapter, adapter.game_card(), profile=profile)
-    engine = LlamaCppEngine(path, n_ctx=4096)
+    points, adapter = decision_points(env_id, episodes, first_seed)
+    builder = PromptBuilder(adapter, adapter.game_card(), profile=prompt_profile(profile, False))
+    engine = LlamaCppEngine(path, n_ctx=4096, n_threads=n_threads)
+    threads = int(engine.llm.n_threads)
     rows: list[dict[str, Any]] = []
     try:
         for i, (view, history, trigger) in enumerate(points):
@@ -145,7 +149,7 @@ def model_figures(
             }
             oracle = adapter.advise(view)
             try:
-                directive = parse_directive(completion.text, adapter.spec)
+                directive = parse_answer(completion.text, adapter.spec, request.choices)
                 row["valid"] = True
                 try:
                     adapter.check(directive, view)
@@ -169,7 +173,8 @@ def model_figures(
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     return {
         "model": str(path),
-        "profile": profile,
+        "profile": builder.profile,
+        "n_threads": threads,
         "calls": n,
         "timeouts": sum(r["prompt_tokens"] is None for r in rows),
         "timeout_s": timeout_s,

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from metabonk_gym.errors import MetabonkError
@@ -256,6 +257,57 @@ def extract_json_object(text: str) -> Any:
 def parse_directive(text: str, spec: DirectiveSpec, source: str = "model") -> Directive:
     """Lenient parse + strict validation of a model answer (see the module docstring)."""
     return spec.validate(extract_json_object(text), source=source)
+
+
+def parse_choice(text: str, choices: Sequence[Directive], source: str = "model") -> Directive:
+    """The option an answer names among `choices` (its 1-based number, bare as the choice
+    grammar makes it, or as `{"pick": N}`), as a directive from `source`; `DirectiveError`
+    for anything else.
+
+    >>> options = [Directive("take the key", "", "collect", {"x": 1, "y": 2}, 1200, 1.0)]
+    >>> parse_choice("1", options).action, parse_choice('{"pick": 1}', options).action
+    ('collect', 'collect')
+    >>> parse_choice(" 2", options)
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.think.directive.DirectiveError: pick 2 is not an option (1..1)
+    """
+    if isinstance(text, str) and re.fullmatch(r"\s*\d{1,4}\s*", text):
+        pick = int(text)
+    else:
+        data = extract_json_object(text)
+        if not isinstance(data, dict) or "pick" not in data:
+            raise DirectiveError("expected the number of an option")
+        extra = sorted(set(data) - {"pick"})
+        if extra:
+            raise DirectiveError(f"unknown field(s): {', '.join(extra)}")
+        pick = _integer(data["pick"], "pick")
+    if not 1 <= pick <= len(choices):
+        raise DirectiveError(f"pick {pick} is not an option (1..{len(choices)})")
+    return replace(choices[pick - 1], source=source, reason=None)
+
+
+def parse_answer(
+    text: str, spec: DirectiveSpec, choices: Sequence[Directive] = (), source: str = "model"
+) -> Directive:
+    """`parse_choice` when the request offered `choices`, else `parse_directive`."""
+    if choices:
+        return parse_choice(text, choices, source)
+    return parse_directive(text, spec, source)
+
+
+def pick_of(directive: Directive, choices: Sequence[Directive]) -> int | None:
+    """The 1-based number of the first option with `directive`'s action and target (what a
+    model should have picked to give it, e.g. the oracle's), None when no option matches.
+
+    >>> d = Directive("key", "", "collect", {"x": 1, "y": 2}, 1200, 1.0)
+    >>> pick_of(d, [replace(d, target={"x": 5, "y": 5}), d]), pick_of(d, [])
+    (2, None)
+    """
+    for i, option in enumerate(choices, 1):
+        if option.action == directive.action and option.target == directive.target:
+            return i
+    return None
 
 
 def _text(value: Any, name: str, limit: int) -> str:

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from metabonk_gym.errors import MetabonkError
+from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.families import resolve_family
 from metabonk_gym.think.models import BadModelFileError, check_gguf
 
@@ -61,13 +62,16 @@ class ModelFileNotFoundError(MetabonkError, FileNotFoundError):
 
 @dataclass(frozen=True)
 class ThinkRequest:
-    """One call: the constant system prompt, the per-call text, an optional PNG, the schema."""
+    """One call: the constant system prompt, the per-call text, an optional PNG, the schema;
+    `choices`: the numbered options of the "choice" prompt profile (the answer `{"pick": N}`
+    means `choices[N - 1]`), empty when the model writes the directive itself."""
 
     system: str
     user: str
     schema: dict[str, Any]
     image_png: bytes | None = None
     max_tokens: int = 256
+    choices: tuple[Directive, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,17 @@ def answer_text(directive: dict[str, Any]) -> str:
     return json.dumps({k: directive[k] for k in DIRECTIVE_KEYS}, separators=(",", ":"))
 
 
+def pick_answer(raw: Any) -> str | None:
+    """The answer a choice-profile call logged (an option's number), None if it is not one.
+
+    >>> pick_answer("2"), pick_answer(None), pick_answer('{"goal": "x"}')
+    ('2', None, None)
+    """
+    if isinstance(raw, str) and re.fullmatch(r"\s*[1-9]\d{0,3}\s*", raw):
+        return raw.strip()
+    return None
+
+
 def _metas(folder: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for line in (folder / LOG_NAME).read_text(encoding="utf-8").splitlines():
@@ -182,9 +193,13 @@ def load_pairs(logdirs: Sequence[str | Path], game: str | None = None) -> tuple[
                 or any(k not in directive for k in DIRECTIVE_KEYS)
             ):
                 continue
-            pairs.append(
-                Pair(str(meta["system_prompt"]), str(record["user"]), answer_text(directive))
-            )
+            if meta.get("profile") == "choice":  # the answer is the option's number
+                answer = pick_answer(record.get("raw"))
+                if answer is None:  # the oracle's directive was none of the options
+                    continue
+            else:
+                answer = answer_text(directive)
+            pairs.append(Pair(str(meta["system_prompt"]), str(record["user"]), answer))
     if not pairs:
         names = ", ".join(str(d) for d in logdirs)
         raise FinetuneError(

@@ -66,6 +66,10 @@ class GameAdapter:
     coordinates_text = GBA_COORDINATES
     #: The game in a sentence or two, for the compact prompt profile (small models).
     brief = "Infer the rules from the state and the map."
+    #: Whether `options` lists candidate directives (then the "choice" prompt profile applies).
+    offers_options = False
+    #: The state values the choice prompt shows (empty: `compact_state_keys`).
+    choice_state_keys: tuple[str, ...] = ()
 
     @classmethod
     def for_env(cls, env: Any) -> GameAdapter:
@@ -77,17 +81,19 @@ class GameAdapter:
         """The game's rules (`game_card.md` of its folder; None: unknown)."""
         return self.game.game_card() if self.game is not None else None
 
-    def prompt_examples(self) -> list[dict[str, Any]]:
-        """Worked examples for the compact prompt (`{"user": text, "answer": directive}`),
-        from the game folder's `think_examples.json` (written from the oracle's advice by
-        `metabonk think examples`); none for a game without that file."""
+    def prompt_examples(self, profile: str = "compact") -> list[dict[str, Any]]:
+        """Worked examples for the compact prompt (`{"user": text, "answer": directive}`,
+        the file's `examples`) or the choice prompt (`{"user": text, "answer": {"pick": N}}`,
+        its `choice_examples`), from the game folder's `think_examples.json` (written from the
+        oracle's advice by `metabonk think examples`); none for a game without that file."""
         if self.game is None:
             return []
         path = self.game.folder / EXAMPLES_FILE
         if not path.is_file():
             return []
         data = json.loads(path.read_text(encoding="utf-8"))
-        return [dict(e) for e in data.get("examples", [])]
+        key = "choice_examples" if profile == "choice" else "examples"
+        return [dict(e) for e in data.get(key, [])]
 
     def sensible(self, directive: Directive, view: GameView) -> str | None:
         """Why a valid directive makes no sense in this state (None: it does): by default a
@@ -97,6 +103,14 @@ class GameAdapter:
         if tile is not None and tile == self.player_cell(view):
             return "the target is the player's own cell"
         return None
+
+    def options(self, view: GameView) -> list[Directive]:
+        """Candidate directives in this state for the "choice" prompt profile, which numbers
+        them and lets the model pick one: each one sensible by construction (a walkable target
+        other than the player's cell, an action the state allows), its `goal` saying in a few
+        words what it is. Ordered by something other than the answer (e.g. nearest first), so
+        picking is the model's work. None by default (`offers_options` False)."""
+        return []
 
     def advise(self, view: GameView) -> Directive | None:
         """The oracle's directive: perfect advice read from the state (secrets included), for

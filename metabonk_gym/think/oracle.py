@@ -18,7 +18,7 @@ import concurrent.futures as cf
 import time
 from collections.abc import Sequence
 
-from metabonk_gym.think.directive import Directive
+from metabonk_gym.think.directive import Directive, pick_of
 from metabonk_gym.think.games import GameAdapter
 from metabonk_gym.think.prompts import HistoryItem, PromptBuilder
 from metabonk_gym.think.strategist import Strategist, ThinkResult, done_future
@@ -53,7 +53,13 @@ class OracleStrategist(Strategist):
             if self.builder is not None
             else None
         )
-        return done_future(ThinkResult(directive, time.perf_counter() - start, request=request))
+        raw = None  # with the choice profile: the answer a model should give, the option's number
+        if request is not None and request.choices:
+            pick = pick_of(directive, request.choices)
+            raw = str(pick) if pick is not None else None
+        return done_future(
+            ThinkResult(directive, time.perf_counter() - start, raw=raw, request=request)
+        )
 
 
 class FallbackStrategist(Strategist):

@@ -53,14 +53,23 @@ Answer with one JSON object and nothing else, following this JSON schema:
 
 GENERIC_CARD = "No game card is available: infer the rules from the state, the map and the screen."
 
-#: Prompt profiles: "full" (the whole game card, the schema, the full state; for large models)
-#: and "compact" (for small models on small machines: see `compact_system_prompt`).
-PROFILES = ("full", "compact")
+#: Prompt profiles: "full" (the whole game card, the schema, the full state; for large models),
+#: "compact" (for small models on small machines: see `compact_system_prompt`) and "choice"
+#: (small models pick one of the game's numbered options: see `choice_system_prompt`).
+PROFILES = ("full", "compact", "choice")
 
 COMPACT_TEMPLATE = """You direct a player of {game}. {brief}
 Map: x = column, y = row, @ = you. Actions: {actions}.
 Answer in JSON: goal, reasoning (a few words each), action, target ({{"x": X, "y": Y}} from \
 "Where things are"{option}, or null), duration_frames (60 = 1 s), confidence (0-1)."""
+
+
+CHOICE_TEMPLATE = """You direct a player of {game}. {brief}
+Each turn you get the state, the goal and numbered options. Answer with the number of the \
+option that best serves the goal."""
+
+#: The longest answer of the choice profile (a number: one or two tokens, then the end).
+CHOICE_MAX_TOKENS = 4
 
 
 def system_prompt(adapter: GameAdapter, game_card: str | None) -> str:
@@ -82,13 +91,14 @@ def system_prompt(adapter: GameAdapter, game_card: str | None) -> str:
 
 def prompt_profile(profile: str, vision: bool) -> str:
     """`profile` itself, or for `"auto"`: `"full"` when the model sees images (large vision
-    models read the whole game card), `"compact"` otherwise (small text models).
+    models read the whole game card), `"choice"` otherwise (small text models; a
+    `PromptBuilder` turns it into `"compact"` for a game whose adapter offers no options).
 
     >>> prompt_profile("auto", vision=False), prompt_profile("auto", vision=True)
-    ('compact', 'full')
+    ('choice', 'full')
     """
     if profile == "auto":
-        return "full" if vision else "compact"
+        return "full" if vision else "choice"
     if profile not in PROFILES:
         raise ValueError(f"profile must be auto, {' or '.join(PROFILES)}, not {profile!r}")
     return profile
@@ -117,6 +127,32 @@ def compact_system_prompt(adapter: GameAdapter, examples: Sequence[dict[str, Any
         answer = json.dumps(example["answer"], separators=(",", ":"))
         text += f"\n\nExample {i}:\n{example['user'].strip()}\nAnswer: {answer}"
     return text
+
+
+def choice_system_prompt(adapter: GameAdapter, examples: Sequence[dict[str, Any]] = ()) -> str:
+    """The "choice" profile's fixed system prompt: the one-line brief, how to answer (the
+    number of an option) and worked examples (`{"user": ..., "answer": {"pick": N}}`, the
+    oracle's, from `think_examples.json`). Constant per game: a cached prefix.
+
+    >>> from metabonk_gym.think.games import adapter_for_name
+    >>> text = choice_system_prompt(adapter_for_name("BonkQuest"))
+    >>> text.splitlines()[-1]
+    'Each turn you get the state, the goal and numbered options. Answer with the number of the option that best serves the goal.'
+    """
+    text = CHOICE_TEMPLATE.format(game=adapter.spec.game, brief=adapter.brief)
+    for i, example in enumerate(examples, 1):
+        text += f"\n\nExample {i}:\n{example['user'].strip()}\nAnswer: {example['answer']['pick']}"
+    return text
+
+
+def choice_schema(n: int) -> dict[str, Any]:
+    """The JSON schema of a pick among `n` options: a bare integer, one of 1..n (an enum, so
+    the grammar admits only the numbers listed, and the answer is one or two tokens).
+
+    >>> choice_schema(3)
+    {'type': 'integer', 'enum': [1, 2, 3]}
+    """
+    return {"type": "integer", "enum": list(range(1, n + 1))}
 
 
 @dataclass
@@ -201,11 +237,13 @@ class PromptBuilder:
         strip: take the picture from a `TemporalStrip` when the view has one (async mode).
         sections: more `GameView` -> text callables whose text goes after the spatial lines
             (e.g. the long-term memory's `prompt_section`); empty text is left out.
-        profile: "full" (the game card, the JSON schema, the whole state) or "compact" (small
+        profile: "full" (the game card, the JSON schema, the whole state), "compact" (small
             models: a one-line brief, the fields in words, worked examples, a short state and
-            at most 2 past directives; see `compact_system_prompt`).
-        examples: the compact profile's worked examples (`{"user", "answer"}` dicts); None: the
-            game folder's `think_examples.json` (`GameAdapter.prompt_examples`).
+            at most 2 past directives; see `compact_system_prompt`) or "choice" (small models
+            pick one of the adapter's numbered `options`, so every valid answer is sensible;
+            `"compact"` for a game whose adapter offers none; see `choice_system_prompt`).
+        examples: the compact or choice profile's worked examples (`{"user", "answer"}`
+            dicts); None: the game folder's `think_examples.json` (`GameAdapter.prompt_examples`).
     """
 
     def __init__(
@@ -223,10 +261,20 @@ class PromptBuilder:
     ) -> None:
         if profile not in PROFILES:
             raise ValueError(f"profile must be one of {', '.join(PROFILES)}, not {profile!r}")
+        if profile == "choice" and not adapter.offers_options:
+            profile = "compact"  # a game without options: the model writes the directive
         self.adapter = adapter
         self.sections = list(sections)
         self.profile = profile
-        if profile == "compact":
+        if profile == "choice":
+            self.examples = list(
+                examples if examples is not None else adapter.prompt_examples("choice")
+            )
+            self.system = choice_system_prompt(adapter, self.examples)
+            self.schema = choice_schema(1)  # per request: as many numbers as options
+            max_tokens = min(int(max_tokens), CHOICE_MAX_TOKENS)
+            history_len = 0
+        elif profile == "compact":
             self.examples = list(examples if examples is not None else adapter.prompt_examples())
             self.system = compact_system_prompt(adapter, self.examples)
             # short strings bound how long a small model decodes (the grammar enforces them)
@@ -283,6 +331,8 @@ class PromptBuilder:
         self, view: GameView, history: Sequence[HistoryItem], trigger: str, note: str | None = None
     ) -> str:
         """The per-call text (everything but the image)."""
+        if self.profile == "choice":
+            return self.choice_text(view, self.adapter.options(view))
         if self.profile == "compact":
             return self.compact_text(view, history, trigger, note)
         parts = [f"Step {view.step}. You are asked because: {trigger}."]
@@ -343,6 +393,21 @@ class PromptBuilder:
             parts.append("Last directives:\n" + "\n".join(h.line() for h in recent))
         return "\n".join(parts)
 
+    def choice_text(self, view: GameView, options: Sequence[Directive]) -> str:
+        """The choice profile's per-call text: the state in one line (the adapter's
+        `choice_state_keys`, and what `state` adds), the most urgent goal, and the options
+        numbered from 1 (their `goal`s). No map: the options say where things are."""
+        state = self.adapter.state(view)
+        keys = self.adapter.choice_state_keys or self.adapter.compact_state_keys
+        if keys:
+            state = {
+                k: v for k, v in state.items() if k in keys or k not in self.adapter.state_keys
+            }
+        lines = [", ".join(f"{k}={_short(v)}" for k, v in state.items())]
+        lines.append("Goal: " + (self.adapter.goals(view) or ["win"])[0])
+        lines += [f"{i} {option.goal}" for i, option in enumerate(options, 1)]
+        return "\n".join(line for line in lines if line)
+
     def build(
         self,
         view: GameView,
@@ -351,8 +416,21 @@ class PromptBuilder:
         vision: bool,
         note: str | None = None,
     ) -> ThinkRequest:
-        """One request; the PNG is only made when the engine has vision."""
+        """One request; the PNG is only made when the engine has vision. The choice profile's
+        request carries its options (`choices`) and a schema admitting only their numbers."""
         image = self._image(view) if vision else None
+        if self.profile == "choice":
+            options = tuple(self.adapter.options(view))
+            if not options:  # the strategist answers its fallback ("invalid: prompt: ...")
+                raise ValueError(f"{type(self.adapter).__name__} offered no options")
+            return ThinkRequest(
+                system=self.system,
+                user=self.choice_text(view, options),
+                schema=choice_schema(len(options)),
+                image_png=png_bytes(image) if image is not None else None,
+                max_tokens=self.max_tokens,
+                choices=options,
+            )
         return ThinkRequest(
             system=self.system,
             user=self.user_text(view, history, trigger, note),

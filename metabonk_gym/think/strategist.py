@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from metabonk_gym.think.directive import Directive, DirectiveError, DirectiveSpec, parse_directive
+from metabonk_gym.think.directive import Directive, DirectiveError, DirectiveSpec, parse_answer
 from metabonk_gym.think.engines import (
     Completion,
     Engine,
@@ -153,7 +153,7 @@ class ModelStrategist(Strategist):
             if self._cancels != cancels:
                 raise EngineError("cancelled before it was sent")
             completion = self.engine.complete(req, deadline)
-            directive = parse_directive(completion.text, self.spec)
+            directive = parse_answer(completion.text, self.spec, req.choices)
             if view is not None:  # what the state rules out (an option the menu lacks)
                 self.builder.adapter.check(directive, view)
         except ThinkTimeout as exc:

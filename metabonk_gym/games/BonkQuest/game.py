@@ -82,6 +82,8 @@ class QuestAdapter(GameAdapter):
         "Enemies (E) cost 1 HP."
     )
     compact_state_keys = ("room", "hp", "keys", "quest_stage")
+    offers_options = True
+    choice_state_keys = ("hp", "keys")
     state_keys = (
         "room",
         "hp",
@@ -206,6 +208,47 @@ class QuestAdapter(GameAdapter):
 
     def advise(self, view: GameView) -> Directive | None:
         return quest_advice(view)
+
+    def options(self, view: GameView) -> list[Directive]:
+        """What can be done here, read from the room's tiles: take a key, the treasure or a
+        heart (when hurt), open a closed chest (room 2: by the sage's names for them), talk
+        to the sage (until talked to), unlock the locked door (with a key), go through an open
+        door other than the way in (x 0), nearest first; then explore the room."""
+        tiles, cell = self.tiles(view), self.player_cell(view)
+        found: list[tuple[int, Directive]] = []
+        if tiles is not None and cell is not None:
+            px, py = cell
+            chests = [
+                (int(x), int(y))
+                for y, x in np.argwhere(np.isin(tiles, [TILE["chest"], TILE["chest_open"]]))
+            ]
+            named = view.get("room") == 2 and len(chests) == len(CHEST_LABELS)
+            kinds = [
+                ("key", "collect", "take the key", True),
+                ("treasure", "collect", "take the treasure", True),
+                ("heart", "collect", "take a heart", view.get("hp") < view.get("max_hp", 5)),
+                ("chest", "open", "open the chest", True),
+                ("npc", "talk", "talk to the sage", view.get("talked") == 0),
+                ("door_locked", "open", "unlock the door", view.get("keys") > 0),
+                ("door", "go_to", "go through the door", True),
+            ]
+            for kind, action, what, allowed in kinds:
+                if not allowed:
+                    continue
+                for y, x in np.argwhere(tiles == TILE[kind]):
+                    x, y = int(x), int(y)
+                    if (x, y) == cell or (kind == "door" and x == 0):
+                        continue
+                    if kind == "chest" and named:
+                        what = f"open the {CHEST_LABELS[chests.index((x, y))]} chest"
+                    goal = f"{what}, {direction(px, py, x, y)}"
+                    distance = abs(x - px) + abs(y - py)
+                    found.append(
+                        (distance, Directive(goal, "", action, {"x": x, "y": y}, 1200, 1.0))
+                    )
+        found.sort(key=lambda item: item[0])
+        explore = Directive("explore the room", "", "explore", None, 240, 1.0)
+        return [d for _, d in found] + [explore]
 
     def sensible(self, directive: Directive, view: GameView) -> str | None:
         reason = super().sensible(directive, view)
