@@ -1,8 +1,9 @@
 """Integrations: a game's ROM plus its stable-retro-format description of RAM, reward and done.
 
 A folder holds `data.json` (RAM variables), `scenario.json` (default reward and done),
-`metadata.json` (default state), optionally `rom.gba` + `rom.sha`, `*.state` savestates, and this
-project's extension `metabonk.json` (discrete actions, info variables, RAM arrays, named starts).
+`metadata.json` (default state), optionally `rom.gba` + `rom.sha`, `*.state` savestates (in the
+folder or its `savestates/`), and this project's extension `metabonk.json` (discrete actions, info
+variables, RAM arrays, named starts).
 
 >>> quest = Integration.bundled("BonkQuest")
 >>> quest.variables["hp"].type
@@ -48,6 +49,11 @@ def bundled_gba_games() -> list[str]:
     ['BonkQuest', 'BonkArena']
     """
     return [game for game in BUNDLED_GAMES if (bundled_game_folder(game) / "data.json").is_file()]
+
+
+#: A game folder's own savestate folder, searched after the folder itself (`*.state` files in
+#: either are loaded by name: `state="hall"`).
+SAVESTATES = "savestates"
 
 
 def savestates_dir(game: str) -> Path:
@@ -213,7 +219,7 @@ class Integration:
             arrays=arrays,
             discrete_actions=actions,
             starts=starts,
-            savestate_dirs=[*(extra_savestate_dirs or []), folder],
+            savestate_dirs=[*(extra_savestate_dirs or []), folder, folder / SAVESTATES],
             extension=extension,
             state_vector=state_vector,
         )
