@@ -17,6 +17,7 @@ from metabonk_gym.cli.bench import bench_app
 
 from metabonk_gym.bench.bonklink_speed import report, run
 from metabonk_gym.bonklink.player import HUMAN_PLAYERS
+from metabonk_gym.bonklink.render import LOOKS
 from metabonk_gym.bonklink.sim import BonkLinkSim, SimProcess
 from metabonk_gym.utils import check_number
 
@@ -89,6 +90,12 @@ def register(app: typer.Typer) -> None:
             1.0,
             help="Realtime ticks this many times faster than --update-hz (game time unchanged).",
         ),
+        look: str = typer.Option(
+            "plain",
+            help="How frames are drawn: plain, or detailed (textured ground scrolled smoothly, "
+            "the character facing its run, its attack pose and shots, the ability's ring: the "
+            "input visible as a game shows it, for learning from video).",
+        ),
     ) -> None:
         """Run a headless Megabonk-like arena game serving BonkLink v1.
 
@@ -103,7 +110,10 @@ def register(app: typer.Typer) -> None:
                 f"--human takes {', '.join(HUMAN_PLAYERS)} and plays in --realtime mode",
                 param_hint="--human",
             )
+        if look not in LOOKS:
+            raise typer.BadParameter(f"--look takes {', '.join(LOOKS)}", param_hint="--look")
         kwargs: dict[str, Any] = {
+            "look": look,
             "host": host,
             "mode": mode,
             "frame_format": frame_format.value,

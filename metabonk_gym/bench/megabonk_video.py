@@ -1,7 +1,8 @@
 """`metabonk bench video --game MetaBonk/Megabonk-v0`: Megabonk learns offline, against the stand-in.
 
 The game cannot run here, so `bonklink-sim` plays it: a realtime sim whose keyboard a scripted
-person plays (`bonklink-sim --human scripted --input-snapshot`), recorded with
+person plays (`bonklink-sim --human scripted --input-snapshot --look detailed`: frames that show
+the input as a game does, see `bonklink.render`), recorded with
 `record --agent human` (the env sends nothing; the actions are the game's input snapshots,
 4 ticks merged per step) with frames and mp4 videos. Per seed:
 
@@ -12,7 +13,10 @@ person plays (`bonklink-sim --human scripted --input-snapshot`), recorded with
   target >= 0.9), with the aim figures beside them;
 * BC on the videos' episodes from the IDM's labels vs from the true actions (the same
   episodes' state vectors, `label --state-only`; a Megabonk policy reads the state, which a
-  video lacks), each clone's **mean survival time** on a lockstep sim: the ratio (target >= 0.8);
+  video lacks), each clone's **mean survival time** on a lockstep sim: the ratio (target >= 0.8),
+  beside a random policy's on the same games and the scripted person's own (`survival_times`):
+  the eval cap must be long enough that random dies before the teacher, or the ratio says
+  nothing;
 * a world model trained on the labelled episodes vs `flow` vs `copy` on the videos' episodes:
   **PSNR at t+1..t+3** (the world model told the last action, held).
 
@@ -38,6 +42,7 @@ import numpy as np
 from metabonk_gym.agents.evaluate import evaluate
 from metabonk_gym.agents.record import record
 from metabonk_gym.bench.worldmodel_speed import score_predictors
+from metabonk_gym.bonklink.player import survival_times
 from metabonk_gym.bonklink.sim import SimProcess
 from metabonk_gym.training.bc import train_bc
 from metabonk_gym.training.datasets import DatasetWriter, dataset_env_kwargs, load_dataset
@@ -51,7 +56,12 @@ from metabonk_gym.worldmodel.train import train_world_model
 from metabonk_gym.wrappers.predictors import CopyPredictor, FlowPredictor
 
 ENV_ID = "MetaBonk/Megabonk-v0"
-FRAMES = {"obs_type": "rgb", "downscale": 2, "policy": "MultiInputPolicy", "frameskip": 4}
+FRAMES: dict[str, Any] = {
+    "obs_type": "rgb",
+    "downscale": 2,
+    "policy": "MultiInputPolicy",
+    "frameskip": 4,
+}
 Log = Callable[[str], None]
 
 
@@ -83,7 +93,13 @@ def _record(
 
     dataset = f"bench/mb-demos-s{seed}-v0"
     with SimProcess(
-        port=0, human="scripted", input_snapshot=True, seed=seed, speed=speed, jpeg_hz=15
+        port=0,
+        human="scripted",
+        input_snapshot=True,
+        seed=seed,
+        speed=speed,
+        jpeg_hz=15,
+        look="detailed",
     ) as sim:
         record(
             ENV_ID,
@@ -200,19 +216,23 @@ def run_seed(
     row["move_within_22_5"] = figures["direction_within_22_5"]
     row["button_accuracy"] = figures["button_accuracy"]
     row["aim_within_22_5"] = figures["aim"]["within_22_5"]
+    row["fire_accuracy"] = figures["fire"]["accuracy"]
+    row["ability_accuracy"] = figures["ability"]["accuracy"]
     if bc:
         relabel_dataset(video_ds, idm_dir, f"bench/mb-idm-labels-s{seed}-v0", state_only=True)
         relabel_dataset(video_ds, None, f"bench/mb-true-labels-s{seed}-v0", state_only=True)
         with SimProcess(port=0, mode="lockstep", seed=1000 + seed, jpeg_hz=0) as game:
             base = {"base_port": game.port, "n_envs": 1, "seed": seed, "bc_epochs": bc_epochs}
             survival: dict[str, float] = {}
-            for name in ("idm", "true"):
-                run_dir = work / f"bc-{name}-s{seed}"
-                log(f"seed {seed}: BC from {name} labels")
-                train_bc(ENV_ID, f"bench/mb-{name}-labels-s{seed}-v0", run_dir, overrides=base)
+            for name in ("idm", "true", "random"):
+                agent = "random"
+                if name != "random":
+                    agent = str(work / f"bc-{name}-s{seed}")
+                    log(f"seed {seed}: BC from {name} labels")
+                    train_bc(ENV_ID, f"bench/mb-{name}-labels-s{seed}-v0", agent, overrides=base)
                 report = evaluate(
                     ENV_ID,
-                    str(run_dir),
+                    agent,
                     episodes=eval_episodes,
                     seed=seed,
                     overrides={
@@ -224,6 +244,11 @@ def run_seed(
                 survival[name] = float(report.get("mean_survival_time", 0.0))
         row["bc_survival_idm_labels"] = survival["idm"]
         row["bc_survival_true_actions"] = survival["true"]
+        row["random_survival"] = survival["random"]
+        seconds = eval_steps * int(FRAMES["frameskip"]) / 60.0
+        row["teacher_survival"] = float(
+            np.mean(survival_times(1000 + seed, eval_episodes, seconds))
+        )
         row["bc_survival_ratio"] = survival["idm"] / max(survival["true"], 1e-9)
     if world_model:
         row.update(_world_model(idm_ds, video_ds, work / f"wm-s{seed}", wm_steps, seed, log))
@@ -315,7 +340,18 @@ def run(
         "seconds": round(time.monotonic() - started, 1),
         "per_seed": rows,
     }
-    for key in ("move_within_22_5", "button_accuracy", "aim_within_22_5", "bc_survival_ratio"):
+    for key in (
+        "move_within_22_5",
+        "button_accuracy",
+        "fire_accuracy",
+        "ability_accuracy",
+        "aim_within_22_5",
+        "bc_survival_ratio",
+        "bc_survival_idm_labels",
+        "bc_survival_true_actions",
+        "random_survival",
+        "teacher_survival",
+    ):
         result[key] = summary(rows, key)
     for name in ("world_model", "flow", "copy"):
         for k in (1, 2, 3):

@@ -141,13 +141,14 @@ class ArenaGame:
         self.ehp = np.zeros(cap)
         self.espeed = np.zeros(cap)
         self.n_enemies = 0
-        # Projectiles: x, z, vx, vz, remaining life, damage.
+        # Projectiles: x, z, vx, vz, remaining life, damage, fired by hand (the fire button).
         self.sx = np.zeros(pcap)
         self.sz = np.zeros(pcap)
         self.svx = np.zeros(pcap)
         self.svz = np.zeros(pcap)
         self.slife = np.zeros(pcap)
         self.sdmg = np.zeros(pcap)
+        self.sman = np.zeros(pcap, bool)
         self.n_shots = 0
         self.menu = MAIN_MENU
         self.options: tuple[str, ...] = ()
@@ -163,6 +164,10 @@ class ArenaGame:
         self.px = self.pz = 0.0
         self.vx = self.vz = 0.0
         self.face_x, self.face_z = 1.0, 0.0
+        # What the character shows this tick (for the renderer): attacking with the fire
+        # button held, and where it aims.
+        self.firing = False
+        self.fire_x, self.fire_z = 1.0, 0.0
         self.health = self.max_health = c.player_health
         self.game_time = 0.0
         self.kills = 0
@@ -302,12 +307,16 @@ class ArenaGame:
                 for k in range(self.projectile_count):
                     offset = (k - (self.projectile_count - 1) / 2) * 0.15
                     self._shoot(base + offset, c.shot_damage * self.damage_mult)
-        if action.fire and self.manual_timer <= 0:
+        self.firing = bool(action.fire)
+        if action.fire:
             ax, az = _clamp_unit(action.aim_x, action.aim_y)
             if ax * ax + az * az < 0.01:
                 ax, az = self.face_x, self.face_z
-            self.manual_timer = c.manual_cooldown / self.fire_rate_mult
-            self._shoot(math.atan2(az, ax), 0.8 * c.shot_damage * self.damage_mult)
+            norm = math.hypot(ax, az) or 1.0
+            self.fire_x, self.fire_z = ax / norm, az / norm
+            if self.manual_timer <= 0:
+                self.manual_timer = c.manual_cooldown / self.fire_rate_mult
+                self._shoot(math.atan2(az, ax), 0.8 * c.shot_damage * self.damage_mult, True)
         if action.ability and self.ability_timer <= 0:
             self.ability_timer = c.ability_cooldown
             if n:
@@ -317,7 +326,7 @@ class ArenaGame:
                 hit = dx * dx + dz * dz <= radius * radius
                 self.ehp[:n][hit] -= c.ability_damage * self.damage_mult
 
-    def _shoot(self, angle: float, damage: float) -> None:
+    def _shoot(self, angle: float, damage: float, manual: bool = False) -> None:
         i = self.n_shots
         if i >= self.config.max_projectiles:
             return
@@ -326,6 +335,7 @@ class ArenaGame:
         self.svx[i], self.svz[i] = speed * math.cos(angle), speed * math.sin(angle)
         self.slife[i] = self.config.shot_life * self.range_mult
         self.sdmg[i] = damage
+        self.sman[i] = manual
         self.n_shots += 1
 
     def _move_shots(self, dt: float) -> None:
@@ -349,7 +359,7 @@ class ArenaGame:
                 alive &= ~hit_any
         if not alive.all():
             keep = np.flatnonzero(alive)
-            for arr in (self.sx, self.sz, self.svx, self.svz, self.slife, self.sdmg):
+            for arr in (self.sx, self.sz, self.svx, self.svz, self.slife, self.sdmg, self.sman):
                 arr[: len(keep)] = arr[keep]
             self.n_shots = len(keep)
 

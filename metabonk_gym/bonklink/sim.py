@@ -43,7 +43,7 @@ from metabonk_gym.bonklink.codec import (
 )
 from metabonk_gym.bonklink.game import ArenaConfig, ArenaGame
 from metabonk_gym.bonklink.player import make_player
-from metabonk_gym.bonklink.render import FrameRenderer
+from metabonk_gym.bonklink.render import FrameRenderer, Look
 from metabonk_gym.bonklink.transport import ActionReader, ConnectionClosed
 from metabonk_gym.process import ChildProcess, ChildProcessFailed
 
@@ -103,6 +103,7 @@ class BonkLinkSim:
         send_timeout: float = 2.0,
         human: str | None = None,
         speed: float = 1.0,
+        look: Look = "plain",
     ) -> None:
         """Configure the server (nothing is bound until :meth:`bind` or :meth:`start`).
 
@@ -127,6 +128,8 @@ class BonkLinkSim:
                 ``input_snapshot`` is on, as the plugin reports a real player's.
             speed: realtime ticks run this many times faster than ``update_hz`` (the game's
                 clock still advances ``1/update_hz`` a tick): recording a scripted human fast.
+            look: how frames are drawn (:mod:`.render`): ``"plain"`` or ``"detailed"`` (the
+                player's input visible as a game shows it: for learning from video).
         """
         if mode not in ("realtime", "lockstep"):
             raise ValueError(f"mode must be 'realtime' or 'lockstep', not {mode!r}")
@@ -153,7 +156,7 @@ class BonkLinkSim:
         self.frame_every = max(1, round(update_hz / jpeg_hz)) if jpeg_hz else 0
         config = ArenaConfig(update_hz=update_hz, capture_width=width, capture_height=height)
         self.game = ArenaGame(seed=seed, config=config)
-        self.renderer = FrameRenderer(width, height)
+        self.renderer = FrameRenderer(width, height, look=look)
         self.stats = SimStats()
         self._requested_port = port
         self._listener: socket.socket | None = None
