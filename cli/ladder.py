@@ -25,7 +25,9 @@ from metabonk_gym.cli.train import (
     ENV_KWARG_OPTION,
     INTEGRATION_OPTION,
     ROM_OPTION,
+    TRUST_GAME_FOLDER_OPTION,
     TRUST_MODEL_OPTION,
+    check_run_game_code,
     env_options,
     guarded,
     overrides_from,
@@ -80,6 +82,7 @@ def ladder_command(
         None, "--set", help="Any config key for every cell: --set sticky_action_prob=0.25."
     ),
     trust_model: bool = TRUST_MODEL_OPTION,
+    trust_game_folder: bool = TRUST_GAME_FOLDER_OPTION,
 ) -> None:
     """Rank agents on envs: win rate (95% Wilson interval), mean return, steps to win."""
     flags = overrides_from(
@@ -89,6 +92,8 @@ def ladder_command(
         max_episode_steps=max_steps,
     )
     specs = guarded(lambda: parse_agents(agents))
+    for name in agents.split(","):
+        check_run_game_code(name.strip(), trust_game_folder, flags)
     command = "metabonk " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["ladder"] else None
 
     def progress(cell: dict[str, Any]) -> None:

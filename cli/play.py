@@ -15,7 +15,9 @@ from metabonk_gym.cli.train import (
     ENV_KWARG_OPTION,
     INTEGRATION_OPTION,
     ROM_OPTION,
+    TRUST_GAME_FOLDER_OPTION,
     TRUST_MODEL_OPTION,
+    check_run_game_code,
     env_options,
     guarded,
     overrides_from,
@@ -104,6 +106,7 @@ def play_command(
         None, "--set", help="Any config key: --set obs_type=rgb."
     ),
     trust_model: bool = TRUST_MODEL_OPTION,
+    trust_game_folder: bool = TRUST_GAME_FOLDER_OPTION,
     watch: str | None = WATCH_OPTION,
 ) -> None:
     """Play ENV: a human in a window (the key map is shown), or an agent, headless or watched."""
@@ -126,6 +129,7 @@ def play_command(
         reward=reward,
         max_episode_steps=max_steps,
     )
+    check_run_game_code(agent, trust_game_folder, flags)
     live_watch(watch, None, f"play {agent} on {env_id}")
     if n_envs != 1:
         many = guarded(
@@ -189,6 +193,7 @@ def record_command(
     env_kwarg: list[str] | None = ENV_KWARG_OPTION,
     set_options: list[str] | None = typer.Option(None, "--set", help="Any config key."),
     trust_model: bool = TRUST_MODEL_OPTION,
+    trust_game_folder: bool = TRUST_GAME_FOLDER_OPTION,
     video: Path | None = typer.Option(
         None, "--video", help="Also write each episode as an mp4 into this folder."
     ),
@@ -203,6 +208,7 @@ def record_command(
         obs_type=obs_type,
         downscale=downscale,
     )
+    check_run_game_code(agent, trust_game_folder, flags)
     result = guarded(
         lambda: record(
             env_id,

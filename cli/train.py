@@ -47,6 +47,7 @@ from metabonk_gym.training.config import (
     resolve_config,
 )
 from metabonk_gym.training.errors import ConfigError
+from metabonk_gym.training.gamecode import check_game_code
 
 console = plain_console()
 err_console = plain_console(stderr=True)
@@ -153,6 +154,31 @@ def trust_kwargs(agent: str, trust_model: bool) -> dict[str, Any]:
     return {}
 
 
+#: `--trust-game-folder`: run the `game.py` of a game folder that only a run directory or model
+#: names (docs/trust.md).
+TRUST_GAME_FOLDER_OPTION: Any = typer.Option(
+    False,
+    "--trust-game-folder",
+    help="Run the game.py of a game folder that only the run directory or model names (it is "
+    "code: only runs you trust; or name the folder with --integration; docs/trust.md).",
+)
+
+
+def check_run_game_code(source: str | Path | None, trust: bool, flags: dict[str, Any]) -> None:
+    """Refuse (one line, exit code 2) a run directory or model zip `source` that names a game
+    folder whose `game.py` the command line neither names (`--integration`, `--env-kwarg`,
+    `--set`) nor trusts (`--trust-game-folder`); other agents (random, think:M.gguf) pass.
+
+    >>> check_run_game_code("random", False, {})
+    """
+    path = Path(str(source)).expanduser() if source is not None else None
+    if path is None or not (path.is_dir() or (path.is_file() and path.suffix == ".zip")):
+        return
+    env_kwargs = flags.get("env_kwargs")
+    named = [env_kwargs.get("integration")] if isinstance(env_kwargs, dict) else []
+    guarded(lambda: check_game_code(path, trust=trust, named=named))
+
+
 def _print_result(result: Any, as_json: bool) -> None:
     data = result.to_dict()
     if as_json:
@@ -235,6 +261,7 @@ def ppo_command(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     trust_model: bool = TRUST_MODEL_OPTION,
+    trust_game_folder: bool = TRUST_GAME_FOLDER_OPTION,
     engine: str = ENGINE_OPTION,
     address: str | None = ADDRESS_OPTION,
     num_env_runners: int | None = NUM_ENV_RUNNERS_OPTION,
@@ -266,6 +293,8 @@ def ppo_command(
         video_every=video_every,
         base_port=base_port,
     )
+    if resume:
+        check_run_game_code(run_dir, trust_game_folder, flags)
     ray_flags = (address, num_env_runners, envs_per_runner, num_learners, game)
     guarded(lambda: check_engine(engine, init_from, *ray_flags))
     live_watch(watch, run_dir, f"train ppo {env_id} {run_dir}")
@@ -370,6 +399,7 @@ def curriculum_command(
     n_envs: int | None = typer.Option(None, "--n-envs", help="Envs stepped in parallel."),
     config: Path | None = typer.Option(None, "--config", help="YAML/TOML training config."),
     resume: bool = typer.Option(False, "--resume", help="Continue the curriculum in --run-dir."),
+    trust_game_folder: bool = TRUST_GAME_FOLDER_OPTION,
     integration: Path | None = INTEGRATION_OPTION,
     rom: Path | None = ROM_OPTION,
     env_kwarg: list[str] | None = ENV_KWARG_OPTION,
@@ -389,6 +419,8 @@ def curriculum_command(
         n_envs=n_envs,
         total_steps=total_steps,
     )
+    if resume:
+        check_run_game_code(run_dir, trust_game_folder, flags)
     live_watch(watch, run_dir, f"curriculum {env_id} {run_dir}")
 
     def go() -> Any:
@@ -471,6 +503,7 @@ def eval_command(
         "agent on one shared-memory vector env, other agents one process each.",
     ),
     trust_model: bool = TRUST_MODEL_OPTION,
+    trust_game_folder: bool = TRUST_GAME_FOLDER_OPTION,
     goal: str = typer.Option(
         "config",
         "--goal",
@@ -489,6 +522,7 @@ def eval_command(
         max_episode_steps=max_steps,
         base_port=base_port,
     )
+    check_run_game_code(model, trust_game_folder, flags)
     live_watch(watch, video, f"eval {model} on {env_id}")
     agent_kwargs = parse_agent_options(agent_opt) | trust_kwargs(model, trust_model)
     if server is not None:

@@ -26,7 +26,9 @@ from metabonk_gym.cli.rayopts import (
 from metabonk_gym.cli.train import (
     ENV_HELP,
     SET_HELP,
+    TRUST_GAME_FOLDER_OPTION,
     _finish,
+    check_run_game_code,
     env_options,
     guarded,
     overrides_from,
@@ -142,10 +144,13 @@ def appo_command(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     watch: str | None = WATCH_OPTION,
+    trust_game_folder: bool = TRUST_GAME_FOLDER_OPTION,
 ) -> None:
     """APPO (RLlib, asynchronous PPO) on a Ray cluster; same configs and run directory as `train ppo`."""
     live_watch(watch, run_dir, f"train appo {env_id} {run_dir}")
     flags = overrides_from(set_options, None, total_steps=total_steps, n_envs=n_envs)
+    if resume:
+        check_run_game_code(run_dir, trust_game_folder, flags)
     opts = guarded(
         lambda: ray_options(address, num_env_runners, envs_per_runner, num_learners, game)
     )

@@ -18,7 +18,12 @@ from typing import Any
 import typer
 from metabonk_gym.cli.bench import _print, bench_app, console
 from metabonk_gym.cli.errors import fail
-from metabonk_gym.cli.train import guarded, train_app
+from metabonk_gym.cli.train import (
+    TRUST_GAME_FOLDER_OPTION,
+    check_run_game_code,
+    guarded,
+    train_app,
+)
 
 from metabonk_gym.bench.worldmodel_speed import DEFAULT_ENVS, run_world_model_bench
 from metabonk_gym.training.config import parse_env_kwargs
@@ -66,9 +71,14 @@ def world_model_command(
     seed: int | None = typer.Option(None, help="Seed of sampling and initialisation (0)."),
     threads: int | None = typer.Option(None, help="torch threads (default: torch's)."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+    trust_game_folder: bool = TRUST_GAME_FOLDER_OPTION,
 ) -> None:
     """Train an action-conditioned world model of the next frames (t+1..t+3) on episodes."""
     from metabonk_gym.worldmodel.train import train_world_model
+
+    if resume:
+        named = guarded(lambda: parse_env_kwargs(env_kwarg or []))
+        check_run_game_code(out, trust_game_folder, {"env_kwargs": named})
 
     def go() -> dict[str, Any]:
 
@@ -144,9 +154,12 @@ def dreamer_command(
     env_kwarg: list[str] | None = typer.Option(None, "--env-kwarg", help="KEY=VALUE for gym.make."),
     seed: int | None = typer.Option(None, help="Seed."),
     accelerator: str | None = typer.Option(None, help="cpu, gpu or auto (default cpu)."),
+    trust_game_folder: bool = TRUST_GAME_FOLDER_OPTION,
 ) -> None:
     """Train DreamerV3 (sheeprl) on an env: world model, actor and critic learn in imagination."""
     kwargs = parse_env_kwargs(env_kwarg or [])
+    if resume:
+        check_run_game_code(out, trust_game_folder, {"env_kwargs": kwargs})
     if downscale is not None:
         kwargs["downscale"] = downscale
     result = guarded(

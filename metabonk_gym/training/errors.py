@@ -29,3 +29,8 @@ class DatasetError(MetabonkError, ValueError):
 class GameUnreachableError(MetabonkError, ConnectionError):
     """No game (Megabonk with the BonkLink plugin, or `metabonk bonklink-sim`) answers where a
     training or evaluation env must connect."""
+
+
+class UntrustedGameCodeError(MetabonkError, ValueError):
+    """A run directory or model that names a game folder whose `game.py` (code) the user did not
+    name or trust (`--trust-game-folder`)."""

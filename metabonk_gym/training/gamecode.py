@@ -1,0 +1,101 @@
+"""Game code named by a shared file: a run directory or model zip whose game folder has a `game.py`.
+
+A run's `config.yaml` (and the training config inside its model zip) records
+`env_kwargs.integration`, the game folder it trained on. Resuming, evaluating, playing or ranking
+the run makes that env, and a game folder's `game.py` is Python code that runs with your rights.
+Run directories get shared, so `check_game_code` refuses a folder that only such a file names:
+one that is not a bundled game, has a `game.py`, and that the user neither named (`named`, the
+command line's `--integration`) nor trusted (`trust=True`, `--trust-game-folder`).
+
+>>> import tempfile, pathlib
+>>> run = pathlib.Path(tempfile.mkdtemp())
+>>> game = run / "game"
+>>> game.mkdir()
+>>> _ = (game / "game.py").write_text("print('hi')")
+>>> _ = (run / "config.yaml").write_text(f"env_kwargs:\\n  integration: {game}\\n")
+>>> check_game_code(run)
+Traceback (most recent call last):
+...
+metabonk_gym.training.errors.UntrustedGameCodeError: .../config.yaml names the game folder .../game, whose game.py is Python code that would run with your rights; refused: pass --trust-game-folder if you trust whoever made the run, or name the folder yourself with --integration .../game
+>>> check_game_code(run, named=[game]), check_game_code(run, trust=True)
+(None, None)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from metabonk_gym.configfile import ConfigFileError, load_config_file
+from metabonk_gym.gamedata import BUNDLED_GAMES, games_root
+from metabonk_gym.training.errors import CheckpointError, UntrustedGameCodeError
+from metabonk_gym.training.rundir import read_model_metadata
+
+#: Files of a run directory (or `tune pbt`'s `best/`) that record the run's env arguments.
+RUN_FILES: tuple[str, ...] = ("config.yaml", "best/config.yaml", "model.zip", "best/model.zip")
+
+
+def _integrations(node: Any, depth: int = 0) -> Iterator[str]:
+    """Every `integration` value inside an `env_kwargs` mapping, anywhere in a config (flat,
+    per-env sections, curriculum stages); nesting is bounded."""
+    if depth > 32:
+        return
+    if isinstance(node, dict):
+        kwargs = node.get("env_kwargs")
+        if isinstance(kwargs, dict) and isinstance(kwargs.get("integration"), str | Path):
+            yield str(kwargs["integration"])
+        for value in node.values():
+            yield from _integrations(value, depth + 1)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _integrations(value, depth + 1)
+
+
+def _config_of(path: Path) -> Any:
+    """The config a run file records (None when it cannot be read: its own loader says why)."""
+    try:
+        if path.suffix == ".zip":
+            return read_model_metadata(path).get("config")
+        return load_config_file(path)
+    except (ConfigFileError, CheckpointError, OSError):
+        return None
+
+
+def named_game_folders(source: str | Path) -> list[tuple[Path, Path]]:
+    """(game folder, the file naming it) for every game folder a run directory or model zip
+    records (`env_kwargs.integration`; a relative path is taken from here, as the env takes it)."""
+    source = Path(source).expanduser()
+    files = [source] if source.is_file() else [source / name for name in RUN_FILES]
+    found: list[tuple[Path, Path]] = []
+    for path in files:
+        if not path.is_file():
+            continue
+        for folder in _integrations(_config_of(path)):
+            found.append((Path(folder).expanduser(), path))
+    return found
+
+
+def _is_bundled(folder: Path) -> bool:
+    root = games_root().resolve()
+    return any(folder.resolve() == (root / name).resolve() for name in BUNDLED_GAMES)
+
+
+def check_game_code(
+    source: str | Path, *, trust: bool = False, named: Iterable[str | Path | None] = ()
+) -> None:
+    """Refuse (`UntrustedGameCodeError`) a run directory or model zip that names a game folder
+    with a `game.py` that is neither bundled, nor in `named`, nor trusted (`trust=True`)."""
+    if trust:
+        return
+    mine = {Path(n).expanduser().resolve() for n in named if n is not None}
+    for folder, named_by in named_game_folders(source):
+        if not (folder / "game.py").is_file() or _is_bundled(folder):
+            continue
+        if folder.resolve() in mine:
+            continue
+        raise UntrustedGameCodeError(
+            f"{named_by} names the game folder {folder}, whose game.py is Python code that would "
+            "run with your rights; refused: pass --trust-game-folder if you trust whoever made "
+            f"the run, or name the folder yourself with --integration {folder}"
+        )
