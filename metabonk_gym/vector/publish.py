@@ -32,6 +32,7 @@ import json
 import os
 import socket
 import struct
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -136,6 +137,7 @@ class Publisher:
         self.label = label or f"{socket.gethostname()} pid {os.getpid()}"
         self.sent = 0
         self.connected = False
+        self.error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -154,8 +156,12 @@ class Publisher:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            with contextlib.suppress(Exception):  # unreachable or gone: try again later
+            try:
                 self._session()
+            except Exception as exc:  # unreachable or gone: say so once, try again later
+                if self.error is None:
+                    print(f"watch: cannot publish to {self.url}: {exc!r}", file=sys.stderr)
+                self.error = repr(exc)
             self.connected = False
             self._stop.wait(RETRY_S)
 
@@ -219,6 +225,11 @@ def ensure_publisher(sources: Callable[[], list[Any]]) -> Publisher | None:
         return None
     pid = os.getpid()
     if pid not in _publisher:  # (a forked child starts its own)
+        try:  # here, not in the thread: a fork while that thread imported would leave the
+            # child a half-imported module (an RLlib runner forks its vector env's workers)
+            import websockets.sync.client  # noqa: F401
+        except ImportError:
+            return None
         _publisher.clear()
         _publisher[pid] = Publisher(target["url"], target["key"], sources).start()
     return _publisher[pid]
