@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from metabonk_gym.vector.view import request_views, view_sources
+from metabonk_gym.vector.view import MIN_SIDE, request_views, view_sources
 from metabonk_gym.watch import LiveHub, WatchServer
 from metabonk_gym.watch.server import unpack_frames
 
@@ -394,3 +394,282 @@ def test_eval_with_watch_serves_its_one_env(tmp_path: Path) -> None:
     finally:
         process.kill()
         process.wait(30)
+
+
+# ----------------------------------------------------------------------------- other processes
+def _watch_url(process: subprocess.Popen, deadline: float) -> str:
+    """The URL a `--watch` command prints on stderr (its first `watch: ` line)."""
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        if line.startswith("watch: "):
+            return line.split()[1]
+    raise AssertionError("no watch URL printed")
+
+
+@pytest.mark.net
+def test_a_publisher_sends_only_while_watched_and_needs_the_key() -> None:
+    """An env in another process (here: a publisher thread over a real env's view slot) reaches
+    the dashboard over `/publish`; it encodes and sends nothing until a viewer connects, stops
+    when the viewer goes, and a wrong key is refused."""
+    import gymnasium as gym
+    from websockets.sync.client import connect
+
+    from metabonk_gym.vector.publish import Publisher
+    from metabonk_gym.vector.view import ViewBuffers, ViewTap
+
+    views = ViewBuffers.create(None, 1)
+    env = ViewTap(gym.make("CartPole-v1", render_mode="rgb_array"), views, 0)
+    stop = threading.Event()
+
+    def play() -> None:
+        env.reset(seed=0)
+        while not stop.is_set():
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                env.reset()
+            time.sleep(0.005)
+
+    stepping = threading.Thread(target=play, daemon=True)
+    stepping.start()
+    hub = LiveHub(fps=10, sources=list)  # no envs of its own: only published ones
+    publisher = wrong = None
+    try:
+        with WatchServer(None, hub, publish=True) as server:
+            url = f"ws://127.0.0.1:{server.port}/publish"
+            assert server.publish_key and server.token is None  # loopback: no page token
+            publisher = Publisher(url, server.publish_key, lambda: [views]).start()
+            wrong = Publisher(url, "not-the-key", lambda: [views]).start()
+            deadline = time.monotonic() + 20
+            while not publisher.connected and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(2.0)
+            # connected, nobody watching: no frame encoded, none sent
+            assert publisher.connected and publisher.sent == 0 and int(views.seq[0]) == 0
+            assert wrong.error and not wrong.connected  # refused (4403)
+            assert server.publishers is not None and len(server.publishers.sources()) == 1
+            with connect(f"ws://127.0.0.1:{server.port}/ws", max_size=2**24) as ws:
+                frames = 0
+                while frames < 5 and time.monotonic() < deadline + 20:
+                    message = ws.recv(timeout=10)
+                    if isinstance(message, bytes):
+                        frames += len(unpack_frames(message))
+            snap = hub.snapshot()["envs"]
+            assert frames >= 5 and publisher.sent >= 5
+            assert snap[0]["source"] == publisher.label and snap[0]["length"] > 0
+            time.sleep(3.0)  # the viewer is gone: the dashboard tells the publisher to stop
+            sent = publisher.sent
+            time.sleep(1.5)
+            assert publisher.sent == sent
+    finally:
+        for p in (publisher, wrong):
+            if p is not None:
+                p.stop()
+        stop.set()
+        stepping.join(10)
+        env.close()
+        views.release()
+
+
+@pytest.mark.net
+@pytest.mark.browser
+def test_frames_from_a_process_pool_reach_the_page(tmp_path: Path) -> None:
+    """`metabonk play --n-envs 2 --watch`: the games run in a process pool, and the page shows
+    both workers' frames (each tile names its process)."""
+    command = [
+        sys.executable,
+        "-m",
+        "metabonk_gym.cli.main",
+        "play",
+        ENV,
+        "--agent",
+        "random",
+        "--n-envs",
+        "2",
+        "--episodes",
+        "4",
+        "--max-steps",
+        "400",
+        "--watch",
+        "127.0.0.1:0",
+    ]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        url = _watch_url(process, deadline)
+        base = url.rstrip("/")
+        with open_page(timeout_s=120) as page:
+            page.goto(url)
+            page.wait_for_selector("#img-1[src^='blob:']")
+            page.wait_for_function(
+                "['head-0', 'head-1'].every(i => document.getElementById(i)"
+                ".textContent.includes(' pid '))"
+            )
+            pids: set[int] = set()
+            while len(pids) < 2 and time.monotonic() < deadline:
+                for e in json.loads(_get(base + "/api/live")[1])["envs"]:
+                    if e["source"]:
+                        pids.add(int(e["source"].rsplit(" ", 1)[1]))
+                time.sleep(0.2)
+            # two pool workers' envs, none of them in the command's own process
+            assert len(pids) >= 2 and process.pid not in pids, pids
+            first = sum(int(page.get_attribute(f"#img-{i}", "data-seq") or 0) for i in (0, 1))
+            page.wait_for_function(
+                f"[0, 1].map(i => +document.getElementById('img-' + i).dataset.seq)"
+                f".reduce((a, b) => a + b) > {first + 4}"
+            )  # the frames go on changing
+            _shot(page, tmp_path, "watch-pool.png")
+        assert process.wait(timeout=300) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
+
+
+@pytest.mark.net
+@pytest.mark.slow
+def test_train_appo_with_watch_streams_the_env_runners(tmp_path: Path) -> None:
+    """`metabonk train appo --watch`: the envs live in an RLlib env runner's vector env workers
+    (Ray actors and their children); their frames reach the live stream."""
+    from websockets.sync.client import connect
+
+    command = [
+        sys.executable,
+        "-m",
+        "metabonk_gym.cli.main",
+        "train",
+        "appo",
+        ENV,
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--total-steps",
+        "20000",
+        "--n-envs",
+        "2",
+        "--num-env-runners",
+        "1",
+        "--no-progress",
+        "--watch",
+        "127.0.0.1:0",
+    ]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        url = _watch_url(process, deadline)
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        seen: dict[int, int] = {}
+        sources: set[str] = set()
+        with connect(f"ws://127.0.0.1:{port}/ws", max_size=2**24) as ws:
+            while (len(seen) < 2 or min(seen.values()) < 5) and time.monotonic() < deadline:
+                message = ws.recv(timeout=240)
+                if isinstance(message, bytes):
+                    for index, _, _ in unpack_frames(message):
+                        seen[index] = seen.get(index, 0) + 1
+                else:
+                    sources |= {e["source"] for e in json.loads(message)["envs"] if e["source"]}
+        assert len(seen) == 2 and min(seen.values()) >= 5, seen
+        assert len(sources) == 2 and str(process.pid) not in " ".join(sources), sources
+    finally:
+        process.kill()
+        process.wait(60)
+
+
+# ------------------------------------------------------------------------------------ replays
+@pytest.fixture(scope="module")
+def replay_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What runs leave behind, made for real: a ladder (one cell, its best and worst mp4 and
+    its page) and a memory graph (BonkQuest's expert plays to room 2 with `Memory`)."""
+    import gymnasium as gym
+    from metabonk_gym.wrappers.memory import Memory
+
+    from metabonk_gym.agents.ladder import run_ladder
+    from metabonk_gym.games.BonkQuest.game import BonkQuestExpert
+
+    root = tmp_path_factory.mktemp("replays")
+    run_ladder([ENV], ["random"], root / "ladder", episodes=1, overrides={"max_episode_steps": 90})
+    env = Memory(gym.make(ENV, state="start"), path=root / "run" / "memory.lbdb")
+    try:
+        obs, info = env.reset(seed=3)
+        expert = BonkQuestExpert(env)
+        while info["room"] < 2:
+            obs, _, _, _, info = env.step(expert.act(obs, info))
+    finally:
+        env.close()
+    return root
+
+
+@pytest.mark.net
+@pytest.mark.browser
+def test_memory_graph_replay(replay_dir: Path, tmp_path: Path) -> None:
+    from metabonk_gym.memory.graph import KnowledgeGraph
+    from metabonk_gym.memory.report import render_map
+
+    graph = KnowledgeGraph(str(replay_dir / "run" / "memory.lbdb"), read_only=True)
+    try:
+        height, width, _ = render_map(graph).shape
+    finally:
+        graph.close()
+    with WatchServer(replay_dir) as server, open_page() as page:
+        page.goto(server.url)
+        page.wait_for_selector("#replay-list a")
+        page.click("text=run/memory.lbdb")
+        page.wait_for_function(
+            "(() => { const i = document.getElementById('memory-map');"
+            " return i && i.complete && i.naturalWidth > 0; })()"
+        )
+        # the map the database draws, and its summary: the rooms and the quest
+        size = page.evaluate(
+            "[document.getElementById('memory-map').naturalWidth,"
+            " document.getElementById('memory-map').naturalHeight]"
+        )
+        grow = max(1, -(-MIN_SIDE // min(width, height)))  # (small pictures are enlarged)
+        assert size == [width * grow, height * grow]
+        summary = json.loads(page.text_content("#memory-summary"))
+        assert len(summary["areas"]) >= 2
+        assert "Reach the golden treasure" in json.dumps(summary["quests"])
+        _shot(page, tmp_path, "watch-memory.png")
+
+
+@pytest.mark.net
+@pytest.mark.browser
+def test_video_replay_plays(replay_dir: Path) -> None:
+    videos = sorted((replay_dir / "ladder").rglob("*.mp4"))
+    assert videos
+    rel = videos[0].relative_to(replay_dir).as_posix()
+    with WatchServer(replay_dir) as server, open_page() as page:
+        page.goto(server.url)
+        page.wait_for_selector("#replay-list a")
+        page.click(f"text={rel}")
+        # chromium decoded the file: its size is a GBA frame's, and it has a duration
+        page.wait_for_function(
+            "(() => { const v = document.getElementById('replay-video');"
+            " return v && v.readyState >= 1 && v.duration > 0; })()"
+        )
+        assert page.evaluate(
+            "[document.getElementById('replay-video').videoWidth,"
+            " document.getElementById('replay-video').videoHeight]"
+        ) == [240, 160]
+
+
+@pytest.mark.net
+@pytest.mark.browser
+def test_ladder_replay_table_and_page(replay_dir: Path, tmp_path: Path) -> None:
+    ladder = json.loads((replay_dir / "ladder" / "ladder.json").read_text())
+    cell = ladder["cells"][0]
+    with WatchServer(replay_dir) as server, open_page() as page:
+        page.goto(server.url)
+        page.wait_for_selector("#replay-list a")
+        page.click("text=ladder/ladder.json")
+        page.wait_for_selector("#ladder-table td")
+        head = page.text_content("#ladder-table tr")
+        row = page.text_content("#ladder-table tr:nth-child(2)")
+        assert "agent" in head and "mean_return" in head
+        assert "random" in row and ENV in row and str(cell["rank"]) in row
+        _shot(page, tmp_path, "watch-ladder.png")
+        # the ladder's own page opens as it is, its table drawn by its script
+        with page.expect_popup() as opened:
+            page.click("text=ladder/ladder.html")
+        popup = opened.value
+        popup.wait_for_selector("#ladder td")
+        assert "random" in popup.text_content("#ladder")

@@ -254,7 +254,7 @@ async function loadReplays() {
   return found;
 }
 function view() { const v = $("replay-view"); v.textContent = ""; return v; }
-function showVideo(p) { const v = view(); v.append(el("h3", {}, p)); const vid = el("video", { src: q("/files/" + p), controls: "", width: 480 }); v.append(vid); }
+function showVideo(p) { const v = view(); v.append(el("h3", {}, p)); const vid = el("video", { id: "replay-video", src: q("/files/" + p), controls: "", width: 480 }); v.append(vid); }
 async function showDataset(p) {
   const v = view(); v.append(el("h3", {}, "dataset " + p));
   const data = await getJSON("/api/dataset?path=" + encodeURIComponent(p));
@@ -299,15 +299,15 @@ async function showMemory(p) {
   const v = view(); v.append(el("h3", {}, "memory " + p));
   try {
     const s = await getJSON("/api/memory?path=" + encodeURIComponent(p));
-    v.append(el("img", { src: q("/api/memory/map?path=" + encodeURIComponent(p)), alt: "memory map" }));
-    v.append(el("pre", {}, JSON.stringify(s, null, 1)));
+    v.append(el("img", { id: "memory-map", src: q("/api/memory/map?path=" + encodeURIComponent(p)), alt: "memory map" }));
+    v.append(el("pre", { id: "memory-summary" }, JSON.stringify(s, null, 1)));
   } catch (err) { v.append(el("p", {}, "cannot read: " + err)); }
 }
 async function showLadder(p) {
   const v = view(); v.append(el("h3", {}, "ladder " + p));
   const r = await fetch(q("/files/" + p)); const data = await r.json();
-  const rows = Array.isArray(data) ? data : (data.entries || data.ladder || data.rows || []);
-  const t = el("table"); v.append(t);
+  const rows = Array.isArray(data) ? data : (data.cells || data.entries || data.rows || []);
+  const t = el("table", { id: "ladder-table" }); v.append(t);
   if (rows.length) {
     const keys = Object.keys(rows[0]).filter((k) => typeof rows[0][k] !== "object");
     const head = el("tr"); head.append(el("th", {}, "rank")); keys.forEach((k) => head.append(el("th", {}, k))); t.append(head);
