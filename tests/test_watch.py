@@ -673,3 +673,32 @@ def test_ladder_replay_table_and_page(replay_dir: Path, tmp_path: Path) -> None:
         popup = opened.value
         popup.wait_for_selector("#ladder td")
         assert "random" in popup.text_content("#ladder")
+
+
+def test_bonkarena_places_its_player_on_its_one_map() -> None:
+    """BonkArena's folder declares its map (one arena, pixels in 8-pixel cells): a real env's
+    info places the player inside it, and moving moves the cell."""
+    import gymnasium as gym
+
+    from metabonk_gym.watch.worldmap import load_map_spec
+
+    env = gym.make("MetaBonk/BonkArena-v0")
+    try:
+        _, info = env.reset(seed=0)
+        spec = load_map_spec(env.unwrapped.game_data.folder)
+        assert spec is not None and spec.area is None and spec.cell == 8
+        start = spec.place(info)
+        assert start is not None and 0 < start[0] < spec.width and 0 < start[1] < spec.height
+        cells = {start}
+        folder = Path(env.unwrapped.game_data.folder)
+        right = json.loads((folder / "metabonk.json").read_text())["discrete_actions"].index(
+            ["RIGHT"]
+        )
+        for _ in range(60):
+            _, _, terminated, truncated, info = env.step(right)
+            cells.add(spec.place(info))
+            if terminated or truncated:
+                break
+        assert None not in cells and max(x for x, _ in cells) > start[0]  # walked right
+    finally:
+        env.close()
