@@ -527,32 +527,32 @@ def test_frames_from_a_process_pool_reach_the_page(tmp_path: Path) -> None:
             process.wait(30)
 
 
+PBT_FILE = """population_size: 2
+perturbation_interval: 2048
+total_steps: 8192
+mutations: {learning_rate: [0.0001, 0.001]}
+train: {n_envs: 1, n_steps: 128, batch_size: 64, n_epochs: 1, max_episode_steps: 300}
+ray: {num_env_runners: 0}
+"""
+
+
 @pytest.mark.net
 @pytest.mark.slow
-def test_train_appo_with_watch_streams_the_env_runners(tmp_path: Path) -> None:
-    """`metabonk train appo --watch`: the envs live in an RLlib env runner's vector env workers
-    (Ray actors and their children); their frames reach the live stream."""
+@pytest.mark.parametrize("job", ["train appo", "tune pbt"])
+def test_ray_jobs_with_watch_stream_their_envs(job: str, tmp_path: Path) -> None:
+    """`metabonk train appo --watch` (the envs in an RLlib env runner's vector env workers: a Ray
+    actor's children) and `metabonk tune pbt --watch` (each member's envs in its Ray Tune
+    trial): their frames reach the live stream, two envs, two processes."""
     from websockets.sync.client import connect
 
-    command = [
-        sys.executable,
-        "-m",
-        "metabonk_gym.cli.main",
-        "train",
-        "appo",
-        ENV,
-        "--run-dir",
-        str(tmp_path / "run"),
-        "--total-steps",
-        "20000",
-        "--n-envs",
-        "2",
-        "--num-env-runners",
-        "1",
-        "--no-progress",
-        "--watch",
-        "127.0.0.1:0",
-    ]
+    run = ["--run-dir", str(tmp_path / "run"), "--watch", "127.0.0.1:0"]
+    if job == "train appo":
+        args = ["--total-steps", "20000", "--n-envs", "2", "--num-env-runners", "1"]
+        args.append("--no-progress")
+    else:
+        (tmp_path / "pbt.yaml").write_text(PBT_FILE)
+        args = ["--pbt", str(tmp_path / "pbt.yaml")]
+    command = [sys.executable, "-m", "metabonk_gym.cli.main", *job.split(), ENV, *run, *args]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
