@@ -28,6 +28,7 @@ from metabonk_gym.wrappers.predictors import (
     Predictor,
     make_predictor,
 )
+from metabonk_gym.wrappers.ram_features import RamFeatures
 from metabonk_gym.wrappers.screen import ScreenReader
 from metabonk_gym.wrappers.semantic import SemanticClasses
 from metabonk_gym.wrappers.temporal_strip import TemporalStrip, strip_image
@@ -56,6 +57,7 @@ __all__ = [
     "PixelCells",
     "PixelTokenizer",
     "Predictor",
+    "RamFeatures",
     "ScreenReader",
     "SemanticClasses",
     "TemporalStrip",

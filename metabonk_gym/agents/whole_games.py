@@ -61,6 +61,13 @@ CELLS: dict[str, Any] = {
     "features": "cells",
 }
 
+#: BonkArena's observation: the state vector plus the level-up menu's three options (one-hot of
+#: the 8 upgrades, `RamFeatures`): the teacher picks upgrades by them, and with random upgrades
+#: even the scripted expert survives 5:00 in none of the 30 evaluation games (docs/training.md).
+ARENA_MENU: dict[str, Any] = {
+    "wrappers": [{"name": "ram_features", "one_hot": {"menu_options": 8}}]
+}
+
 
 @dataclass(frozen=True)
 class Size:
@@ -91,15 +98,15 @@ SIZES: dict[str, Size] = {
         ),
         quest_overrides={**CELLS, "max_episode_steps": 1500},
         arena=DaggerSettings(
-            teacher_episodes=6,
+            teacher_episodes=8,
             rounds=3,
             episodes_per_round=4,
             noise=0.1,
             round_noise=0.02,
-            epochs_first=20,
-            epochs_round=5,
+            epochs_first=25,
+            epochs_round=6,
         ),
-        arena_overrides={"net_arch": [256, 256]},
+        arena_overrides={**ARENA_MENU, "net_arch": [256, 256]},
     ),
     "small": Size(
         quest=DaggerSettings(
@@ -117,7 +124,7 @@ SIZES: dict[str, Size] = {
             epochs_first=1,
             epochs_round=1,
         ),
-        arena_overrides={"net_arch": [32, 32], "max_episode_steps": 40},
+        arena_overrides={**ARENA_MENU, "net_arch": [32, 32], "max_episode_steps": 40},
         quest_eval_episodes=2,
         arena_eval_episodes=2,
         quest_eval_steps=40,

@@ -12,7 +12,7 @@ and `run_wrappers(RUN_DIR)` reads it back.
 >>> normalize_wrappers([{"name": "tile_token"}])
 Traceback (most recent call last):
 ...
-metabonk_gym.training.errors.ConfigError: unknown wrapper 'tile_token' (did you mean 'tile_tokens'?); wrappers: button_history, grid_overlay, memory, pause_to_think, pixel_cells, temporal_strip, text_map, tile_tokens [config]
+metabonk_gym.training.errors.ConfigError: unknown wrapper 'tile_token' (did you mean 'tile_tokens'?); wrappers: button_history, grid_overlay, memory, pause_to_think, pixel_cells, ram_features, temporal_strip, text_map, tile_tokens [config]
 >>> describe_wrappers([{"name": "button_history", "n": 4}])
 'button_history(n=4)'
 """
@@ -34,6 +34,7 @@ from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.wrappers import ButtonHistory, GridOverlay, TemporalStrip, TextMap, TileTokens
 from metabonk_gym.wrappers.memory import Memory
 from metabonk_gym.wrappers.pixel_cells import PixelCells
+from metabonk_gym.wrappers.ram_features import RamFeatures
 
 #: One entry of a `wrappers:` list after `normalize_wrappers`: `name` plus the options.
 WrapperSpec = dict[str, Any]
@@ -71,6 +72,7 @@ WRAPPERS: dict[str, WrapperEntry] = {
     "pause_to_think": WrapperEntry(PauseToThink),
     "memory": WrapperEntry(Memory, dict_obs=False),
     "pixel_cells": WrapperEntry(PixelCells, dict_obs=False),
+    "ram_features": WrapperEntry(RamFeatures, dict_obs=False),
 }
 #: The class names as aliases (`TileTokens` for `tile_tokens`).
 ALIASES: dict[str, str] = {entry.cls.__name__: name for name, entry in WRAPPERS.items()}

@@ -389,6 +389,30 @@ class BonkArenaExpert(RamExpert):
         return self.moves[int(np.argmax(scores))][0]
 
 
+class BonkArenaTeacher(BonkArenaExpert):
+    """The expert as a DAgger teacher (`metabonk_gym.training.dagger`): the same kiting, and in
+    the level-up menu a choice made only from what a state-vector policy can see with the menu's
+    options added (`wrappers: [{name: ram_features, one_hot: {menu_options: 8}}]`): the cursor,
+    HP and the three options. It holds UP or DOWN until the cursor is on the wanted option (the
+    menu repeats a held direction), then A; the expert instead waits out the menu's input delay
+    and releases between presses, which depends on a timer and its own last button that such a
+    policy cannot see.
+
+    Args:
+        env: a BonkArena env (`AgentError` for another game's).
+        seed: unused (every game's teacher takes it).
+    """
+
+    def _menu(self) -> int:
+        options = [self._var(f"menu_option{k}") for k in range(MENU_OPTIONS)]
+        want = pick_upgrade(options, self._var("hp") / max(1, self._var("max_hp")))
+        cursor = self._var("menu_cursor")
+        if cursor == want:
+            return self.press_a
+        return self.down if (want - cursor) % MENU_OPTIONS == 1 else self.up
+
+
 Adapter = ArenaAdapter
 Follower = ArenaFollower
 Expert = BonkArenaExpert
+Teacher = BonkArenaTeacher
