@@ -310,8 +310,9 @@ async function showLadder(p) {
   const t = el("table", { id: "ladder-table" }); v.append(t);
   if (rows.length) {
     const keys = Object.keys(rows[0]).filter((k) => typeof rows[0][k] !== "object");
-    const head = el("tr"); head.append(el("th", {}, "rank")); keys.forEach((k) => head.append(el("th", {}, k))); t.append(head);
-    rows.forEach((row, k) => { const tr = el("tr"); tr.append(el("td", {}, String(k + 1))); keys.forEach((key) => tr.append(el("td", {}, fmt(row[key])))); t.append(tr); });
+    const own = keys.includes("rank");  // a ladder ranks its cells itself (within each env)
+    const head = el("tr"); if (!own) head.append(el("th", {}, "rank")); keys.forEach((k) => head.append(el("th", {}, k))); t.append(head);
+    rows.forEach((row, k) => { const tr = el("tr"); if (!own) tr.append(el("td", {}, String(k + 1))); keys.forEach((key) => tr.append(el("td", {}, fmt(row[key])))); t.append(tr); });
   } else v.append(el("pre", {}, JSON.stringify(data, null, 1).slice(0, 20000)));
 }
 
