@@ -16,6 +16,7 @@ error: no decision log at /no/such/log/decisions.jsonl; pass ...
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import gymnasium as gym
@@ -27,9 +28,13 @@ from rich.console import Console
 
 from metabonk_gym.bench.think_model import STARTS, model_figures, play_figures
 from metabonk_gym.errors import MetabonkError
+from metabonk_gym.think.calibrate import calibrated_timing
+from metabonk_gym.think.engines import LlamaCppEngine
 from metabonk_gym.think.examples import oracle_choice_examples, oracle_examples, write_examples
 from metabonk_gym.think.finetune import FinetuneConfig, finetune, load_pairs
+from metabonk_gym.think.games import adapter_for
 from metabonk_gym.think.models import check_gguf, resolve_model
+from metabonk_gym.think.prompts import PromptBuilder, prompt_profile
 
 console = Console(markup=False)  # print text as given: no markup in user text
 think_app = typer.Typer(
@@ -136,6 +141,35 @@ def examples_command(
         env.close()
 
 
+@think_app.command("calibrate")
+def calibrate_command(
+    model: str = typer.Argument("default", help="A GGUF file (default: the default model)."),
+    env_id: str = typer.Option("MetaBonk/BonkQuest-v0", help="The game whose prompts to time."),
+    refresh: bool = typer.Option(False, help="Measure again instead of reading the cache."),
+) -> None:
+    """Time MODEL on ENV_ID's prompts here (in process) and print the think deadline and
+    cooldown `--agent think` derives from it (cached per model, game and machine)."""
+    env = guarded(lambda: gym.make(env_id))
+    try:
+        adapter = adapter_for(env)
+        builder = PromptBuilder.for_env(env, adapter, None, profile=prompt_profile("auto", False))
+        engine = guarded(lambda: LlamaCppEngine(resolve_model(model), n_ctx=4096))
+        try:
+            skip = int(getattr(env.unwrapped, "frameskip", 1))
+            timing, latency, cached = calibrated_timing(engine, builder, skip, refresh=refresh)
+        finally:
+            engine.close()
+    finally:
+        env.close()
+    figures = {
+        **asdict(latency),
+        **asdict(timing),
+        "profile": builder.profile,
+        "from_cache": cached,
+    }
+    console.print_json(json.dumps(figures))
+
+
 @think_app.command("check")
 def check_command(
     model: str = typer.Argument("default", help="A GGUF file (default: the default model)."),
@@ -167,7 +201,9 @@ def bench_think_play(
     starts: str = typer.Option(",".join(STARTS), help="Start states (roomN: leave room N)."),
     seeds: int = typer.Option(20, help="Seeds per start."),
     max_steps: int = typer.Option(600, help="Step limit per episode."),
-    timeout_s: float = typer.Option(10.0, help="The think deadline (pause mode)."),
+    timeout_s: float | None = typer.Option(
+        None, help="The think deadline (pause mode); default: calibrated on this machine."
+    ),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
 ) -> None:
     """The think agent (strategist + follower) on BonkQuest starts: win rate, steps to win."""

@@ -210,12 +210,13 @@ def play_figures(
     seeds: int = 20,
     first_seed: int = 0,
     max_steps: int = 600,
-    timeout_s: float = 10.0,
+    timeout_s: float | None = None,
     env_id: str = ENV_ID,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """The play part (see the module docstring): per start, the win rate and mean steps to a
-    win, with the think calls, fallbacks and mean latency."""
+    win, with the think calls, fallbacks, the think latency p50 and the deadline and cooldown
+    used (`timeout_s` None: calibrated, `metabonk_gym.think.calibrate`)."""
     out: dict[str, Any] = {"model": model, "seeds": seeds, "max_steps": max_steps}
     for start in starts:
         env = gym.make(env_id, state=start, max_episode_steps=max_steps)
@@ -240,6 +241,9 @@ def play_figures(
                     progress(f"{start} seed {seed}: {'won' if won else 'lost'} in {n} steps")
             think = agent.director.info()
             calls, fallbacks = int(think.get("calls", 0)), int(think.get("fallbacks", 0))
+            out[f"{start}_latency_p50_s"] = think.get("latency_p50_s")
+            out.setdefault("timeout_s", agent.director.timeout_s)
+            out.setdefault("cooldown_steps", agent.director.cooldown_steps)
         finally:
             agent.close()
             env.close()

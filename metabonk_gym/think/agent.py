@@ -28,15 +28,17 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from metabonk_gym.think.calibrate import calibrated_timing
 from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.director import Director
+from metabonk_gym.think.engines import LlamaCppEngine
 from metabonk_gym.think.factory import make_strategist
 from metabonk_gym.think.follower import DirectiveFollower, make_follower
 from metabonk_gym.think.games import GameAdapter, adapter_for, game_folder
 from metabonk_gym.think.log import DecisionLog
 from metabonk_gym.think.models import resolve_model
 from metabonk_gym.think.prompts import PromptBuilder, prompt_profile
-from metabonk_gym.think.strategist import Strategist
+from metabonk_gym.think.strategist import ModelStrategist, Strategist
 from metabonk_gym.think.view import GameView
 
 
@@ -169,7 +171,7 @@ def make_think_agent(
     model: str = "default",
     engine: str | None = None,
     chat_handler: str = "auto",
-    timeout_s: float = 10.0,
+    timeout_s: float | None = None,
     mode: str = "pause",
     think_every: int = 0,
     log_dir: str | Path | None = None,
@@ -181,8 +183,11 @@ def make_think_agent(
     """The think agent for `env` (see the module docstring for how the strategist is chosen).
 
     No `model_path` and no `base_url`: the default model, SmolLM2-135M-Instruct
-    (`metabonk_gym.think.models`). `profile`: the prompt profile (`"full"`, `"compact"`;
-    `"auto"`: full for vision models, else compact, see `prompt_profile`).
+    (`metabonk_gym.think.models`). `profile`: the prompt profile (`"full"`, `"compact"`,
+    `"choice"`; `"auto"`: full for vision models, else choice where the game offers options,
+    else compact, see `prompt_profile`). `timeout_s` None: for an in-process model, the
+    deadline (and in async mode the cooldown) derived from a latency measured on this machine
+    (`metabonk_gym.think.calibrate`, cached per model, game and machine), else 10 s.
     Extra keyword arguments go to the `Director` (`cooldown_steps`, `min_confidence`) or to the
     engine (`n_ctx`, `n_gpu_layers`, `api_key`, `response_format`, ...).
     """
@@ -203,8 +208,16 @@ def make_think_agent(
     profile = prompt_profile(profile, vision=mmproj_path is not None or bool(vision))
     builder = PromptBuilder.for_env(env, adapter, game_card, strip=mode == "async", profile=profile)
     strategist = make_strategist(
-        adapter, kind, timeout_s=timeout_s, builder=builder, **engine_kwargs
+        adapter, kind, timeout_s=timeout_s or 10.0, builder=builder, **engine_kwargs
     )
+    if timeout_s is None:
+        timeout_s = 10.0
+        engine_ = getattr(strategist, "engine", None)
+        if isinstance(strategist, ModelStrategist) and isinstance(engine_, LlamaCppEngine):
+            timing, _, _ = calibrated_timing(engine_, builder, frameskip=_frameskip(env))
+            timeout_s = strategist.timeout_s = timing.timeout_s
+            if mode == "async":  # pause mode waits for each answer: events only
+                director_kwargs.setdefault("cooldown_steps", timing.cooldown_steps)
     log = (
         DecisionLog(
             log_dir,
@@ -229,6 +242,12 @@ def make_think_agent(
         log=log,
         **director_kwargs,
     )
+
+
+def _frameskip(env: gym.Env) -> int:
+    """Game frames per env step (the env's `frameskip`, else 1)."""
+    skip = getattr(env.unwrapped, "frameskip", 1)
+    return skip if isinstance(skip, int) and skip >= 1 else 1
 
 
 def _game_card(env: gym.Env, adapter: GameAdapter) -> str | None:

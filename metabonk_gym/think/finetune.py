@@ -505,8 +505,11 @@ def finetune(
     if resume and ckpt.is_file():
         state = torch.load(ckpt, map_location="cpu", weights_only=True)
         set_peft_model_state_dict(model, state["adapter"])
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
+        if "optimizer" in state:  # adapters alone (e.g. trained on another machine and sent
+            opt.load_state_dict(state["optimizer"])  # back small): a fresh optimizer goes on
+            sched.load_state_dict(state["scheduler"])
+        else:
+            sched.last_epoch = int(state["step"])
         step = int(state["step"])
         progress(f"resuming {out} at step {step}")
     pad_id = (

@@ -1,0 +1,166 @@
+"""Latency calibration: how long the in-process model takes here, and the think timing it implies.
+
+What: `measure_latency(engine, builder)` asks the model a few questions shaped like the game's
+real ones (the prompt profile's worked examples as the per-call text, after the constant system
+prompt) and returns the cold and warm latencies; `think_timing(latency, frameskip)` derives the
+deadline and the cooldown from them; `calibrated_timing(...)` does both once per model file,
+game, profile, thread count and CPU count and caches the result in
+`${XDG_CACHE_HOME:-~/.cache}/metabonk/think-latency.json`, so later runs start at once.
+Why: a fixed 10 s deadline is far too long for a 135M model answering in under a second and far
+too short for a 3B one on a CPU; deriving it from a measurement on this machine gives a CPU user
+answers inside the deadline without tuning (docs/thinking.md, "Timing").
+
+The rules (`think_timing`): the deadline is 3x the warm p50 or 1.5x the warm p95, whichever is
+longer, rounded up to 0.5 s, at least 1 s and at most 60 s. In async mode (the game runs on
+while the model thinks) the cooldown between two non-urgent calls is the p50 in game steps (60
+frames a second over the env's frameskip), at least 4 steps, so the strategist is not asked
+more often, in game time, than it answers in real time; in pause mode the game waits for each
+answer, so the cooldown stays the `Director`'s 4 steps and thinking happens on events only.
+
+>>> t = think_timing(Latency(cold_s=4.0, p50_s=0.8, p95_s=1.1, calls=5), frameskip=4)
+>>> t.timeout_s, t.cooldown_steps
+(2.5, 12)
+>>> think_timing(Latency(cold_s=40.0, p50_s=30.0, p95_s=45.0, calls=5), frameskip=4).timeout_s
+60.0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from metabonk_gym.think.engines import EngineError, LlamaCppEngine, ThinkRequest
+from metabonk_gym.think.llama_server import cache_root
+from metabonk_gym.think.prompts import PromptBuilder, choice_schema
+from metabonk_gym.utils import atomic_write_bytes
+
+#: The calibration cache's file name under `cache_root()`.
+CACHE_NAME = "think-latency.json"
+#: Questions asked after the cold one.
+CALLS = 5
+#: Game frames per second (GBA, Megabonk's tick rate in the stand-in).
+FPS = 60
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Measured seconds per answer: the first (cold: the system prompt evaluated) and the
+    warm p50 / p95 over `calls` answers that reuse it from the KV cache."""
+
+    cold_s: float
+    p50_s: float
+    p95_s: float
+    calls: int
+    load_avg_1m: float = 0.0
+
+
+@dataclass(frozen=True)
+class ThinkTiming:
+    """The deadline of an answer and the steps between two non-urgent think calls."""
+
+    timeout_s: float
+    cooldown_steps: int
+
+
+def think_timing(latency: Latency, frameskip: int = 4) -> ThinkTiming:
+    """The deadline and cooldown for a model of `latency` (see the module docstring)."""
+    timeout = max(1.0, 3.0 * latency.p50_s, 1.5 * latency.p95_s)
+    timeout = min(60.0, math.ceil(timeout * 2) / 2)
+    cooldown = max(4, math.ceil(latency.p50_s * FPS / max(1, frameskip)))
+    return ThinkTiming(timeout_s=timeout, cooldown_steps=cooldown)
+
+
+def _requests(builder: PromptBuilder) -> list[ThinkRequest]:
+    """Per-call texts shaped like the game's: the profile's worked examples (else one line)."""
+    out = []
+    for example in builder.examples or [{"user": "What now?", "answer": {}}]:
+        user = str(example["user"]).strip()
+        if builder.profile == "choice":
+            n = sum(line[:1].isdigit() for line in user.splitlines()) or 1
+            schema = choice_schema(n)
+        else:
+            schema = builder.schema
+        out.append(ThinkRequest(builder.system, user, schema, max_tokens=builder.max_tokens))
+    return out
+
+
+def measure_latency(
+    engine: LlamaCppEngine, builder: PromptBuilder, calls: int = CALLS, deadline_s: float = 300.0
+) -> Latency:
+    """Ask `engine` one cold and `calls` warm questions shaped like `builder`'s (its worked
+    examples in turn); an answer that fails still counts its time. Leaves the system prompt in
+    the engine's KV cache, so the game's first call is warm."""
+    requests = _requests(builder)
+    seconds = []
+    for i in range(calls + 1):
+        start = time.monotonic()
+        # a timeout or a broken answer: its time is what the game would wait
+        with contextlib.suppress(EngineError):
+            engine.complete(requests[i % len(requests)], start + deadline_s)
+        seconds.append(time.monotonic() - start)
+    warm = sorted(seconds[1:])
+    p95 = warm[min(len(warm) - 1, math.ceil(0.95 * len(warm)) - 1)]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return Latency(seconds[0], statistics.median(warm), p95, calls, round(load, 1))
+
+
+def cache_key(engine: LlamaCppEngine, builder: PromptBuilder) -> str:
+    """What a calibration depends on: the model file (path, size, time), the game, the
+    profile and its system prompt, llama.cpp's threads and the machine's CPUs."""
+    path = Path(engine.model_path).resolve()
+    stat = path.stat()
+    threads = int(getattr(engine.llm, "n_threads", 0) or 0)
+    return "|".join(
+        str(part)
+        for part in (
+            path,
+            stat.st_size,
+            stat.st_mtime_ns,
+            builder.adapter.spec.game,
+            builder.profile,
+            hashlib.sha1(builder.system.encode()).hexdigest()[:12],
+            threads,
+            os.cpu_count(),
+        )
+    )
+
+
+def calibrated_timing(
+    engine: LlamaCppEngine,
+    builder: PromptBuilder,
+    frameskip: int = 4,
+    cache_home: str | os.PathLike[str] | None = None,
+    refresh: bool = False,
+) -> tuple[ThinkTiming, Latency, bool]:
+    """The think timing for `engine` + `builder` on this machine: from the cache when it has
+    this model, game, profile and machine (unless `refresh`), else measured and cached.
+    Returns (timing, latency, whether it came from the cache)."""
+    path = cache_root(cache_home) / CACHE_NAME
+    key = cache_key(engine, builder)
+    cache: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            cache = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            cache = {}  # a broken cache is measured again and rewritten
+    entry = cache.get(key) if isinstance(cache, dict) else None
+    if isinstance(entry, dict) and not refresh:
+        try:
+            latency = Latency(**entry)
+            return think_timing(latency, frameskip), latency, True
+        except TypeError:
+            pass  # an entry of another version: measure again
+    latency = measure_latency(engine, builder)
+    cache = cache if isinstance(cache, dict) else {}
+    cache[key] = asdict(latency)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, (json.dumps(cache, indent=1) + "\n").encode())
+    return think_timing(latency, frameskip), latency, False
