@@ -50,16 +50,21 @@ EVAL_ENVS = 4
 #: ~190-290; a policy stuck in a room would otherwise wander to the env's 5,000).
 QUEST_EVAL_STEPS = 800
 #: BonkQuest's observation: every 8x8 cell of the full RGB screen as 2 bytes of its picture hash
-#: (`PixelCells`), 2 frames, read by `CellCNN`. Computed from pixels alone (no RAM, no VRAM); a
-#: grey frame of one pixel per cell merged pictures of equal brightness (see docs/training.md).
+#: (`PixelCells`), 2 frames, read by `EgoCellCNN` (which finds the player on the screen and reads
+#: every cell relative to it). Computed from pixels alone (no RAM, no VRAM); a grey frame of one
+#: pixel per cell merged pictures of equal brightness (see docs/training.md).
 CELLS: dict[str, Any] = {
     "state": "start",
     "obs_type": "rgb",
     "downscale": 1,
     "frame_stack": 2,
     "wrappers": [{"name": "pixel_cells"}],
-    "features": "cells",
+    "features": "ego-cells",
+    "features_dim": 128,
 }
+#: The info variables of the player's cell (BonkQuest's rooms fill the 30x20 cell screen): the
+#: labels `EgoCellCNN`'s locator learns from while the teacher's samples are recorded.
+QUEST_POSITION = ["player_y", "player_x"]
 
 #: BonkArena's observation: the state vector plus the level-up menu's three options (one-hot of
 #: the 8 upgrades, `RamFeatures`): the teacher picks upgrades by them, and with random upgrades
@@ -86,15 +91,17 @@ class Size:
 SIZES: dict[str, Size] = {
     "full": Size(
         quest=DaggerSettings(
-            teacher_episodes=20,
-            rounds=1,
-            episodes_per_round=8,
+            teacher_episodes=40,
+            rounds=4,
+            episodes_per_round=16,
             noise=0.2,
             round_noise=0.05,
-            epochs_first=16,
-            epochs_round=5,
+            beta=0.5,
+            epochs_first=3,
+            epochs_round=1,
             batch_size=64,
-            max_steps=600,
+            max_steps=500,
+            position=QUEST_POSITION,
         ),
         quest_overrides={**CELLS, "max_episode_steps": 1500},
         arena=DaggerSettings(
@@ -115,6 +122,7 @@ SIZES: dict[str, Size] = {
             episodes_per_round=1,
             epochs_first=1,
             epochs_round=1,
+            position=QUEST_POSITION,
         ),
         quest_overrides={**CELLS, "max_episode_steps": 40},
         arena=DaggerSettings(

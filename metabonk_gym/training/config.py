@@ -44,7 +44,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "obs_type": ("rgb", "grayscale", "state"),
     "downscale": (1, 2, 4, 8),
     "policy": ("CnnPolicy", "MlpPolicy", "MultiInputPolicy"),
-    "features": ("small", "nature", "cells"),
+    "features": ("small", "nature", "cells", "ego-cells"),
     "lr_schedule": ("constant", "linear"),
     "device": ("cpu", "cuda", "auto"),
 }

@@ -63,6 +63,8 @@ class DaggerSettings:
         starts: start states of the teacher episodes, cycled (savestate curriculum: every room
             seen from the start of the training); empty: the config's state.
         max_steps: an episode's step limit while collecting (None: the config's).
+        position: the info variables [row, col] of the agent's cell on the observation's grid,
+            recorded with every sample to train a locator (`EgoCellCNN`); empty: none.
     """
 
     teacher_episodes: int = 60
@@ -77,6 +79,7 @@ class DaggerSettings:
     learning_rate: float = 1e-3
     starts: list[str] = field(default_factory=list)
     max_steps: int | None = None
+    position: list[str] = field(default_factory=list)
 
     def check(self) -> None:
         """`ConfigError` for a setting out of range."""
@@ -84,6 +87,8 @@ class DaggerSettings:
             raise ConfigError(
                 "DAgger needs teacher_episodes >= 1, rounds >= 0 and episodes_per_round >= 1"
             )
+        if self.position and len(self.position) != 2:
+            raise ConfigError(f"DAgger position names [row, col] variables, not {self.position}")
         for name in ("noise", "round_noise", "beta"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -109,13 +114,15 @@ def teacher_class(env: gym.Env) -> type:
 
 @dataclass
 class Episode:
-    """One collected episode: its samples (stacked observations, teacher labels) and outcome."""
+    """One collected episode: its samples (stacked observations, teacher labels, the agent's
+    cell when `position` was given, else -1) and outcome."""
 
     obs: np.ndarray
     labels: np.ndarray
     won: bool
     length: int
     variables: dict[str, float]
+    cells: np.ndarray | None = None
 
 
 class PolicyActor:
@@ -161,10 +168,12 @@ def collect(
     starts: Sequence[str] = (),
     max_steps: int | None = None,
     on_episode: Callable[[Episode], None] | None = None,
+    position: Sequence[str] = (),
 ) -> list[Episode]:
     """Play `episodes` episodes (reset seeds `seed + i`), labelling each state with the teacher's
     action. The teacher acts when `actor` is None (or with probability `mix`), else the actor;
-    then `noise` replaces the action by a random one. Episode i starts in `starts[i % len]`."""
+    then `noise` replaces the action by a random one. Episode i starts in `starts[i % len]`.
+    `position` names the info variables (row, col) of the agent's cell, kept per sample."""
     rng = np.random.default_rng(seed)
     n_actions = int(env.action_space.n)  # type: ignore[attr-defined]
     executed = getattr(teacher, "executed", None)
@@ -177,11 +186,14 @@ def collect(
         stacked = stacker.reset(np.asarray(obs))
         xs: list[np.ndarray] = []
         ys: list[int] = []
+        cells: list[int] = []
         steps = 0
         while True:
             label = int(teacher.act(obs, info))
             xs.append(stacked.copy())
             ys.append(label)
+            if position:
+                cells.append(grid_cell(info, position, np.shape(obs)))
             action = label if actor is None or rng.random() < mix else actor(stacked)
             if noise > 0.0 and rng.random() < noise:
                 action = int(rng.integers(n_actions))
@@ -203,11 +215,27 @@ def collect(
             won=bool(info.get("won", False)),
             length=steps,
             variables=variables,
+            cells=np.asarray(cells, dtype=np.int64) if position else None,
         )
         out.append(episode)
         if on_episode is not None:
             on_episode(episode)
     return out
+
+
+def grid_cell(info: Mapping[str, Any], position: Sequence[str], shape: Sequence[int]) -> int:
+    """The row-major index of the cell `info[position[0]], info[position[1]]` on an observation
+    grid of `shape` (rows, cols, ...), or -1 when the env does not report it or it is off the grid.
+
+    >>> grid_cell({"y": 2, "x": 3}, ["y", "x"], (20, 30, 2)), grid_cell({"y": 25, "x": 3}, ["y", "x"], (20, 30))
+    (63, -1)
+    """
+    rows, cols = int(shape[0]), int(shape[1])
+    try:
+        row, col = int(info[position[0]]), int(info[position[1]])
+    except (KeyError, TypeError, ValueError):
+        return -1
+    return row * cols + col if 0 <= row < rows and 0 <= col < cols else -1
 
 
 def fit(
@@ -221,10 +249,15 @@ def fit(
     learning_rate: float,
     seed: int,
     max_grad_norm: float = 0.5,
+    cells: np.ndarray | None = None,
 ) -> dict[str, float]:
     """Cross-entropy of the policy's action distribution to the labels, `epochs` passes of Adam;
-    returns the last epoch's loss and the accuracy on the training and held-out (5%) samples."""
+    returns the last epoch's loss and the accuracy on the training and held-out (5%) samples.
+    With `cells` (the agent's cell per sample, -1 unknown), a locator-bearing extractor
+    (`EgoCellCNN`) also learns to find the agent (`locator_loss`, added to the loss)."""
     import torch
+
+    from metabonk_gym.training.egocells import EgoCellCNN, locator_loss
 
     actor = PolicyActor(model, space)
     policy = model.policy
@@ -233,6 +266,8 @@ def fit(
     n_val = len(x) // 20 if len(x) >= 200 else 0
     val, train = order[:n_val], order[n_val:]
     optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate)
+    extractor = policy.features_extractor
+    locate = cells is not None and isinstance(extractor, EgoCellCNN)
     loss_sum, batches = 0.0, 0
     policy.set_training_mode(True)
     for _ in range(epochs):
@@ -243,6 +278,11 @@ def fit(
             logits = actor.logits(x[idx])
             target = torch.as_tensor(y[idx], device=policy.device)
             loss = torch.nn.functional.cross_entropy(logits, target)
+            if locate:
+                known = cells[idx] >= 0  # type: ignore[index]
+                if known.any():
+                    where = torch.as_tensor(cells[idx][known], device=policy.device)  # type: ignore[index]
+                    loss = loss + locator_loss(extractor, actor.batch(x[idx][known]), where)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
@@ -269,23 +309,34 @@ def fit(
     }
 
 
+def _episode_cells(episode: Episode) -> np.ndarray:
+    if episode.cells is None:
+        return np.full(len(episode.labels), -1, dtype=np.int64)
+    return episode.cells
+
+
 def _save_round(path: Path, episodes: Sequence[Episode]) -> None:
     buffer = io.BytesIO()
     np.savez(
         buffer,
         obs=np.concatenate([e.obs for e in episodes]),
         labels=np.concatenate([e.labels for e in episodes]),
+        cells=np.concatenate([_episode_cells(e) for e in episodes]),
     )
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def _load_rounds(folder: Path, upto: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    xs, ys = [], []
+def _load_rounds(
+    folder: Path, upto: int
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    xs, ys, cs = [], [], []
     for k in range(upto):
         with np.load(folder / f"round_{k:03d}.npz", allow_pickle=False) as data:
             xs.append(data["obs"])
             ys.append(data["labels"])
-    return xs, ys
+            cells = data["cells"] if "cells" in data.files else None
+            cs.append(cells if cells is not None else np.full(len(ys[-1]), -1, dtype=np.int64))
+    return xs, ys, cs
 
 
 def train_dagger(
@@ -342,7 +393,7 @@ def train_dagger(
             run.write_state(env_id=env_id, algo="dagger", status="running", dagger=asdict(settings))
         data = run.path / "data"
         data.mkdir(exist_ok=True)
-        xs, ys = _load_rounds(data, done)
+        xs, ys, cs = _load_rounds(data, done)
         actor = PolicyActor(model, space)
         total = settings.rounds + 1
         stats: dict[str, Any] = {}
@@ -358,6 +409,7 @@ def train_dagger(
                     noise=settings.noise,
                     starts=settings.starts,
                     max_steps=settings.max_steps,
+                    position=settings.position,
                 )
             else:
                 model.policy.set_training_mode(False)
@@ -371,12 +423,14 @@ def train_dagger(
                     actor=actor,
                     mix=mix_probability(settings.beta, k),
                     max_steps=settings.max_steps,
+                    position=settings.position,
                 )
             _save_round(data / f"round_{k:03d}.npz", episodes)
             xs.append(np.concatenate([e.obs for e in episodes]))
             ys.append(np.concatenate([e.labels for e in episodes]))
+            cs.append(np.concatenate([_episode_cells(e) for e in episodes]))
             steps = sum(e.length for e in episodes)
-            x, y = np.concatenate(xs), np.concatenate(ys)
+            x, y, c = np.concatenate(xs), np.concatenate(ys), np.concatenate(cs)
             fitted = fit(
                 model,
                 space,
@@ -386,6 +440,7 @@ def train_dagger(
                 batch_size=settings.batch_size,
                 learning_rate=settings.learning_rate,
                 seed=cfg.seed + k,
+                cells=c if settings.position else None,
             )
             env_steps += steps
             wall += time.monotonic() - started

@@ -23,6 +23,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, NatureC
 from torch import nn
 
 from metabonk_gym.training.config import TrainConfig
+from metabonk_gym.training.egocells import EgoCellCNN
 from metabonk_gym.training.wrapstack import uses_dict_extractor
 
 
@@ -166,6 +167,13 @@ def policy_kwargs(cfg: TrainConfig) -> dict[str, Any]:
     if cfg.policy == "CnnPolicy" and cfg.features == "cells":  # `PixelCells` codes, unscaled
         kwargs["features_extractor_class"] = CellCNN
         kwargs["features_extractor_kwargs"] = {"features_dim": cfg.features_dim}
+        kwargs["normalize_images"] = False
+    elif cfg.policy == "CnnPolicy" and cfg.features == "ego-cells":  # codes, player-relative
+        kwargs["features_extractor_class"] = EgoCellCNN
+        kwargs["features_extractor_kwargs"] = {
+            "features_dim": cfg.features_dim,
+            "frame_stack": cfg.frame_stack,
+        }
         kwargs["normalize_images"] = False
     elif cfg.policy == "CnnPolicy":
         kwargs["features_extractor_class"] = SmallCNN if cfg.features == "small" else NatureCNN
