@@ -245,7 +245,12 @@ def bench_video(
     episode_steps: int = typer.Option(150, "--episode-steps", min=8, help="Megabonk: steps."),
     bc_epochs: int = typer.Option(30, "--bc-epochs", min=1, help="Megabonk: BC epochs."),
     eval_episodes: int = typer.Option(5, "--eval-episodes", min=1, help="Megabonk: BC eval."),
-    eval_steps: int = typer.Option(300, "--eval-steps", min=1, help="Megabonk: eval cap."),
+    eval_steps: int = typer.Option(
+        1800,
+        "--eval-steps",
+        min=1,
+        help="Megabonk: eval cap (1800 steps: 120 game seconds, past where random play dies).",
+    ),
     wm_steps: int = typer.Option(300, "--wm-steps", min=0, help="Megabonk: world-model steps."),
     speed: float = typer.Option(8.0, "--speed", help="Megabonk: the sim's speed-up."),
     frame_downscale: int = typer.Option(
@@ -283,6 +288,7 @@ def bench_video(
             work=work,
             log=err_console.print,
             downscale=frame_downscale,
+            window=window,
         )
         console.print_json(json.dumps(figures, default=str))
         if out is not None:

@@ -302,7 +302,90 @@ def test_bench_video_megabonk_runs_small(tmp_path: Path):
     assert result.exit_code == 0, result.output
     figures = json.loads(out.read_text())
     assert len(figures["per_seed"]) == 2
-    for key in ("move_within_22_5", "button_accuracy", "bc_survival_ratio", "world_model_psnr_t3"):
+    for key in (
+        "move_within_22_5",
+        "button_accuracy",
+        "fire_accuracy",
+        "bc_survival_ratio",
+        "random_survival",
+        "teacher_survival",
+        "world_model_psnr_t3",
+    ):
         summary = figures[key]
         assert len(summary["values"]) == 2 and summary["worst"] <= summary["median"]
+    # the eval cap (8 steps of 4 ticks): every policy's survival is within it
+    assert 0 < figures["teacher_survival"]["median"] <= 8 * 4 / 60 + 1e-6
     assert figures["flow_psnr_t1"]["median"] > 0 and figures["copy_psnr_t2"]["median"] > 0
+
+
+def _playing(seed: int = 5) -> Any:
+    from metabonk_gym.bonklink.codec import Action
+    from metabonk_gym.bonklink.game import ArenaGame
+
+    game = ArenaGame(seed=seed)
+    game.tick(Action(interact=True))
+    return game
+
+
+def test_detailed_look_shows_the_input_the_plain_look_hides():
+    """The IDM can only learn what the frames show: with the detailed look a step's move (even a
+    sub-pixel one), the character's heading, holding fire (and its own shots) and the ability
+    show on screen; the plain look (the default) shows none of the heading, the fire pose or
+    a sub-pixel move."""
+    from metabonk_gym.bonklink.codec import Action
+    from metabonk_gym.bonklink.render import FrameRenderer
+
+    plain, detailed = FrameRenderer(), FrameRenderer(look="detailed")
+
+    def frames(action: Action, ticks: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        game = _playing()
+        before = detailed.render(game).copy()
+        before_plain = plain.render(game).copy()
+        for _ in range(ticks):
+            game.tick(action)
+        return before, detailed.render(game).copy(), before_plain - plain.render(game)
+
+    # one tick of a slow move: 0.05 world units, 0.4 pixels: only a sub-pixel scroll shows it
+    before, after, plain_change = frames(Action(move_x=0.5))
+    assert np.abs(after.astype(int) - before).mean() > 0.5
+    assert not plain_change.any()
+    # the heading: running right and running left draw the character differently
+    _, right, _ = frames(Action(move_x=1.0))
+    _, left, _ = frames(Action(move_x=-1.0))
+    centre = (slice(70, 110), slice(140, 180))
+    assert not np.array_equal(right[centre], left[centre])
+    # holding fire: the attack pose (an orange flash by the character) and a white shot
+    _, idle, _ = frames(Action(aim_x=1.0), ticks=10)
+    _, firing, _ = frames(Action(aim_x=1.0, fire=True), ticks=10)  # the shot clear of the flash
+    flash = (firing == (255, 160, 30)).all(-1)
+    assert flash.sum() >= 25 and not (idle == (255, 160, 30)).all(-1).any()
+    assert (firing == (255, 255, 255)).all(-1).sum() >= 25  # the player's own shot: 5x5 white
+    # the ability goes off: its ring
+    _, still, _ = frames(Action())
+    _, ring, _ = frames(Action(ability=True))
+    assert (ring != still).any(-1).sum() > 100
+    with pytest.raises(ValueError, match="look must be one of"):
+        FrameRenderer(look="fancy")  # type: ignore[arg-type]
+
+
+def test_the_scripted_person_outlives_random_play():
+    """The teacher the clones copy plays well enough that survival tells play apart: over 90
+    game seconds it outlives a policy pressing random inputs (the bench's cap is longer)."""
+    from metabonk_gym.bonklink.codec import Action
+    from metabonk_gym.bonklink.game import GAMEPLAY, LEVEL_UP
+    from metabonk_gym.bonklink.player import survival_times
+
+    def random_survival(seed: int, seconds: float) -> float:
+        game, rng = _playing(seed), np.random.default_rng(seed)
+        action = Action()
+        while game.menu in (GAMEPLAY, LEVEL_UP) and game.game_time < seconds:
+            if game.ticks % 4 == 0:  # a new random input every env step (frameskip 4)
+                v, b = rng.uniform(-1, 1, 4), rng.random(2) < 0.5
+                action = Action(*v.tolist(), fire=bool(b[0]), ability=bool(b[1]))
+            game.tick(Action(interact=True) if game.menu == LEVEL_UP else action)
+        return game.game_time
+
+    teacher = survival_times(100, 3, 90.0)
+    randomly = [random_survival(100 + i, 90.0) for i in range(3)]
+    assert min(teacher) == 90.0, teacher
+    assert float(np.mean(randomly)) < 75.0, randomly

@@ -194,6 +194,7 @@ def run_seed(
     world_model: bool,
     log: Log,
     downscale: int = 2,
+    window: int = 1,
 ) -> dict[str, Any]:
     """The figures of one seed (see the module's docstring)."""
 
@@ -208,7 +209,13 @@ def run_seed(
     log(f"seed {seed}: IDM on {labelled} episodes, scored on {len(videos)} videos")
     idm_dir = work / f"idm-s{seed}"
     trained = train_idm(
-        [idm_ds], idm_dir, epochs=epochs, seed=seed, val_fraction=0.0, downscale=downscale
+        [idm_ds],
+        idm_dir,
+        epochs=epochs,
+        seed=seed,
+        val_fraction=0.0,
+        downscale=downscale,
+        window=window,
     )
     row["idm_train_steps"] = trained.train_steps
     figures = _idm_on_videos(idm_dir, videos, video_ds, work / f"video-ds-s{seed}")
@@ -288,7 +295,7 @@ def run(
     epochs: int = 10,
     bc_epochs: int = 30,
     eval_episodes: int = 5,
-    eval_steps: int = 300,
+    eval_steps: int = 1800,
     wm_steps: int = 300,
     speed: float = 8.0,
     bc: bool = True,
@@ -296,6 +303,7 @@ def run(
     work: Path | None = None,
     log: Log | None = None,
     downscale: int = 2,
+    window: int = 1,
 ) -> dict[str, Any]:
     """The figures over `seeds` seeds: per seed, and median/worst of the learning figures.
     `downscale`: of the recorded frames (of 90x160) and the IDM's (2: 45x80; 1: full size)."""
@@ -324,6 +332,7 @@ def run(
                         world_model=world_model,
                         log=say,
                         downscale=downscale,
+                        window=window,
                     )
                 )
     finally:
@@ -337,6 +346,7 @@ def run(
         "steps_per_episode": steps,
         "labelled_fraction": labelled_fraction,
         "downscale": downscale,
+        "window": window,
         "seconds": round(time.monotonic() - started, 1),
         "per_seed": rows,
     }

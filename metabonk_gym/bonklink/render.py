@@ -54,7 +54,7 @@ _HP_EMPTY = np.array([90, 20, 20], np.uint8)
 _XP = np.array([90, 140, 255], np.uint8)
 # The detailed look's extras.
 _FACE = np.array([235, 250, 255], np.uint8)
-_MUZZLE = np.array([255, 255, 200], np.uint8)
+_MUZZLE = np.array([255, 160, 30], np.uint8)  # an orange flash, not the facing mark
 _MANUAL_SHOT = np.array([255, 255, 255], np.uint8)
 _RING = np.array([200, 120, 255], np.float32)
 #: Seconds the ability's ring stays on screen after it goes off (it fades).
@@ -197,9 +197,9 @@ class FrameRenderer:
         )
         if game.firing:  # the attack pose: the weapon raised toward the aim
             self._squares(
-                np.array([px + int(round(11 * game.fire_x))]),
-                np.array([py - int(round(11 * game.fire_z))]),
-                5,
+                np.array([px + int(round(12 * game.fire_x))]),
+                np.array([py - int(round(12 * game.fire_z))]),
+                7,
                 _MUZZLE,
             )
         self._draw_bars(game)
