@@ -108,56 +108,86 @@ class CellCNN(BaseFeaturesExtractor):
 
 class DictExtractor(BaseFeaturesExtractor):
     """Features of a Dict observation from the config's wrappers: `SmallCNN` on each image key
-    and, on every other key, its numbers scaled to [0, 1] by the space's bounds (tile token
-    hashes reach 2**31) and one `Linear(.., 64)` + ReLU; the parts are concatenated.
+    (all its stacked frames) and one `Linear(.., vector_dim)` + ReLU on the newest frame of
+    every other key, its numbers scaled to [0, 1] by the space's bounds (tile token hashes reach
+    2**31), concatenated.
 
     Why not SB3's `CombinedExtractor`: its NatureCNN needs 36 pixels a side (BonkQuest trains on
-    20x30 frames) and it feeds raw token ids to the heads.
+    20x30 frames) and it feeds raw token ids to the heads. Why the newest frame of the other keys:
+    the stacked image carries the motion, and a dense layer per key over every stacked frame of
+    the token grids (4 x 2,400 numbers each) cost more than the CNN in each of PPO's epochs
+    (`metabonk bench train-wrappers`: 0.55x of the frame-only training speed; 0.8x+ with this).
 
     Args:
         observation_space: the Dict space the policy sees (images channel-first, as SB3 gives).
         cnn_output_dim: features of each image key.
-        vector_dim: features of each other key.
+        vector_dim: features of all other keys together.
+        frame_stack: frames `VecFrameStack` stacked on each key's last axis (the config's
+            `frame_stack`; 1: none): the other keys are read at the newest.
+
+    >>> import gymnasium as gym, numpy as np, torch
+    >>> space = gym.spaces.Dict({"pixels": gym.spaces.Box(0, 255, (2, 20, 30), np.uint8),
+    ...                          "tiles": gym.spaces.Box(0, 9, (20, 60), np.int32)})
+    >>> ext = DictExtractor(space, cnn_output_dim=32, vector_dim=8, frame_stack=2)
+    >>> ext.widths, ext({"pixels": torch.zeros(3, 2, 20, 30), "tiles": torch.ones(3, 20, 60)}).shape
+    ({'tiles': 30}, torch.Size([3, 40]))
     """
 
     def __init__(
-        self, observation_space: gym.spaces.Dict, cnn_output_dim: int = 256, vector_dim: int = 64
+        self,
+        observation_space: gym.spaces.Dict,
+        cnn_output_dim: int = 256,
+        vector_dim: int = 64,
+        frame_stack: int = 1,
     ) -> None:
         from stable_baselines3.common.preprocessing import is_image_space
 
-        parts: dict[str, nn.Module] = {}
-        total = 0
-        lows: dict[str, torch.Tensor] = {}
-        spans: dict[str, torch.Tensor] = {}
+        images: dict[str, nn.Module] = {}
+        self.widths: dict[str, int] = {}  # other keys: how many last-axis entries are newest
+        shifts: list[np.ndarray] = []
+        scales: list[np.ndarray] = []
         for key, sub in observation_space.spaces.items():
             if is_image_space(sub, check_channels=False):
-                parts[key] = SmallCNN(sub, features_dim=cnn_output_dim)  # type: ignore[arg-type]
-                total += cnn_output_dim
+                images[key] = SmallCNN(sub, features_dim=cnn_output_dim)  # type: ignore[arg-type]
                 continue
-            size = int(np.prod(sub.shape))  # type: ignore[arg-type]
-            low = np.nan_to_num(np.asarray(sub.low, np.float64).reshape(-1), posinf=0, neginf=0)  # type: ignore[attr-defined]
-            high = np.asarray(sub.high, np.float64).reshape(-1)  # type: ignore[attr-defined]
+            shape = tuple(sub.shape or (1,))
+            last = shape[-1]
+            width = last // frame_stack if frame_stack > 1 and last % frame_stack == 0 else last
+            self.widths[key] = width
+            low = np.asarray(sub.low, np.float64).reshape(shape)[..., last - width :]  # type: ignore[attr-defined]
+            high = np.asarray(sub.high, np.float64).reshape(shape)[..., last - width :]  # type: ignore[attr-defined]
+            low = np.nan_to_num(low.reshape(-1), posinf=0, neginf=0)
+            high = high.reshape(-1)
             span = np.where(np.isfinite(high) & (high > low), high - low, 1.0)
-            lows[key] = torch.as_tensor(low, dtype=torch.float32)
-            spans[key] = torch.as_tensor(span, dtype=torch.float32)
-            parts[key] = nn.Sequential(nn.Linear(size, vector_dim), nn.ReLU())
-            total += vector_dim
+            scales.append(1.0 / span)
+            shifts.append(-low / span)
+        total = cnn_output_dim * len(images) + (vector_dim if self.widths else 0)
         super().__init__(observation_space, features_dim=total)
-        self.parts = nn.ModuleDict(parts)
-        for key in lows:
-            self.register_buffer(f"low_{key}", lows[key])
-            self.register_buffer(f"span_{key}", spans[key])
+        self.parts = nn.ModuleDict(images)
+        self.vector: nn.Module | None = None
+        if self.widths:
+            size = sum(len(s) for s in scales)
+            self.vector = nn.Sequential(nn.Linear(size, vector_dim), nn.ReLU())
+            # x * scale + shift, one fused op (`addcmul`) on the concatenated keys
+            self.register_buffer(
+                "scale", torch.as_tensor(np.concatenate(scales), dtype=torch.float32)
+            )
+            self.register_buffer(
+                "shift", torch.as_tensor(np.concatenate(shifts), dtype=torch.float32)
+            )
 
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:  # type: ignore[override]
-        out = []
-        for key, part in self.parts.items():
-            x = observations[key]
-            if isinstance(part, SmallCNN):
-                out.append(part(x))
-                continue
-            flat = x.reshape(x.shape[0], -1).float()
-            low, span = getattr(self, f"low_{key}"), getattr(self, f"span_{key}")
-            out.append(part((flat - low) / span))
+        out = [part(observations[key]) for key, part in self.parts.items()]
+        if self.vector is not None:
+            batch = next(iter(observations.values())).shape[0]
+            flat = torch.cat(
+                [
+                    observations[key][..., -width:].reshape(batch, -1).float()
+                    for key, width in self.widths.items()
+                ],
+                dim=1,
+            )
+            out.append(self.vector(torch.addcmul(self.shift, flat, self.scale)))  # type: ignore[arg-type]
         return torch.cat(out, dim=1)
 
 
@@ -180,7 +210,10 @@ def policy_kwargs(cfg: TrainConfig) -> dict[str, Any]:
         kwargs["features_extractor_kwargs"] = {"features_dim": cfg.features_dim}
     elif uses_dict_extractor(cfg):  # the config's wrappers: small CNN + scaled numbers
         kwargs["features_extractor_class"] = DictExtractor
-        kwargs["features_extractor_kwargs"] = {"cnn_output_dim": cfg.features_dim}
+        kwargs["features_extractor_kwargs"] = {
+            "cnn_output_dim": cfg.features_dim,
+            "frame_stack": cfg.frame_stack,
+        }
     elif cfg.policy == "MultiInputPolicy":  # SB3's CombinedExtractor: NatureCNN per image key
         kwargs["features_extractor_kwargs"] = {"cnn_output_dim": cfg.features_dim}
     if cfg.log_std_init is not None:
