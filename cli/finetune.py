@@ -185,13 +185,21 @@ def check_command(
 def bench_think_model(
     model: str = typer.Option("default", help="The GGUF to measure (default: the default model)."),
     episodes: int = typer.Option(2, help="Oracle episodes whose decision points are asked."),
-    profile: str = typer.Option("compact", help="Prompt profile: compact or full."),
+    profile: str = typer.Option(
+        "auto",
+        help="Prompt profile: auto (choice where the game offers options), choice, compact or full.",
+    ),
+    n_threads: int | None = typer.Option(
+        None, help="llama.cpp threads (default: the engine's, 1 on <= 4 CPUs)."
+    ),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
 ) -> None:
     """A real model at the oracle's decision points on BonkQuest: prompt tokens (evaluated vs
     cached), latency p50/p95 at 1 env, schema-valid, sensible, agreement with the oracle."""
     figures = guarded(
-        lambda: model_figures(model, episodes=episodes, profile=profile, progress=console.print)
+        lambda: model_figures(
+            model, episodes=episodes, profile=profile, progress=console.print, n_threads=n_threads
+        )
     )
     _print("metabonk bench think-model", figures, out)
 

@@ -9,7 +9,9 @@ Two parts, each its own command so that each README row has one:
   system prompt first), latency p50/p95 in seconds (1 env, nothing else asked of the model),
   the share of answers that are schema-valid directives, that are sensible (the game adapter's
   `check` and `sensible`: a walkable target that is not the player's own cell, an action the
-  state allows), and that agree with the oracle (same action, tile target within 2 cells).
+  state allows), and that agree with the oracle (same action, tile target within 2 cells);
+  with the choice profile also how often its first option (the nearest thing) agrees, the
+  floor a model that always answers 1 would reach.
 * **play** (`play_figures`): the think agent (strategist + the game's follower, pause mode)
   plays from each start state for `seeds` seeds: win rate and mean steps to a win. A start
   `roomN` is won by leaving room N (room 5: by taking the treasure), `start` by winning the whole
@@ -148,6 +150,12 @@ def model_figures(
                 "cached_tokens": completion.cached_tokens or 0,
             }
             oracle = adapter.advise(view)
+            # the choice profile's floor: always its first option (the nearest thing)
+            row["first_agrees"] = bool(
+                request.choices
+                and oracle is not None
+                and agrees(request.choices[0].to_dict(), oracle.to_dict())
+            )
             try:
                 directive = parse_answer(completion.text, adapter.spec, request.choices)
                 row["valid"] = True
@@ -188,6 +196,7 @@ def model_figures(
         "schema_valid": sum(r["valid"] for r in rows) / n,
         "sensible": sum(r["sensible"] for r in rows) / n,
         "oracle_agreement": sum(r["agrees"] for r in rows) / n,
+        "first_option_agreement": sum(r.get("first_agrees", False) for r in rows) / n,
         "cpus": os.cpu_count(),
         "load_avg_1m": round(load[0], 1),
     }
