@@ -138,6 +138,7 @@ class Publisher:
         self.sent = 0
         self.connected = False
         self.error: str | None = None
+        self.sessions = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -159,7 +160,7 @@ class Publisher:
             try:
                 self._session()
             except Exception as exc:  # unreachable or gone: say so once, try again later
-                if self.error is None:
+                if self.error is None and not self.sessions:  # (one that went: the job ends)
                     print(f"watch: cannot publish to {self.url}: {exc!r}", file=sys.stderr)
                 self.error = repr(exc)
             self.connected = False
@@ -178,6 +179,7 @@ class Publisher:
             proxy=None,
         ) as ws:
             self.connected = True
+            self.sessions += 1
             ws.send(json.dumps({"label": self.label, "envs": 0}))
             on, fps, shrink, count = False, 10.0, [], 0
             seqs: dict[tuple[int, int], int] = {}

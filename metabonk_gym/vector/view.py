@@ -470,8 +470,9 @@ class ViewTap(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:
-        if getattr(self.view, "local", False):
-            self.view.closed = True
+        if getattr(self.view, "local", False):  # its own slot: unlinked now, not at exit (a
+            self.view.closed = True  # forked worker that leaves by os._exit runs no atexit)
+            self.view.release()
         super().close()
 
 

@@ -169,7 +169,7 @@ class WatchServer:
         hub: the live envs of this process (None: replays only).
         host, port: where to listen (port 0: any free port); 127.0.0.1 by default.
         token: the access token; None: none on loopback, a random one on any other host.
-        max_connections: concurrent requests and sockets.
+        max_connections: concurrent requests and sockets (publishers' come on top).
         max_viewers: concurrent live streams.
         bandwidth: bytes per second of frames sent to one viewer at most.
         publish: take frames from the job's other processes (`/publish`, with `publish_key`);
@@ -422,7 +422,7 @@ class WatchServer:
             WebSocketRoute("/publish", self._publish),
         ]
         app = Starlette(routes=routes)
-        return _Gate(app, self.token, self.max_connections)
+        return _Gate(app, self.token, self._connection_cap())
 
     async def _stream(self, websocket: Any) -> None:
         """Every env's newest frame at the view's rate within the bandwidth cap (binary
@@ -482,6 +482,11 @@ class WatchServer:
         finally:
             reader.cancel()
             hub.disconnect(viewer)
+
+    def _connection_cap(self) -> int:
+        """Connections at once: the page's, and the publishers' beside them."""
+        publishers = self.publishers.limit if self.publishers is not None else 0
+        return self.max_connections + publishers
 
     async def _publish(self, websocket: Any) -> None:
         """Frames from the envs of another process of the job (`metabonk_gym.vector.publish`):
@@ -557,7 +562,7 @@ class WatchServer:
             access_log=False,
             ws_max_size=MAX_MESSAGE if self.publishers is not None else MAX_INCOMING_BYTES,
             h11_max_incomplete_event_size=16384,
-            limit_concurrency=self.max_connections + 8,
+            limit_concurrency=self._connection_cap() + 8,
             lifespan="off",
         )
 
