@@ -85,3 +85,46 @@ def test_policy_kwargs_pass_the_configs_frame_stack() -> None:
     kwargs = policy_kwargs(cfg)
     assert kwargs["features_extractor_class"] is DictExtractor
     assert kwargs["features_extractor_kwargs"]["frame_stack"] == 3
+
+
+def test_the_rollout_buffer_keeps_newest_frames_and_the_features_match() -> None:
+    """PPO's buffer (`NewestFrameBuffer`) stores only what the extractor reads: features of its
+    minibatches equal those of the whole stacked observations."""
+    from metabonk_gym.training.newest import NewestFrameBuffer, newest_widths
+
+    widths = newest_widths(SPACE, STACK)
+    assert widths == {"tiles": 30, "sprites": 9}
+    buffer = NewestFrameBuffer(3, SPACE, gym.spaces.Discrete(4), n_envs=2, widths=widths)
+    assert buffer.observations["tiles"].shape == (3, 2, 20, 30)
+    assert buffer.observations["pixels"].shape == (3, 2, STACK, 20, 30)
+    rng = np.random.default_rng(2)
+    whole = []
+    for _ in range(3):
+        obs = {k: np.stack([s.sample() for _ in range(2)]) for k, s in SPACE.spaces.items()}
+        obs["tiles"] = rng.integers(0, 2**20, (2, 20, 30 * STACK)).astype(np.int32)
+        whole.append(obs)
+        zeros = torch.zeros(2)
+        buffer.add(obs, np.zeros((2, 1)), np.zeros(2), np.zeros(2), zeros, zeros)
+    buffer.compute_returns_and_advantage(torch.zeros(2), np.zeros(2))
+    torch.manual_seed(0)
+    ext = DictExtractor(SPACE, cnn_output_dim=16, vector_dim=8, frame_stack=STACK)
+    (batch,) = list(buffer.get(batch_size=6))
+    order = buffer_order(batch.observations["pixels"], whole)
+    full = {k: torch.as_tensor(np.stack([whole[t][k][e] for t, e in order])).float() for k in SPACE}
+    with torch.no_grad():
+        got = ext({k: v.float() for k, v in batch.observations.items()})
+        assert torch.allclose(got, ext(full))
+    assert batch.observations["tiles"].shape == (6, 20, 30)
+
+
+def buffer_order(pixels: torch.Tensor, whole: list[dict[str, np.ndarray]]) -> list[tuple[int, int]]:
+    """(step, env) of each sample in a minibatch, found by its pixels."""
+    found = []
+    for sample in pixels.numpy():
+        found.extend(
+            (t, e)
+            for t, obs in enumerate(whole)
+            for e in range(2)
+            if np.array_equal(obs["pixels"][e], sample)
+        )
+    return found

@@ -24,6 +24,7 @@ from torch import nn
 
 from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.egocells import EgoCellCNN
+from metabonk_gym.training.newest import newest_width, rollout_buffer_args
 from metabonk_gym.training.wrapstack import uses_dict_extractor
 
 
@@ -152,8 +153,7 @@ class DictExtractor(BaseFeaturesExtractor):
                 continue
             shape = tuple(sub.shape or (1,))
             last = shape[-1]
-            width = last // frame_stack if frame_stack > 1 and last % frame_stack == 0 else last
-            self.widths[key] = width
+            width = self.widths[key] = newest_width(shape, frame_stack)
             low = np.asarray(sub.low, np.float64).reshape(shape)[..., last - width :]  # type: ignore[attr-defined]
             high = np.asarray(sub.high, np.float64).reshape(shape)[..., last - width :]  # type: ignore[attr-defined]
             low = np.nan_to_num(low.reshape(-1), posinf=0, neginf=0)
@@ -268,6 +268,7 @@ def make_ppo(cfg: TrainConfig, venv: Any) -> Any:
         max_grad_norm=cfg.max_grad_norm,
         target_kl=cfg.target_kl,
         policy_kwargs=policy_kwargs(cfg),
+        **rollout_buffer_args(cfg, venv.observation_space),  # DictExtractor's: newest frames
         seed=cfg.seed,
         device=cfg.device,
         verbose=0,

@@ -154,6 +154,7 @@ def load_ppo(
     from stable_baselines3 import PPO
     from stable_baselines3.common.base_class import BaseAlgorithm
 
+    from metabonk_gym.training.newest import rollout_buffer_args
     from metabonk_gym.training.policies import learning_rate, policy_kwargs
 
     path = Path(path).expanduser()
@@ -175,8 +176,7 @@ def load_ppo(
             "clip_range_vf": None,
             "observation_space": wrapped.observation_space,
             "action_space": wrapped.action_space,
-            "rollout_buffer_class": None,  # PPO picks its buffer for the spaces
-            "rollout_buffer_kwargs": {},
+            **rollout_buffer_args(cfg, wrapped.observation_space),  # as make_ppo's
             "action_noise": None,
             "_last_obs": None,  # training resets the envs before its first step
             "_last_episode_starts": None,
