@@ -70,6 +70,7 @@ def finetune_command(
     ),
     game: str | None = typer.Option(None, help="Only this game's logs (default: the first log's)."),
     resume: bool = typer.Option(False, help="Go on from the checkpoint in --out."),
+    device: str = typer.Option("cpu", help="Where torch trains: cpu, or cuda with a GPU."),
 ) -> None:
     """Fine-tune the model on (prompt, directive) pairs of decision logs and write a GGUF that
     `--model` and `metabonk serve-vlm` take. Ctrl-C saves a checkpoint; --resume goes on."""
@@ -84,6 +85,7 @@ def finetune_command(
         seed=seed,
         top_layers=top_layers,
         max_minutes=max_minutes,
+        device=device,
     )
     figures = guarded(
         lambda: finetune(

@@ -103,6 +103,8 @@ class FinetuneConfig:
             most 8 are scored: a CPU shared with other work is slow).
         max_minutes: stop training after this many minutes (0: no limit) and write the GGUF
             of the steps done; the run can be resumed to more steps later.
+        device: where torch trains ("cpu", or "cuda" on a machine with a GPU); a resumed run
+            takes the device given now, not the one it started on.
     """
 
     steps: int = 300
@@ -128,6 +130,7 @@ class FinetuneConfig:
     threads: int = 2
     val_fraction: float = 0.1
     max_minutes: float = 0.0
+    device: str = "cpu"
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -446,7 +449,23 @@ def finetune(
 ) -> dict[str, Any]:
     """Fine-tune `base` (default: the default model) on the pairs of `logdirs`, write the run
     dir `out` (see the module docstring) and return the figures (pairs, steps, losses, the
-    held-out answer-token accuracy, seconds, the GGUF's path)."""
+    held-out answer-token accuracy, seconds, the GGUF's path). Tensors are made on
+    `config.device` (torch's default device for the run)."""
+    import torch
+
+    with torch.device((config or FinetuneConfig()).device):
+        return _finetune(logdirs, out, base, config, game, resume, progress)
+
+
+def _finetune(
+    logdirs: Sequence[str | Path],
+    out: str | Path,
+    base: str | Path | None,
+    config: FinetuneConfig | None,
+    game: str | None,
+    resume: bool,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
     import torch
     from peft import (
         LoraConfig,
@@ -470,11 +489,19 @@ def finetune(
             raise FinetuneError(
                 f"{out} fine-tunes for {previous.get('game')}, and these logs are of {game}"
             )
-        config = FinetuneConfig(**{**asdict(config), **previous["config"], "steps": config.steps})
+        config = FinetuneConfig(
+            **{
+                **asdict(config),
+                **previous["config"],
+                "steps": config.steps,
+                "device": config.device,
+            }
+        )
         config.targets = tuple(config.targets)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     tokenizer, model = _load_base(base_path, config.threads)
+    model = model.to(config.device)
     load_s = time.monotonic() - started
     encoded = [_encode(tokenizer, p) for p in pairs]
     keep = [i for i, (ids, _) in enumerate(encoded) if len(ids) <= config.max_len]
@@ -593,7 +620,7 @@ def finetune(
     merged = model.merge_and_unload()
     suffixes = tuple(f".{t}.weight" for t in config.targets)
     weights = {
-        k: v.detach().float().numpy()
+        k: v.detach().float().cpu().numpy()
         for k, v in merged.state_dict().items()
         if k.endswith(suffixes)
     }
