@@ -697,3 +697,38 @@ def test_bonkarena_places_its_player_on_its_one_map() -> None:
         assert None not in cells and max(x for x, _ in cells) > start[0]  # walked right
     finally:
         env.close()
+
+
+@pytest.mark.net
+@pytest.mark.browser
+def test_bonkarena_map_in_the_page(tmp_path: Path) -> None:
+    """The Map tab of a live BonkArena run: one arena drawn (no area variable), both envs placed."""
+    from metabonk_gym.training.config import resolve_config
+    from metabonk_gym.training.envs import close_venv, make_train_venv
+
+    arena = "MetaBonk/BonkArena-v0"
+    cfg = resolve_config(arena, overrides={"n_envs": 2, "frame_stack": 1})
+    request_views(True)
+    venv = make_train_venv(arena, cfg)
+    request_views(False)
+    stepper = Stepper(venv)
+    stepper.thread.start()
+    try:
+        with WatchServer(None, LiveHub(fps=10, label="arena")) as server, open_page() as page:
+            page.goto(server.url)
+            page.wait_for_selector("#img-1[src^='blob:']")
+            page.click("#tab-map")
+            page.wait_for_function(
+                "document.getElementById('map-note').textContent.includes('positions of 2 envs')"
+            )
+            # the canvas is the arena's 30 x 20 cells, whole
+            width, height = page.evaluate(
+                "[document.getElementById('map-canvas').width,"
+                " document.getElementById('map-canvas').height]"
+            )
+            assert width * 20 == height * 30, (width, height)
+            _shot(page, tmp_path, "watch-map-arena.png")
+    finally:
+        stepper.stop()
+        close_venv(venv)
+    assert stepper.error is None

@@ -60,6 +60,10 @@ JPEG_BYTES = 256 * 1024
 #: Frames smaller than this on their short side are enlarged (nearest neighbour) before JPEG.
 MIN_SIDE = 120
 JPEG_QUALITY = 70
+#: An env serves at most one frame per this many of its steps: the view's rate follows the
+#: training's (on a machine where an env makes 12 steps a second, 10 frames a second would be a
+#: frame almost every step; at 40 steps a second this still allows 13).
+MIN_STEPS_PER_FRAME = 3
 
 
 def encode_jpeg(frame: np.ndarray, quality: int = JPEG_QUALITY, shrink: int = 1) -> bytes:
@@ -416,15 +420,18 @@ class WorkerView:
         self.lengths = [0] * len(self.ids)
         self.folders: list[str | None] = [None] * len(self.ids)
         self.logs: list[dict[str, str] | None] = [None] * len(self.ids)
+        self.since = [MIN_STEPS_PER_FRAME] * len(self.ids)  # steps since the last frame
 
     def after_step(
         self, local: int, env: Any, obs: Any, reward: float, done: bool, info: Mapping[str, Any]
     ) -> None:
-        """Count the step; serve a frame when one is asked for."""
+        """Count the step; serve a frame when one is asked for (and `MIN_STEPS_PER_FRAME` steps
+        passed since the last)."""
         self.returns[local] += float(reward)
         self.lengths[local] += 1
-        gid = self.ids[local]
-        if self.buffers.want[gid]:
+        self.since[local] += 1
+        if self.buffers.want[self.ids[local]] and self.since[local] >= MIN_STEPS_PER_FRAME:
+            self.since[local] = 0
             self.capture(local, env, obs, info)
         if done:
             self.returns[local], self.lengths[local] = 0.0, 0
