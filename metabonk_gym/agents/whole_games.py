@@ -7,7 +7,8 @@
   `PixelCells`, 2 frames, a `CellCNN`; no RAM numbers or VRAM ids in the observation); the score is the game's own win (`game_won`: the treasure taken), never the
   room-1 goal (`won` of the `room1` config). Target: median win rate >= 0.8 over 3 training seeds,
   the worst >= 0.6, at most 2 hours of the 2-core machine per seed.
-* `arena`: BonkArena from the RAM state vector (the env's `state` observation); target: mean
+* `arena`: BonkArena from the RAM state vector (the env's `state` observation) plus the level-up
+  menu's three options (`ram_features`), taught by the game folder's `Teacher`; target: mean
   survival >= 2x a random agent's on 30 fixed seeds (median of 3 training seeds) and the full 5:00
   survived in >= 25% of games.
 
@@ -92,7 +93,7 @@ SIZES: dict[str, Size] = {
     "full": Size(
         quest=DaggerSettings(
             teacher_episodes=40,
-            rounds=4,
+            rounds=8,
             episodes_per_round=16,
             noise=0.2,
             round_noise=0.05,
@@ -162,7 +163,9 @@ def _train_seed(
 ) -> dict[str, Any]:
     """Train (or resume, or find finished) one seed's DAgger run; its env steps and wall time."""
     run = RunDir(run_dir)
-    if not (run.is_run() and run.read_state().get("status") == "finished"):
+    state = run.read_state() if run.is_run() else {}
+    finished = state.get("status") == "finished"
+    if not finished or int(state.get("rounds_done", 0)) < settings.rounds + 1:
         train_dagger(
             env_id,
             run_dir,
@@ -171,7 +174,11 @@ def _train_seed(
             log=lambda line: log(f"seed {seed}: {line}"),
         )
     state = run.read_state()
-    return {"env_steps": int(state["env_steps"]), "train_wall_s": float(state["wall_s"])}
+    return {
+        "env_steps": int(state["env_steps"]),
+        "train_wall_s": float(state["wall_s"]),
+        "rounds": int(state["rounds_done"]) - 1,
+    }
 
 
 def _cached_eval(run_dir: Path, key: str, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -216,7 +223,7 @@ def quest_seed(out_dir: Path, seed: int, spec: Size, log: Log = print) -> dict[s
             "mean_length": report["mean_length"],
         }
 
-    result = _cached_eval(run_dir, f"greedy-{episodes}", score)
+    result = _cached_eval(run_dir, f"greedy-{episodes}-rounds{trained['rounds']}", score)
     log(
         f"quest-full seed {seed}: game win rate {result['game_win_rate']:.2f} on {episodes} "
         f"seeds, mean rooms visited {result['mean_rooms_visited']:.2f}, "
@@ -320,7 +327,7 @@ def arena_seed(
         )
         return {"times": _survival(report), "game_win_rate": report["game_win_rate"]}
 
-    result = _cached_eval(run_dir, f"greedy-{episodes}", score)
+    result = _cached_eval(run_dir, f"greedy-{episodes}-rounds{trained['rounds']}", score)
     times = result["times"]
     ratio = float(np.mean(times)) / max(random_mean, 1e-9)
     log(
@@ -359,8 +366,8 @@ def arena(
     ratio_median, ratio_worst = median_worst(ratios)
     share_median, share_worst = median_worst(shares)
     figures: dict[str, Any] = {
-        "observation": "the RAM state vector (obs_type state), not pixels",
-        "method": "DAgger from the game's scripted expert",
+        "observation": "the RAM state vector (obs_type state) + the menu's options, not pixels",
+        "method": "DAgger from the game's Teacher (the scripted expert)",
         "eval_episodes": episodes,
         "random_mean_time_s": round(random_mean, 1),
         "seeds": per_seed,
