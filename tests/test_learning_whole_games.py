@@ -76,6 +76,45 @@ def test_dagger_relabels_the_policys_states_and_resumes(tmp_path: Path) -> None:
     train_dagger(QUEST, run, log=again.append)
     assert again == []  # nothing left to do
     assert RunDir(run).read_state()["env_steps"] == state["env_steps"]
+    # the same settings with one more round extend the finished run by that round only
+    more: list[str] = []
+    extended = DaggerSettings(**{**settings.__dict__, "rounds": 2})
+    train_dagger(QUEST, run, settings=extended, log=more.append)
+    assert [line.split(":")[0] for line in more][-1] == "dagger round 2/2 (policy)"
+    assert len(more) == 2 and "extending" in more[0]
+    after = RunDir(run).read_state()
+    assert after["rounds_done"] == 3 and after["dagger"]["rounds"] == 2
+    assert after["env_steps"] == state["env_steps"] + 2 * 30
+    # other settings changed too: the run keeps its own and has nothing left to do
+    other: list[str] = []
+    train_dagger(QUEST, run, settings=DaggerSettings(rounds=5, noise=0.9), log=other.append)
+    assert other == []
+
+
+def test_ego_cells_dagger_records_the_players_cell(tmp_path: Path) -> None:
+    """With `position`, every sample keeps the player's cell on the 20x30 grid, which is where
+    the screen shows the player (the locator's labels); `EgoCellCNN` trains on them."""
+    settings = DaggerSettings(
+        teacher_episodes=1, rounds=0, epochs_first=1, position=["player_y", "player_x"]
+    )
+    run = tmp_path / "ego"
+    train_dagger(
+        QUEST,
+        run,
+        settings=settings,
+        overrides={**CELLS, "features": "ego-cells", "max_episode_steps": 20},
+        log=lambda _: None,
+    )
+    with np.load(run / "data" / "round_000.npz") as data:
+        cells, obs = data["cells"], data["obs"]
+    assert len(cells) == 20 and (cells >= 0).all()
+    # the player's picture sits at the recorded cell in the newest frame: the recorded cell of
+    # the first frame holds a code that no other cell of that frame has
+    row, col = divmod(int(cells[0]), 30)
+    newest = obs[0, :, :, 2].astype(np.int32) * 256 + obs[0, :, :, 3]
+    assert (newest == newest[row, col]).sum() == 1
+    meta = read_model_metadata(run / "model.zip")
+    assert meta["config"]["features"] == "ego-cells"
 
 
 def test_bench_learning_quest_full_small_prints_its_figure(tmp_path: Path) -> None:

@@ -100,6 +100,21 @@ def mix_probability(beta: float, round_index: int) -> float:
     return beta * 0.5**round_index
 
 
+def extends(saved: DaggerSettings, wanted: DaggerSettings) -> bool:
+    """Whether `wanted` is `saved` with more rounds: a finished or stopped run then goes on
+    with the extra rounds (every other setting must match, or the run keeps its own).
+
+    >>> extends(DaggerSettings(rounds=2), DaggerSettings(rounds=5))
+    True
+    >>> extends(DaggerSettings(rounds=2), DaggerSettings(rounds=5, noise=0.5))
+    False
+    """
+    return wanted.rounds > saved.rounds and asdict(wanted) == {
+        **asdict(saved),
+        "rounds": wanted.rounds,
+    }
+
+
 def teacher_class(env: gym.Env) -> type:
     """The game folder's `Teacher` (decides from what the observation shows), else its `Expert`."""
     module = game_module(env)
@@ -352,7 +367,8 @@ def train_dagger(
     `settings.rounds` DAgger rounds; saves `run_dir/model.zip` after every round.
 
     A run directory that already holds a DAgger run resumes after its last finished round (its
-    own config and settings); the progress lines say what each round collected and reached.
+    own config and settings; `settings` with more rounds and otherwise the same extend it); the
+    progress lines say what each round collected and reached.
     """
     import torch
     from stable_baselines3.common.vec_env import DummyVecEnv
@@ -366,7 +382,12 @@ def train_dagger(
         if state.get("algo") != "dagger":
             raise ConfigError(f"{run.path} holds a {state.get('algo')} run, not a DAgger run")
         cfg = TrainConfig.from_dict(run.read_config(), source=str(run.config_file))
-        settings = DaggerSettings(**state["dagger"])
+        saved = DaggerSettings(**state["dagger"])
+        if settings is not None and extends(saved, settings):
+            log(f"dagger: extending {run.path} from {saved.rounds} to {settings.rounds} rounds")
+            run.write_state(status="running", dagger=asdict(settings))
+        else:
+            settings = saved
         done = int(state.get("rounds_done", 0))
         env_steps = int(state.get("env_steps", 0))
         wall = float(state.get("wall_s", 0.0))
