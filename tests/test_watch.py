@@ -3,11 +3,15 @@
 Live: a training vector env of BonkQuest (PauseToThink with the oracle strategist, so envs carry
 directives) steps in a thread while the page shows it: frames change, the overlay shows the
 directive's text, clicking an env opens its decision timeline, and a viewer that goes away
-mid-stream leaves the stepping going. Replays: a Minari dataset recorded here scrubs to step N
-and shows that step's action. Safety: `../` gets 404, a missing token 401, a wrong one 403.
+mid-stream leaves the stepping going. Other processes: `play --n-envs 2 --watch` shows both pool
+workers' envs, a publisher sends nothing until a viewer connects and needs the key, `train appo`
+and `tune pbt` stream their Ray processes' envs (slow). Replays: a Minari dataset recorded here
+scrubs to step N and shows that step's action; a memory graph, an mp4 and a ladder (its JSON as a
+table, its page) made for real show in the page. BonkArena's one-arena map places its envs.
+Safety: `../` gets 404, a missing token 401, a wrong one 403.
 
 Screenshots for docs/watch.md: `METABONK_WATCH_SCREENSHOTS=docs/images pytest tests/test_watch.py`
-writes watch-grid.png, watch-map.png and watch-replay.png there.
+writes watch-grid.png, watch-map.png, watch-replay.png (and the others docs/watch.md shows) there.
 """
 
 from __future__ import annotations
