@@ -30,7 +30,7 @@ from metabonk_gym.training.config import parse_env_kwargs
 from metabonk_gym.training.errors import DatasetError
 from metabonk_gym.training.rundir import RunDir
 from metabonk_gym.worldmodel.data import load_source
-from metabonk_gym.worldmodel.dreamer import train_dreamer
+from metabonk_gym.worldmodel.dreamer import read_dreamer_config, train_dreamer
 
 
 def world_model_command(
@@ -154,33 +154,44 @@ def dreamer_command(
     env_kwarg: list[str] | None = typer.Option(None, "--env-kwarg", help="KEY=VALUE for gym.make."),
     seed: int | None = typer.Option(None, help="Seed."),
     accelerator: str | None = typer.Option(None, help="cpu, gpu or auto (default cpu)."),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        help="YAML/TOML/JSON with a wrappers: list and Dreamer options (flags win).",
+    ),
     trust_game_folder: bool = TRUST_GAME_FOLDER_OPTION,
 ) -> None:
     """Train DreamerV3 (sheeprl) on an env: world model, actor and critic learn in imagination."""
-    kwargs = parse_env_kwargs(env_kwarg or [])
+    from_file, wrappers = guarded(lambda: read_dreamer_config(config)) if config else ({}, None)
+    kwargs = {**dict(from_file.pop("env_kwargs", None) or {}), **parse_env_kwargs(env_kwarg or [])}
     if resume:
         check_run_game_code(out, trust_game_folder, {"env_kwargs": kwargs})
     if downscale is not None:
         kwargs["downscale"] = downscale
+    flags = {
+        "total_steps": steps,
+        "size": size,
+        "learning_starts": learning_starts,
+        "batch_size": batch_size,
+        "sequence_length": sequence_length,
+        "replay_ratio": replay_ratio,
+        "checkpoint_every": checkpoint_every,
+        "log_every": log_every,
+        "screen_size": screen_size,
+        "grayscale": grayscale,
+        "seed": seed,
+        "accelerator": accelerator,
+    }
+    options = {**from_file, **{k: v for k, v in flags.items() if v is not None}}
     result = guarded(
         lambda: train_dreamer(
             env_id,
             out,
             resume=resume,
             log=console.print,
-            total_steps=steps,
-            size=size,
-            learning_starts=learning_starts,
-            batch_size=batch_size,
-            sequence_length=sequence_length,
-            replay_ratio=replay_ratio,
-            checkpoint_every=checkpoint_every,
-            log_every=log_every,
-            screen_size=screen_size,
-            grayscale=grayscale,
-            seed=seed,
-            accelerator=accelerator,
+            wrappers=wrappers,
             env_kwargs=kwargs or None,
+            **options,
         )
     )
     _print("metabonk train dreamer", result, None)

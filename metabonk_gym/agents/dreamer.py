@@ -48,6 +48,8 @@ def dreamer_base_config(run_dir: str | Path, env_id: str) -> dict[str, Any]:
         base["state"] = env_kwargs.pop("state")
     if env_kwargs:
         base["env_kwargs"] = env_kwargs
+    if stored.get("wrappers"):  # the stack it was trained with (checked when the config resolves)
+        base["wrappers"] = stored["wrappers"]
     return base
 
 

@@ -48,7 +48,9 @@ def episode_config(
     agent = agent_path(agent)  # a run directory: its model zip (or the Dreamer run)
     if is_dreamer_run(agent):
         base = dreamer_base_config(agent, env_id)
-        return resolve_config(env_id, config_file, overrides, base=base)
+        cfg = resolve_config(env_id, config_file, overrides, base=base)
+        check_wrappers_match(agent, cfg.wrappers, normalize_wrappers(base.get("wrappers")))
+        return cfg
     base = model_config(Path(agent).expanduser(), env_id)
     cfg = resolve_config(env_id, config_file, overrides, base=base)
     # the run's wrapper stack is rebuilt from its config; another one is a one-line error

@@ -12,7 +12,10 @@ sheeprl pickles them, and a file that would need unpickling is never loaded here
 checks the newest checkpoint loads with `torch.load(weights_only=True)` (tensors and plain values
 only), then lets sheeprl continue from it (it refills its buffer for `learning_starts` steps).
 `DreamerPolicy` plays a trained run's actor on the env's own observations (resized as in training),
-and `evaluate_dreamer` plays episodes with it.
+and `evaluate_dreamer` plays episodes with it. A `wrappers:` stack (`train_dreamer(wrappers=...)`,
+`--config`) is recorded in `config.yaml` and rebuilt from there by the env sheeprl makes, by
+`DreamerPolicy` and by every command that plays the run; its Dict observation reaches sheeprl as
+the frame plus flat vectors (`metabonk_gym.worldmodel.dreamer_env`).
 
 >>> overrides = dreamer_overrides("MetaBonk/BonkQuest-v0", Path("/tmp/run"), {"total_steps": 300})
 >>> "exp=dreamer_v3" in overrides, "algo.total_steps=300" in overrides
@@ -27,10 +30,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.errors import UntrustedFileError
 from metabonk_gym.training.config import config_to_yaml
-from metabonk_gym.training.errors import CheckpointError, RunDirError
+from metabonk_gym.training.errors import CheckpointError, ConfigError, RunDirError
 from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.training.wrapstack import (
+    WrapperSpec,
+    apply_wrappers,
+    check_wrappers_match,
+    describe_wrappers,
+    normalize_wrappers,
+)
+from metabonk_gym.worldmodel.dreamer_env import IMAGE_KEY, DreamerKeys, DreamerObs, wrap_for_dreamer
 
 #: Options of `train_dreamer` and their defaults (what `config.yaml` records).
 DREAMER_DEFAULTS: dict[str, Any] = {
@@ -51,7 +63,7 @@ DREAMER_DEFAULTS: dict[str, Any] = {
 }
 SIZES = ("XS", "S", "M", "L", "XL")
 SHEEPRL_DIR = "sheeprl"
-LOGGED_ENV = "metabonk_gym.worldmodel.scalars.make_logged_env"
+LOGGED_ENV = "metabonk_gym.worldmodel.dreamer_env.make_dreamer_env"
 _CKPT_RE = re.compile(r"^ckpt_(\d+)_0\.ckpt$")
 
 
@@ -128,12 +140,51 @@ def check_dreamer_options(opts: dict[str, Any]) -> None:
             )
 
 
-def dreamer_overrides(env_id: str, out: Path, options: dict[str, Any]) -> list[str]:
-    """sheeprl's hydra overrides for a run of `env_id` logging into `out/sheeprl`."""
+def read_dreamer_config(
+    path: str | Path,
+) -> tuple[dict[str, Any], list[WrapperSpec] | None]:
+    """A `train dreamer --config` file: (Dreamer options, `wrappers:` stack or None without the
+    key); any other key is a one-line `ConfigError` naming the known ones.
+
+    >>> import tempfile
+    >>> file = Path(tempfile.mkdtemp()) / "d.yaml"
+    >>> _ = file.write_text("size: S\\nwrappers: [tile_tokens]\\n")
+    >>> read_dreamer_config(file)
+    ({'size': 'S'}, [{'name': 'tile_tokens'}])
+    """
+    try:
+        data = load_config_file(path)
+    except ConfigFileError as exc:
+        raise ConfigError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping (Dreamer options and wrappers:)")
+    unknown = sorted(set(data) - set(DREAMER_DEFAULTS) - {"wrappers"})
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown key(s) {', '.join(map(str, unknown))}; a Dreamer config takes "
+            f"wrappers and {', '.join(DREAMER_DEFAULTS)}"
+        )
+    if not isinstance(data.get("env_kwargs") or {}, dict):
+        raise ConfigError(f"{path}: env_kwargs must be a mapping, not {data['env_kwargs']!r}")
+    options = {k: v for k, v in data.items() if k != "wrappers"}
+    if "wrappers" not in data:  # None: nothing said (a resumed run keeps its own)
+        return options, None
+    return options, normalize_wrappers(data["wrappers"], str(path))
+
+
+def dreamer_overrides(
+    env_id: str, out: Path, options: dict[str, Any], vectors: list[str] | None = None
+) -> list[str]:
+    """sheeprl's hydra overrides for a run of `env_id` logging into `out/sheeprl`; `vectors`:
+    the keys its MLP encodes beside the frame (a wrapper stack's, `DreamerKeys.vectors`)."""
     opts = {**DREAMER_DEFAULTS, **options}
     check_dreamer_options(opts)
     if not isinstance(env_id, str) or not _KWARG_TEXT.match(env_id):
         raise RunDirError(f"Dreamer env id {env_id!r} refused: not a plain env id")
+    vectors = list(vectors or [])
+    for key in vectors:
+        if not _KWARG_NAME.match(key):
+            raise RunDirError(f"Dreamer observation key {key!r} refused: not a plain name")
     out = Path(out).expanduser().resolve()
     overrides = [
         "exp=dreamer_v3",
@@ -144,6 +195,8 @@ def dreamer_overrides(env_id: str, out: Path, options: dict[str, Any]) -> list[s
         f"env.wrapper._target_={LOGGED_ENV}",
         f"+env.wrapper.scalars_dir={out / 'tensorboard'}",
         "+env.wrapper.scalars_step=0",
+        # the wrapper stack: read by the env from the run's config.yaml, not through hydra
+        f"+env.wrapper.run_dir={out}",
         "env.sync_env=true",
         "env.capture_video=false",
         f"env.num_envs={int(opts['num_envs'])}",
@@ -154,10 +207,10 @@ def dreamer_overrides(env_id: str, out: Path, options: dict[str, Any]) -> list[s
         f"algo.per_rank_batch_size={int(opts['batch_size'])}",
         f"algo.per_rank_sequence_length={int(opts['sequence_length'])}",
         f"algo.replay_ratio={float(opts['replay_ratio'])}",
-        "algo.cnn_keys.encoder=[rgb]",
-        "algo.cnn_keys.decoder=[rgb]",
-        "algo.mlp_keys.encoder=[]",
-        "algo.mlp_keys.decoder=[]",
+        f"algo.cnn_keys.encoder=[{IMAGE_KEY}]",
+        f"algo.cnn_keys.decoder=[{IMAGE_KEY}]",
+        f"algo.mlp_keys.encoder=[{','.join(vectors)}]",
+        "algo.mlp_keys.decoder=[]",  # the world model reconstructs the frame only
         "algo.run_test=false",
         f"checkpoint.every={int(opts['checkpoint_every'])}",
         "checkpoint.save_last=true",
@@ -268,12 +321,42 @@ def _sheeprl() -> Any:
     return sheeprl
 
 
+def dreamer_keys(
+    env_id: str, env_kwargs: dict[str, Any] | None, specs: list[WrapperSpec]
+) -> DreamerKeys | None:
+    """Build the env a run steps (`gym.make` and the stack `specs`) once, check that Dreamer can
+    train on it (Discrete actions, a frame) and say how its observation reaches sheeprl: the
+    frame with vectors beside it (`DreamerKeys`), or None for a frame alone."""
+    import gymnasium as gym
+
+    import metabonk_gym  # noqa: F401  (registers the envs)
+
+    try:
+        env = wrap_for_dreamer(gym.make(env_id, **dict(env_kwargs or {})), specs)
+    except ValueError as exc:  # DreamerObs: no frame, or a key that is no Box
+        raise ConfigError(f"wrappers {describe_wrappers(specs)}: {exc}") from None
+    try:
+        if not isinstance(env.action_space, gym.spaces.Discrete):
+            raise RunDirError(
+                f"{env_id} has actions {env.action_space}; Dreamer here needs Discrete"
+            )
+        if isinstance(env, DreamerObs):
+            return env.keys
+        space = env.observation_space
+        if not (isinstance(space, gym.spaces.Box) and len(space.shape) in (2, 3)):
+            raise RunDirError(f"{env_id} has observations {space}; Dreamer needs image frames")
+        return None
+    finally:
+        env.close()
+
+
 def train_dreamer(
     env_id: str,
     out: str | Path,
     *,
     resume: bool = False,
     log: Callable[[str], None] | None = None,
+    wrappers: list[Any] | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Train DreamerV3 on `env_id` in run directory `out` (or continue it with `resume`).
@@ -283,9 +366,10 @@ def train_dreamer(
         out: the run directory.
         resume: continue from the newest checkpoint, up to `total_steps` (a new value is taken).
         log: progress messages.
+        wrappers: a `wrappers:` list (`training.wrapstack`) around the env; a resumed run keeps
+            its own (another one is an error).
         options: `DREAMER_DEFAULTS` keys (total_steps, size, learning_starts, batch_size, ...).
     """
-    import gymnasium as gym
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf, open_dict
 
@@ -314,6 +398,8 @@ def train_dreamer(
             raise RunDirError(f"{run.path} trains {stored.get('env_id')}, not {env_id}")
         opts = {**DREAMER_DEFAULTS, **dict(stored.get("dreamer") or {}), **given}
         check_dreamer_options(opts)  # config.yaml is a file of the run directory: data only
+        specs = normalize_wrappers(stored.get("wrappers"), str(run.path / "config.yaml"))
+        check_wrappers_match(run.path, wrappers, specs)
         found = list_dreamer_checkpoints(run)
         if not found:
             raise CheckpointError(
@@ -326,18 +412,12 @@ def train_dreamer(
         run.check_new()
         opts = {**DREAMER_DEFAULTS, **given}
         check_dreamer_options(opts)
-        probe = gym.make(env_id, **dict(opts["env_kwargs"] or {}))
-        try:
-            if not isinstance(probe.action_space, gym.spaces.Discrete):
-                raise RunDirError(
-                    f"{env_id} has actions {probe.action_space}; Dreamer here needs Discrete"
-                )
-            space = probe.observation_space
-            if not (isinstance(space, gym.spaces.Box) and len(space.shape) in (2, 3)):
-                raise RunDirError(f"{env_id} has observations {space}; Dreamer needs image frames")
-        finally:
-            probe.close()
-    overrides = dreamer_overrides(env_id, run.path, opts)
+        specs = normalize_wrappers(wrappers)
+    vectors: list[str] = []
+    if not resume or specs:  # a new run checks its env; a resumed one needs its keys
+        keys = dreamer_keys(env_id, opts["env_kwargs"], specs)
+        vectors = keys.vectors if keys is not None else []
+    overrides = dreamer_overrides(env_id, run.path, opts, vectors)
     if checkpoint is not None:
         overrides.append(f"checkpoint.resume_from={checkpoint.resolve()}")
     with initialize_config_module("sheeprl.configs", version_base="1.3"):
@@ -351,7 +431,9 @@ def train_dreamer(
     cfg = dotdict(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))
     check_configs(cfg)
     run.path.mkdir(parents=True, exist_ok=True)
-    run.write_config(config_to_yaml({"env_id": env_id, "algo": "dreamer_v3", "dreamer": opts}))
+    run.write_config(
+        config_to_yaml({"env_id": env_id, "algo": "dreamer_v3", "dreamer": opts, "wrappers": specs})
+    )
     run.write_state(env_id=env_id, algo="dreamer_v3", status="running", **run.owner())
     started = time.perf_counter()
     status = "failed"
@@ -409,16 +491,27 @@ class DreamerPolicy:
         state = check_checkpoint(found[-1][1])
         self.env_id = str(stored.get("env_id"))
         self.options = {**DREAMER_DEFAULTS, **dict(stored.get("dreamer") or {})}
+        check_dreamer_options(self.options)
+        #: the run's wrapper stack (`config.yaml`): the env it plays must have it too
+        self.wrappers = normalize_wrappers(stored.get("wrappers"), str(run.path / "config.yaml"))
+        self.keys: DreamerKeys | None = None
+        if self.wrappers:
+            self.keys = dreamer_keys(self.env_id, self.options["env_kwargs"], self.wrappers)
+        vectors = self.keys.vectors if self.keys is not None else []
         with initialize_config_module("sheeprl.configs", version_base="1.3"):
             cfg = compose(
-                "config", overrides=dreamer_overrides(self.env_id, run.path, self.options)
+                "config",
+                overrides=dreamer_overrides(self.env_id, run.path, self.options, vectors),
             )
         self.cfg = dotdict(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))
         self.fabric = Fabric(devices=1, accelerator="cpu")
         size = int(self.options["screen_size"])
         channels = 1 if self.options["grayscale"] else 3
         obs_space = gym.spaces.Dict(
-            {"rgb": gym.spaces.Box(0, 255, (channels, size, size), np.uint8)}
+            {
+                IMAGE_KEY: gym.spaces.Box(0, 255, (channels, size, size), np.uint8),
+                **{k: self.keys.space[k] for k in vectors},  # type: ignore[union-attr]
+            }
         )
         head = state["actor"].get("mlp_heads.0.weight")  # (actions, units): a Discrete actor
         if head is None:
@@ -463,8 +556,18 @@ class DreamerPolicy:
         import torch
         from sheeprl.algos.dreamer_v3.utils import prepare_obs
 
+        if self.keys is not None:  # the stack's Dict: the frame and the vectors, as in training
+            if not isinstance(obs, dict) or self.keys.image_key not in obs:
+                raise ConfigError(
+                    f"this Dreamer run was trained with wrappers "
+                    f"{describe_wrappers(self.wrappers)}; play it in an env with that stack"
+                )
+            named = self.keys(obs)
+            named[IMAGE_KEY] = self.frame(named[IMAGE_KEY])
+        else:
+            named = {IMAGE_KEY: self.frame(obs)}
         with torch.no_grad():
-            torch_obs = prepare_obs(self.fabric, {"rgb": self.frame(obs)}, cnn_keys=["rgb"])
+            torch_obs = prepare_obs(self.fabric, named, cnn_keys=[IMAGE_KEY])
             actions = self.player.get_actions(torch_obs, self.greedy, {})
         return int(actions[0].argmax(dim=-1).reshape(-1)[0])
 
@@ -481,6 +584,8 @@ def evaluate_dreamer(
     policy = DreamerPolicy(run_dir)
     returns, lengths = [], []
     env = gym.make(policy.env_id, **dict(policy.options["env_kwargs"] or {}))
+    if policy.wrappers:
+        env = apply_wrappers(env, policy.wrappers)
     try:
         for i in range(episodes):
             obs, _ = env.reset(seed=seed + i)
