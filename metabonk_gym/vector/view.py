@@ -257,6 +257,21 @@ def env_frame(env: Any, obs: Any) -> np.ndarray | None:
     return _fit(np.asarray(frame))
 
 
+class _PlainBlock:
+    """A view block in this process's memory, with `SharedMemory`'s `buf`, `name`, `close` and
+    `unlink` (the last two: nothing to do)."""
+
+    def __init__(self, size: int) -> None:
+        self.buf = memoryview(bytearray(size))
+        self.name = f"plain-{id(self):x}"
+
+    def close(self) -> None:
+        pass
+
+    def unlink(self) -> None:
+        pass
+
+
 class ViewBuffers:
     """One vector env's view slots in named shared memory (see the module docstring): the
     training process creates them, its env workers and the watch server's process attach by
@@ -324,10 +339,17 @@ class ViewBuffers:
         return offset + size
 
     @classmethod
-    def create(cls, ctx: Any, n: int) -> ViewBuffers:
+    def create(cls, ctx: Any, n: int, shared: bool = True) -> ViewBuffers:
         """Allocate slots for `n` envs (`ctx` is accepted for symmetry with the engine's
-        arrays; named shared memory needs none)."""
-        shm = shared_memory.SharedMemory(create=True, size=cls.size(n))
+        arrays; named shared memory needs none); `shared=False`: in this process's own memory
+        (a process that publishes its envs: nobody attaches, and nothing outlives a worker
+        killed without a chance to unlink).
+
+        >>> ViewBuffers.create(None, 1, shared=False).name.startswith("plain-")
+        True
+        """
+        size = cls.size(n)
+        shm = shared_memory.SharedMemory(create=True, size=size) if shared else _PlainBlock(size)
         views = cls(n, shm, owner_of_block=True)
         _created.append(views)
         return views
@@ -460,7 +482,8 @@ class ViewTap(gym.Wrapper, gym.utils.RecordConstructorArgs):
         gym.utils.RecordConstructorArgs.__init__(self, index=index)
         gym.Wrapper.__init__(self, env)
         if buffers is None:
-            buffers, index = ViewBuffers.create(None, 1), 0
+            # (a publishing process's slot stays in its own memory: `metabonk_gym.vector.publish`)
+            buffers, index = ViewBuffers.create(None, 1, shared=publish_target() is None), 0
             buffers.local = True
             register_source(buffers)
         self.view = buffers
