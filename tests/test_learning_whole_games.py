@@ -10,6 +10,7 @@ import numpy as np
 from metabonk_gym.cli.main import app
 from typer.testing import CliRunner
 
+from metabonk_gym.agents.runs import find_run
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.dagger import DaggerSettings, collect, teacher_class, train_dagger
 from metabonk_gym.training.envs import make_env
@@ -72,6 +73,7 @@ def test_dagger_relabels_the_policys_states_and_resumes(tmp_path: Path) -> None:
     assert result.num_timesteps == state["env_steps"] == 2 * 30 + 2 * 30
     meta = read_model_metadata(run / "model.zip")
     assert meta["algo"] == "dagger" and meta["config"]["obs_type"] == "grayscale"
+    assert find_run(run).kind == "dagger"  # the ladder and eval name the trainer
     again: list[str] = []
     train_dagger(QUEST, run, log=again.append)
     assert again == []  # nothing left to do

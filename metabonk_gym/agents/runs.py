@@ -36,7 +36,16 @@ from metabonk_gym.worldmodel.dream import model_policy
 from metabonk_gym.worldmodel.dreamer import SHEEPRL_DIR, DreamerPolicy
 
 #: Every kind of run `find_run` recognises.
-RUN_KINDS: tuple[str, ...] = ("ppo", "bc", "curriculum", "rllib", "pbt", "dreamer", "model")
+RUN_KINDS: tuple[str, ...] = (
+    "ppo",
+    "bc",
+    "dagger",
+    "curriculum",
+    "rllib",
+    "pbt",
+    "dreamer",
+    "model",
+)
 
 _RLLIB_STEP = re.compile(r"^step_(\d+)$")
 
@@ -89,8 +98,8 @@ def _zip_kind(zip_path: Path, run_dir: Path | None) -> tuple[str, str]:
         kind = "rllib"
     elif meta.get("curriculum"):
         kind = "curriculum"
-    elif meta.get("algo") == "bc":
-        kind = "bc"
+    elif meta.get("algo") in ("bc", "dagger"):
+        kind = str(meta["algo"])
     else:
         kind = "ppo"
     return kind, str(meta.get("env_id", ""))
