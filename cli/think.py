@@ -137,12 +137,27 @@ def distill_command(
     out: Path = typer.Option(Path("distilled.pt"), help="Where to write the policy."),
     epochs: int = typer.Option(40, help="Training epochs."),
     seed: int = typer.Option(0, help="Random seed."),
+    integration: Path | None = typer.Option(
+        None, help="The game folder the log was recorded on, if it is yours (its game.py runs)."
+    ),
+    trust_game_folder: bool = typer.Option(
+        False, help="Load the game folder the log names even with a game.py you did not name."
+    ),
 ) -> None:
     """Train a small net to predict the strategist's directives from observations.
 
     Run it with `metabonk play ENV --agent think --model OUT` or PauseToThink(engine="distilled").
     """
-    figures = guarded(lambda: distill(logdir, out, epochs=epochs, seed=seed))
+    figures = guarded(
+        lambda: distill(
+            logdir,
+            out,
+            epochs=epochs,
+            seed=seed,
+            integration=integration,
+            trust_game_folder=trust_game_folder,
+        )
+    )
     console.print_json(json.dumps(figures))
     console.print(f"wrote {out}")
 

@@ -30,6 +30,11 @@ class IntegrationError(MetabonkError, ValueError):
     """An integration folder is missing a file or holds malformed JSON."""
 
 
+class UntrustedGameCodeError(MetabonkError, ValueError):
+    """A shared file (a run directory, model or decision log) names a game folder whose `game.py`
+    (code) the user did not name or trust (`--trust-game-folder`)."""
+
+
 class UnknownStateError(MetabonkError, KeyError):
     """No savestate or named start has this name."""
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import traceback
+from collections.abc import Iterable
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -26,7 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file, load_optional
-from metabonk_gym.errors import IntegrationError
+from metabonk_gym.errors import IntegrationError, UntrustedGameCodeError
 
 BUNDLED_GAMES: tuple[str, ...] = ("BonkQuest", "BonkArena", "Megabonk")
 #: Sections of defaults.yaml that are not config keys.
@@ -228,3 +229,37 @@ def _module_key(folder: Path) -> str:
     resolved = str(folder.resolve())
     safe = "".join(c if c.isalnum() else "_" for c in folder.name)
     return f"{safe}_{hashlib.sha1(resolved.encode()).hexdigest()[:10]}"
+
+
+def is_bundled_folder(folder: str | Path) -> bool:
+    """Whether `folder` is one of the game folders this package ships."""
+    root = games_root().resolve()
+    resolved = Path(folder).expanduser().resolve()
+    return any(resolved == (root / name).resolve() for name in BUNDLED_GAMES)
+
+
+def check_folder_code(
+    folder: str | Path,
+    named_by: str | Path,
+    *,
+    named: Iterable[str | Path | None] = (),
+    trust: bool = False,
+    how_to_name: str = "--integration",
+) -> None:
+    """Refuse (`UntrustedGameCodeError`) a game folder that a shared file (`named_by`) names when
+    it has a `game.py` (Python code) and is neither bundled, nor in `named` (the user named it),
+    nor trusted: loading that folder would run whoever made the file's code.
+
+    >>> check_folder_code(bundled_game_folder("BonkQuest"), "run/config.yaml")  # bundled: fine
+    """
+    folder = Path(folder).expanduser()
+    if trust or not (folder / "game.py").is_file() or is_bundled_folder(folder):
+        return
+    mine = {Path(n).expanduser().resolve() for n in named if n is not None}
+    if folder.resolve() in mine:
+        return
+    raise UntrustedGameCodeError(
+        f"{named_by} names the game folder {folder}, whose game.py is Python code that would "
+        "run with your rights; refused: pass --trust-game-folder if you trust whoever made "
+        f"it, or name the folder yourself with {how_to_name} {folder}"
+    )

@@ -17,6 +17,7 @@ import pytest
 from metabonk_gym.wrappers.text_map import TextMap
 
 from metabonk_gym.agents.registry import make_agent
+from metabonk_gym.errors import UntrustedGameCodeError
 from metabonk_gym.experts.base import Agent, AgentError
 from metabonk_gym.gamedata import BUNDLED_GAMES, GameData, bundled_game_folder
 from metabonk_gym.games import game_for
@@ -109,8 +110,11 @@ def test_the_docs_game_py_runs_as_a_users_game(tmp_path: Path) -> None:
         view = GameView.capture(env, info, 0, obs)
         assert adapter.advise(view) is not None
         agent.close()
-        # the decision log names the game folder, so distilling it uses the folder's adapter
-        data = load_dataset(tmp_path / "log")
+        # the decision log names the game folder, so distilling it uses the folder's adapter;
+        # its game.py is code, so only when the user names the folder (or trusts the log)
+        with pytest.raises(UntrustedGameCodeError, match="--trust-game-folder"):
+            load_dataset(tmp_path / "log")
+        data = load_dataset(tmp_path / "log", integration=folder)
         assert data.game == "MyQuest" and data.spec == adapter.spec and len(data.actions) >= 2
     finally:
         env.close()

@@ -6,6 +6,7 @@ shows which)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -118,3 +119,24 @@ def test_trusting_or_naming_the_folder_runs_its_game_py(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert marker.read_text() == "ran"
+
+
+def test_a_decision_log_naming_a_game_folder_with_code_is_refused(
+    shared: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """`metabonk distill LOG` loads the game folder a decision log names (for its adapter): a
+    folder with a `game.py` the user did not name is refused in one line, nothing written."""
+    game = tmp_path / "Foreign"
+    shutil.copytree(shared[1], game)
+    marker = tmp_path / "log-game-py-ran.txt"  # the shared folder's marker: other tests run it
+    (game / "game.py").write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
+    )
+    log = tmp_path / "log"
+    log.mkdir()
+    meta = {"type": "meta", "game": "Foreign", "game_folder": str(game)}
+    (log / "decisions.jsonl").write_text(json.dumps(meta) + "\n")
+    out = tmp_path / "policy.pt"
+    line = one_line_error(["distill", str(log), "--out", str(out)])
+    assert "decisions.jsonl names the game folder" in line and "--trust-game-folder" in line
+    assert not marker.exists() and not out.exists()

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from metabonk_gym.errors import MetabonkError
-from metabonk_gym.gamedata import GameData
+from metabonk_gym.gamedata import GameData, check_folder_code
 from metabonk_gym.think.directive import Directive, DirectiveError, DirectiveSpec
 from metabonk_gym.think.games import GameAdapter, adapter_for_game, adapter_for_name
 from metabonk_gym.think.log import read_decisions
@@ -77,13 +77,22 @@ def frame_input(frame: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(pooled.transpose(2, 0, 1), dtype=np.float32)
 
 
-def load_dataset(logdir: str | Path, adapter: GameAdapter | None = None) -> Dataset:
-    """The learnable calls of a decision log (non-fallback directives that have a frame)."""
+def load_dataset(
+    logdir: str | Path,
+    adapter: GameAdapter | None = None,
+    *,
+    integration: str | Path | None = None,
+    trust_game_folder: bool = False,
+) -> Dataset:
+    """The learnable calls of a decision log (non-fallback directives that have a frame).
+
+    A log names the game folder it was recorded on; a folder with a `game.py` that is not
+    bundled loads only when it is `integration` (named by the user) or `trust_game_folder`."""
     from PIL import Image
 
     logdir = Path(logdir)
     records = read_decisions(logdir)
-    adapter = adapter or _log_adapter(logdir)
+    adapter = adapter or _log_adapter(logdir, integration, trust_game_folder)
     spec = adapter.spec
     usable = [r for r in records if r.get("frame") and r["directive"]["source"] != "fallback"]
     if not usable:
@@ -126,9 +135,12 @@ def load_dataset(logdir: str | Path, adapter: GameAdapter | None = None) -> Data
     )
 
 
-def _log_adapter(logdir: Path) -> GameAdapter:
+def _log_adapter(
+    logdir: Path, integration: str | Path | None = None, trust: bool = False
+) -> GameAdapter:
     """The adapter of the game a decision log was recorded on: its game folder's (the log's
-    meta `game_folder`, so a user's game folder works too), else the bundled game's by name."""
+    meta `game_folder`, so a user's game folder works too; `check_folder_code` refuses a folder
+    with code the user did not name or trust), else the bundled game's by name."""
     for line in (logdir / "decisions.jsonl").read_text(encoding="utf-8").splitlines():
         try:
             record = json.loads(line)
@@ -138,6 +150,7 @@ def _log_adapter(logdir: Path) -> GameAdapter:
             continue
         folder = record.get("game_folder")
         if folder and Path(folder).is_dir():
+            check_folder_code(folder, logdir / "decisions.jsonl", named=[integration], trust=trust)
             return adapter_for_game(GameData(folder))
         if record.get("game"):
             return adapter_for_name(str(record["game"]))
@@ -183,28 +196,31 @@ def distill(
     lr: float = 3e-3,
     val_fraction: float = 0.2,
     threads: int = 1,
+    integration: str | Path | None = None,
+    trust_game_folder: bool = False,
 ) -> dict[str, Any]:
     """Train on `logdir`'s decision log, write the checkpoint to `out`; returns the figures
     (samples, action accuracy and tile accuracy on a held-out split). The net is small: one
-    thread trains it fastest (more threads mostly contend, worse on a shared machine)."""
+    thread trains it fastest (more threads mostly contend, worse on a shared machine).
+    `integration` / `trust_game_folder`: see `load_dataset` (a log naming a user's game folder)."""
     import torch
 
     previous = torch.get_num_threads()
     torch.set_num_threads(max(1, threads))
     try:
-        return _distill(logdir, out, epochs, seed, lr, val_fraction)
+        data = load_dataset(logdir, integration=integration, trust_game_folder=trust_game_folder)
+        return _distill(data, out, epochs, seed, lr, val_fraction)
     finally:
         torch.set_num_threads(previous)
 
 
 def _distill(
-    logdir: str | Path, out: str | Path, epochs: int, seed: int, lr: float, val_fraction: float
+    data: Dataset, out: str | Path, epochs: int, seed: int, lr: float, val_fraction: float
 ) -> dict[str, Any]:
     import torch
     from torch.nn import functional as F
 
     torch.manual_seed(seed)
-    data = load_dataset(logdir)
     spec = data.spec
     n = len(data.actions)
     order = np.random.default_rng(seed).permutation(n)

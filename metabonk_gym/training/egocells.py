@@ -87,12 +87,11 @@ class EgoCellCNN(BaseFeaturesExtractor):
         cell = self._locate(embedded).argmax(dim=1)
         row = (cell // self.cols).float().view(batch, 1, 1)
         col = (cell % self.cols).float().view(batch, 1, 1)
-        d_row = (
-            ((self.row_index - row) / self.rows).unsqueeze(1).expand(batch, 1, self.rows, self.cols)
-        )  # type: ignore[operator]
-        d_col = (
-            ((self.col_index - col) / self.cols).unsqueeze(1).expand(batch, 1, self.rows, self.cols)
-        )  # type: ignore[operator]
+        rows: torch.Tensor = self.row_index  # type: ignore[assignment]
+        cols: torch.Tensor = self.col_index  # type: ignore[assignment]
+        shape = (batch, 1, self.rows, self.cols)
+        d_row = ((rows - row) / self.rows).unsqueeze(1).expand(shape)
+        d_col = ((cols - col) / self.cols).unsqueeze(1).expand(shape)
         me = torch.zeros(batch, self.rows * self.cols, device=embedded.device)
         me[torch.arange(batch), cell] = 1.0
         grid = self.body(

@@ -8,6 +8,7 @@ True
 from __future__ import annotations
 
 from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import UntrustedGameCodeError as UntrustedGameCodeError  # its home moved
 
 
 class ConfigError(MetabonkError, ValueError):
@@ -29,8 +30,3 @@ class DatasetError(MetabonkError, ValueError):
 class GameUnreachableError(MetabonkError, ConnectionError):
     """No game (Megabonk with the BonkLink plugin, or `metabonk bonklink-sim`) answers where a
     training or evaluation env must connect."""
-
-
-class UntrustedGameCodeError(MetabonkError, ValueError):
-    """A run directory or model that names a game folder whose `game.py` (code) the user did not
-    name or trust (`--trust-game-folder`)."""

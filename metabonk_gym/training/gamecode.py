@@ -16,7 +16,7 @@ command line's `--integration`) nor trusted (`trust=True`, `--trust-game-folder`
 >>> check_game_code(run)
 Traceback (most recent call last):
 ...
-metabonk_gym.training.errors.UntrustedGameCodeError: .../config.yaml names the game folder .../game, whose game.py is Python code that would run with your rights; refused: pass --trust-game-folder if you trust whoever made the run, or name the folder yourself with --integration .../game
+metabonk_gym.errors.UntrustedGameCodeError: .../config.yaml names the game folder .../game, whose game.py is Python code that would run with your rights; refused: pass --trust-game-folder if you trust whoever made it, or name the folder yourself with --integration .../game
 >>> check_game_code(run, named=[game]), check_game_code(run, trust=True)
 (None, None)
 """
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
-from metabonk_gym.gamedata import BUNDLED_GAMES, games_root
-from metabonk_gym.training.errors import CheckpointError, UntrustedGameCodeError
+from metabonk_gym.gamedata import check_folder_code
+from metabonk_gym.training.errors import CheckpointError
 from metabonk_gym.training.rundir import read_model_metadata
 
 #: Files of a run directory (or `tune pbt`'s `best/`) that record the run's env arguments.
@@ -76,26 +76,11 @@ def named_game_folders(source: str | Path) -> list[tuple[Path, Path]]:
     return found
 
 
-def _is_bundled(folder: Path) -> bool:
-    root = games_root().resolve()
-    return any(folder.resolve() == (root / name).resolve() for name in BUNDLED_GAMES)
-
-
 def check_game_code(
     source: str | Path, *, trust: bool = False, named: Iterable[str | Path | None] = ()
 ) -> None:
     """Refuse (`UntrustedGameCodeError`) a run directory or model zip that names a game folder
     with a `game.py` that is neither bundled, nor in `named`, nor trusted (`trust=True`)."""
-    if trust:
-        return
-    mine = {Path(n).expanduser().resolve() for n in named if n is not None}
+    named = list(named)
     for folder, named_by in named_game_folders(source):
-        if not (folder / "game.py").is_file() or _is_bundled(folder):
-            continue
-        if folder.resolve() in mine:
-            continue
-        raise UntrustedGameCodeError(
-            f"{named_by} names the game folder {folder}, whose game.py is Python code that would "
-            "run with your rights; refused: pass --trust-game-folder if you trust whoever made "
-            f"the run, or name the folder yourself with --integration {folder}"
-        )
+        check_folder_code(folder, named_by, named=named, trust=trust)
