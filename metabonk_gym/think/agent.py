@@ -28,7 +28,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from metabonk_gym.think.calibrate import calibrated_timing
+from metabonk_gym.think.calibrate import calibrated_timing, warm_up
 from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.director import Director
 from metabonk_gym.think.engines import LlamaCppEngine
@@ -210,9 +210,12 @@ def make_think_agent(
     strategist = make_strategist(
         adapter, kind, timeout_s=timeout_s or 10.0, builder=builder, **engine_kwargs
     )
+    engine_ = getattr(strategist, "engine", None)
+    in_process = isinstance(strategist, ModelStrategist) and isinstance(engine_, LlamaCppEngine)
+    if timeout_s is not None and isinstance(engine_, LlamaCppEngine) and in_process:
+        warm_up(engine_, builder)  # the system prompt once, outside the first call's deadline
     if timeout_s is None:
         timeout_s = 10.0
-        engine_ = getattr(strategist, "engine", None)
         if isinstance(strategist, ModelStrategist) and isinstance(engine_, LlamaCppEngine):
             timing, _, _ = calibrated_timing(engine_, builder, frameskip=_frameskip(env))
             timeout_s = strategist.timeout_s = timing.timeout_s
