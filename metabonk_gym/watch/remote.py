@@ -100,6 +100,9 @@ class RemoteSource:
 class Publishers:
     """The connected publishers, in the order they connected.
 
+    Args:
+        limit: the most publishers connected at once (`add` refuses more).
+
     >>> group = Publishers(); a = group.add("a"); group.sources() == [a]
     True
     >>> group.remove(a); group.sources()
