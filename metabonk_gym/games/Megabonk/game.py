@@ -161,7 +161,7 @@ class MegabonkAdapter(GameAdapter):
         return self.menu(view) != self.GAMEPLAY
 
     @staticmethod
-    def options(view: GameView) -> list[str]:
+    def menu_options(view: GameView) -> list[str]:
         """The level-up options the game offers (empty when it sends none)."""
         return [str(o) for o in view.info.get("options", []) or []]
 
@@ -197,13 +197,13 @@ class MegabonkAdapter(GameAdapter):
         for key in ("level", "xp", "kills"):
             if key in view.info:
                 out[key] = round(self.number(view, key), 1)
-        if self.in_menu(view) or self.options(view):
-            out["options"] = {str(i): o for i, o in enumerate(self.options(view))}
+        if self.in_menu(view) or self.menu_options(view):
+            out["options"] = {str(i): o for i, o in enumerate(self.menu_options(view))}
         return out
 
     def goals(self, view: GameView) -> list[str]:
         if self.in_menu(view):
-            options = self.options(view)
+            options = self.menu_options(view)
             if options:
                 listed = ", ".join(f"{i} {o}" for i, o in enumerate(options))
                 return [f"choose a level-up option: {listed}"]
@@ -268,7 +268,7 @@ class MegabonkAdapter(GameAdapter):
             return
         if not self.in_menu(view):
             raise DirectiveError("choose_upgrade, but no menu is open")
-        options = self.options(view)
+        options = self.menu_options(view)
         if options and not 0 <= option < len(options):
             raise DirectiveError(
                 f"target.option {option} is out of range: the menu offers options "
@@ -415,7 +415,7 @@ class MegabonkFollower(DirectiveFollower):
             self._menu_ticks += 1
             if self._menu_ticks % 2 == 0:
                 return self.emit()  # release, so the next press is a new one
-            options, option = adapter.options(view), directive.option
+            options, option = adapter.menu_options(view), directive.option
             if directive.action == "choose_upgrade" and option is not None and options:
                 points = self.option_points(len(options))
                 if option < min(len(options), len(points)):
@@ -556,7 +556,7 @@ def megabonk_advice(view: GameView, adapter: MegabonkAdapter) -> Directive:
     """A sound Megabonk plan from the plugin's info: upgrades by name, flee when hurt or
     crowded, kite the nearest enemy while there are any, else wander."""
     if adapter.in_menu(view):
-        options = adapter.options(view)
+        options = adapter.menu_options(view)
         best = pick_megabonk_upgrade(options, adapter.health_frac(view)) if options else 0
         return oracle_directive("take the best upgrade", "choose_upgrade", {"option": best}, 120)
     foes = adapter.enemies(view)
