@@ -29,6 +29,16 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
 
+def embed_codes(
+    embedding: nn.Embedding, offsets: torch.Tensor, observations: torch.Tensor
+) -> torch.Tensor:
+    """Cell code bytes (B, C, H, W) to embedding planes (B, C * E, H, W): each channel looks its
+    byte up in its own 256-row block of `embedding` (`offsets`: C x 256, shaped (1, C, 1, 1))."""
+    vectors = embedding(observations.long().clamp(0, 255) + offsets)  # (B, C, H, W, E)
+    b, c, h, w, e = vectors.shape
+    return vectors.permute(0, 1, 4, 2, 3).reshape(b, c * e, h, w)
+
+
 class EgoCellCNN(BaseFeaturesExtractor):
     """Per-byte code embeddings, a player locator, offset channels, full-resolution convolutions.
 
@@ -69,10 +79,7 @@ class EgoCellCNN(BaseFeaturesExtractor):
         self.register_buffer("col_index", torch.arange(self.cols).view(1, 1, self.cols).float())
 
     def _embed(self, observations: torch.Tensor) -> torch.Tensor:
-        ids = observations.long().clamp(0, 255) + self.offsets  # type: ignore[operator]
-        vectors = self.embedding(ids)  # (B, C, H, W, E)
-        b, c, h, w, e = vectors.shape
-        return vectors.permute(0, 1, 4, 2, 3).reshape(b, c * e, h, w)
+        return embed_codes(self.embedding, self.offsets, observations)  # type: ignore[arg-type]
 
     def _locate(self, embedded: torch.Tensor) -> torch.Tensor:
         return self.locator(embedded[:, -self.newest :]).flatten(1)  # type: ignore[no-any-return]

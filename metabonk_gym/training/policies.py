@@ -23,7 +23,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, NatureC
 from torch import nn
 
 from metabonk_gym.training.config import TrainConfig
-from metabonk_gym.training.egocells import EgoCellCNN
+from metabonk_gym.training.egocells import EgoCellCNN, embed_codes
 from metabonk_gym.training.newest import newest_width, rollout_buffer_args
 from metabonk_gym.training.wrapstack import uses_dict_extractor
 
@@ -98,10 +98,7 @@ class CellCNN(BaseFeaturesExtractor):
         self.linear = nn.Sequential(nn.Linear(n_flatten, features_dim), nn.ReLU())
 
     def embed(self, observations: torch.Tensor) -> torch.Tensor:
-        ids = observations.long().clamp(0, 255) + self.offsets  # type: ignore[operator]
-        vectors = self.embedding(ids)  # (B, C, H, W, E)
-        b, c, h, w, e = vectors.shape
-        return vectors.permute(0, 1, 4, 2, 3).reshape(b, c * e, h, w)
+        return embed_codes(self.embedding, self.offsets, observations)  # type: ignore[arg-type]
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
         return self.linear(self.cnn(self.embed(observations)))
