@@ -10,11 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import sheeprl  # noqa: E402,F401  (the world extra; CI installs it: a missing one fails)
 import torch
 from metabonk_gym.cli.main import app
 from typer.testing import CliRunner
-
-pytest.importorskip("sheeprl", reason="needs the world extra: pip install 'metabonk-gym[world]'")
 
 QUEST = "MetaBonk/BonkQuest-v0"
 TINY = [

@@ -61,6 +61,16 @@ _RING = np.array([200, 120, 255], np.float32)
 RING_SECONDS = 0.3
 
 
+def _on_screen(
+    x: np.ndarray, z: np.ndarray, scale: float, cam_x: float, cam_z: float, cx: float, cy: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pixel columns and rows of ground points (x, z) around a camera at (cam_x, cam_z) that
+    shows them `scale` pixels a unit, the camera at pixel (cx, cy); z grows up the screen."""
+    xs = (x * scale - cam_x + cx).astype(np.int64)
+    ys = (cy - (z * scale - cam_z)).astype(np.int64)
+    return xs, ys
+
+
 class FrameRenderer:
     """Draws :class:`ArenaGame` states; owns its output buffer (copy a frame before keeping it).
 
@@ -129,13 +139,11 @@ class FrameRenderer:
         cx, cy = w / 2.0, h / 2.0
         n = game.n_enemies
         if n:
-            xs = (game.ex[:n] * s - cam_x + cx).astype(np.int64)
-            ys = (cy - (game.ez[:n] * s - cam_z)).astype(np.int64)
+            xs, ys = _on_screen(game.ex[:n], game.ez[:n], s, cam_x, cam_z, cx, cy)
             self._squares(xs, ys, 7, _ENEMY)
         k = game.n_shots
         if k:
-            xs = (game.sx[:k] * s - cam_x + cx).astype(np.int64)
-            ys = (cy - (game.sz[:k] * s - cam_z)).astype(np.int64)
+            xs, ys = _on_screen(game.sx[:k], game.sz[:k], s, cam_x, cam_z, cx, cy)
             self._squares(xs, ys, 3, _SHOT)
         px, py = int(cx), int(cy)
         frame[py - 4 : py + 5, px - 4 : px + 5] = _PLAYER
@@ -176,13 +184,11 @@ class FrameRenderer:
             self._ring(int(cx), int(cy), int(round(radius)), 1.0 - age / RING_SECONDS)
         n = game.n_enemies
         if n:
-            xs = (game.ex[:n] * s - cam_x + cx).astype(np.int64)
-            ys = (cy - (game.ez[:n] * s - cam_z)).astype(np.int64)
+            xs, ys = _on_screen(game.ex[:n], game.ez[:n], s, cam_x, cam_z, cx, cy)
             self._squares(xs, ys, 7, _ENEMY)
         k = game.n_shots
         if k:
-            xs = (game.sx[:k] * s - cam_x + cx).astype(np.int64)
-            ys = (cy - (game.sz[:k] * s - cam_z)).astype(np.int64)
+            xs, ys = _on_screen(game.sx[:k], game.sz[:k], s, cam_x, cam_z, cx, cy)
             manual = game.sman[:k]
             self._squares(xs[~manual], ys[~manual], 3, _SHOT)
             self._squares(xs[manual], ys[manual], 5, _MANUAL_SHOT)
