@@ -1,5 +1,5 @@
-"""Benchmarks of wrappers inside training: `metabonk bench advice` (PPO with the oracle's advice
-vs PPO alone on the whole BonkQuest) and `metabonk bench train-wrappers` (training env steps/s
+"""Benchmarks of wrappers inside training: `metabonk bench advice` (PPO with advice, the oracle's
+or a real model's, vs PPO alone on the whole BonkQuest) and `metabonk bench train-wrappers` (training env steps/s
 with a wrapper stack vs none).
 
 Thin typer layer over `metabonk_gym.bench.advice_learning` and `metabonk_gym.bench.train_wrappers`.
@@ -31,14 +31,20 @@ def bench_advice(
     fade_start: float = typer.Option(0.5, min=0.0, max=1.0, help="Fade start, share of steps."),
     fade_end: float = typer.Option(0.9, min=0.0, max=1.0, help="Fade end, share of steps."),
     progress: bool = typer.Option(False, "--progress", help="Show training progress."),
+    adviser: str = typer.Option(
+        "oracle",
+        help="Who advises: oracle, model (the default GGUF model, SmolLM2-135M-Instruct) or "
+        "model:PATH (a GGUF, e.g. a think finetune output); a model is served to all envs of a "
+        "run by one llama-server, stopped with the run.",
+    ),
     order: str | None = typer.Option(
         None,
         help="Seeds in the order this process takes them, e.g. 2,1,0: a second process on the "
         "same --out shares the work (runs another process trains are left to it).",
     ),
 ) -> None:
-    """PPO with the oracle's advice (fading out) vs PPO alone on the whole BonkQuest: game win
-    rate and rooms reached, both played alone, median and worst of the seeds."""
+    """PPO with advice (the oracle's or a model's, fading out) vs PPO alone on the whole
+    BonkQuest: game win rate and rooms reached, both played alone, median and worst of the seeds."""
 
     if order is not None and not all(v.strip().isdigit() for v in order.split(",")):
         raise typer.BadParameter(f"takes seeds like 2,1,0, not {order!r}", param_hint="--order")
@@ -53,6 +59,7 @@ def bench_advice(
             follow_weight=follow_weight,
             progress=progress,
             order=[int(v) for v in order.split(",")] if order else None,
+            adviser=adviser,
             on_result=lambda arm, row: console.print(f"{arm} seed {row['seed']}: {row}"),
         )
 

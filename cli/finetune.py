@@ -28,13 +28,10 @@ from rich.console import Console
 
 from metabonk_gym.bench.think_model import STARTS, model_figures, play_figures
 from metabonk_gym.errors import MetabonkError
-from metabonk_gym.think.calibrate import calibrated_timing
-from metabonk_gym.think.engines import LlamaCppEngine
+from metabonk_gym.think.calibrate import calibrate_model
 from metabonk_gym.think.examples import oracle_choice_examples, oracle_examples, write_examples
 from metabonk_gym.think.finetune import FinetuneConfig, finetune, load_pairs
-from metabonk_gym.think.games import adapter_for
 from metabonk_gym.think.models import check_gguf, resolve_model
-from metabonk_gym.think.prompts import PromptBuilder, prompt_profile
 
 console = Console(markup=False)  # print text as given: no markup in user text
 think_app = typer.Typer(
@@ -153,21 +150,14 @@ def calibrate_command(
     cooldown `--agent think` derives from it (cached per model, game and machine)."""
     env = guarded(lambda: gym.make(env_id))
     try:
-        adapter = adapter_for(env)
-        builder = PromptBuilder.for_env(env, adapter, None, profile=prompt_profile("auto", False))
-        engine = guarded(lambda: LlamaCppEngine(resolve_model(model), n_ctx=4096))
-        try:
-            skip = int(getattr(env.unwrapped, "frameskip", 1))
-            timing, latency, cached = calibrated_timing(engine, builder, skip, refresh=refresh)
-        finally:
-            engine.close()
+        found = guarded(lambda: calibrate_model(env, model, refresh=refresh))
     finally:
         env.close()
     figures = {
-        **asdict(latency),
-        **asdict(timing),
-        "profile": builder.profile,
-        "from_cache": cached,
+        **asdict(found.latency),
+        **asdict(found.timing),
+        "profile": found.profile,
+        "from_cache": found.cached,
     }
     console.print_json(json.dumps(figures))
 

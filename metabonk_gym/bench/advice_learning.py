@@ -1,9 +1,13 @@
-"""PPO with the oracle's advice vs PPO alone on the whole BonkQuest, at equal env steps.
+"""PPO with advice (the oracle's or a real model's) vs PPO alone on the whole BonkQuest.
 
 What: for each seed, two PPO runs from the `start` state (five rooms, `explore` reward, no room-1
-goal): `alone` (the screen only) and `advice` (the same plus `pause_to_think` with the oracle in
-async mode: its directive in the observation, a `follow` reward term, and an advice schedule that
-fades the adviser out from `fade[0]` to `fade[1]` of the run, so the final policy plays alone).
+goal) at equal env steps: `alone` (the screen only) and `advice` (the same plus `pause_to_think`
+in async mode: its directive in the observation, a `follow` reward term, and an advice schedule
+that fades the adviser out from `fade[0]` to `fade[1]` of the run, so the final policy plays
+alone). The adviser (`adviser_entry`) is the oracle, or a GGUF language model (`model`: the
+default SmolLM2-135M-Instruct; `model:PATH`: another, e.g. a `think finetune` output) that one
+llama-server started by the trainer serves to all envs of the run, with deadlines calibrated on
+this machine (`metabonk_gym.training.thinkserver`).
 Both final policies are then evaluated alone on the same fixed game seeds; the figure is the
 median and worst over seeds of the game's win rate and of the mean rooms reached. Why: the
 question is whether thinking during training leaves a better policy that no longer thinks.
@@ -12,6 +16,8 @@ question is whether thinking during training leaves a better policy that no long
 ('start', 2)
 >>> advice_stack(1000, (0.5, 0.9))[0]["advice_fade"]
 [500, 900]
+>>> adviser_entry("oracle"), adviser_entry("model")
+({'engine': 'oracle'}, {'engine': 'llama_cpp', 'model_path': None, 'serve': True})
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from typing import Any
 
 from metabonk_gym.agents.episode import episode_config
 from metabonk_gym.agents.model import ModelAgent
+from metabonk_gym.errors import MetabonkError
+from metabonk_gym.think.models import check_gguf
 from metabonk_gym.training.envs import make_env
 from metabonk_gym.training.errors import RunDirError
 from metabonk_gym.training.ppo import train_ppo
@@ -52,14 +60,30 @@ def quest_overrides(total_steps: int, seed: int, max_steps: int = 1500) -> dict[
     }
 
 
+def adviser_entry(adviser: str) -> dict[str, Any]:
+    """`pause_to_think`'s engine options for an adviser: `oracle`, `model` (the default model)
+    or `model:PATH` (a GGUF, checked here; its absolute path goes into the runs' configs).
+    A model is served to all envs of a run by one server (`serve: true`)."""
+    if adviser == "oracle":
+        return {"engine": "oracle"}
+    kind, _, path = adviser.partition(":")
+    if kind != "model" or (adviser != "model" and not path):
+        raise MetabonkError(f"--adviser takes oracle, model or model:PATH, not {adviser!r}")
+    model = str(check_gguf(path).resolve()) if path else None
+    return {"engine": "llama_cpp", "model_path": model, "serve": True}
+
+
 def advice_stack(
-    total_steps: int, fade: tuple[float, float] = (0.5, 0.9), follow_weight: float = 0.1
+    total_steps: int,
+    fade: tuple[float, float] = (0.5, 0.9),
+    follow_weight: float = 0.1,
+    adviser: str = "oracle",
 ) -> list[dict[str, Any]]:
-    """The `advice` arm's wrappers: the oracle, async, fading out over `fade` of the run."""
+    """The `advice` arm's wrappers: the adviser, async, fading out over `fade` of the run."""
     return [
         {
             "name": "pause_to_think",
-            "engine": "oracle",
+            **adviser_entry(adviser),
             "mode": "async",
             "follow_weight": follow_weight,
             "advice_fade": [int(fade[0] * total_steps), int(fade[1] * total_steps)],
@@ -140,12 +164,15 @@ def run_advice_bench(
     progress: bool = False,
     on_result: Callable[[str, dict[str, Any]], None] | None = None,
     order: Sequence[int] | None = None,
+    adviser: str = "oracle",
 ) -> dict[str, Any]:
     """Train and evaluate both arms on `seeds` seeds in `out`; see the module docstring. Runs
     resume; each run's scores are kept in its `scores.json`, so several processes may share
     `out` (`order`: the seeds this one takes first; a run another live process trains is left
-    to it). Writes `out/advice.json` after every run."""
+    to it). `adviser`: see `adviser_entry`. Writes `out/advice.json` after every run."""
     out = Path(out).expanduser()
+    stack = advice_stack(total_steps, fade, follow_weight, adviser)  # a bad adviser: before runs
+    report: dict[str, Any] = {"fade": fade, "follow_weight": follow_weight, "adviser": stack[0]}
     out.mkdir(parents=True, exist_ok=True)
     for seed in order if order is not None else range(seeds):
         for arm in ARMS:
@@ -154,7 +181,7 @@ def run_advice_bench(
                 continue
             overrides = {**quest_overrides(total_steps, seed), "n_envs": n_envs}
             if arm == "advice":
-                overrides["wrappers"] = advice_stack(total_steps, fade, follow_weight)
+                overrides["wrappers"] = stack
             try:
                 trained = _train(run_dir, overrides, progress)
             except RunDirError as exc:
@@ -166,9 +193,9 @@ def run_advice_bench(
             atomic_write_text(run_dir / "scores.json", json.dumps(row))
             if on_result is not None:
                 on_result(arm, row)
-            report = collect(out, seeds, total_steps, episodes, fade, follow_weight)
-            atomic_write_text(out / "advice.json", json.dumps(report, indent=2))
-    return collect(out, seeds, total_steps, episodes, fade, follow_weight)
+            result = collect(out, seeds, total_steps, episodes, **report)
+            atomic_write_text(out / "advice.json", json.dumps(result, indent=2))
+    return collect(out, seeds, total_steps, episodes, **report)
 
 
 def collect(
@@ -176,26 +203,30 @@ def collect(
     seeds: int,
     total_steps: int,
     episodes: int,
-    fade: tuple[float, float],
+    fade: Sequence[float],
     follow_weight: float,
+    adviser: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report of the runs in `out` scored so far (`scores.json` of each)."""
+    """The report of the runs in `out` scored so far (`scores.json` of each); `adviser`: the
+    advice arm's `pause_to_think` entry (default: the oracle's)."""
     per_seed: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
     for seed in range(seeds):
         for arm in ARMS:
             path = out / f"{arm}_seed{seed}" / "scores.json"
             if path.is_file():
                 per_seed[arm].append(json.loads(path.read_text()))
-    return _report(per_seed, total_steps, episodes, fade, follow_weight)
+    return _report(per_seed, total_steps, episodes, fade, follow_weight, adviser)
 
 
 def _report(
     per_seed: dict[str, list[dict[str, Any]]],
     total_steps: int,
     episodes: int,
-    fade: tuple[float, float],
+    fade: Sequence[float],
     follow_weight: float,
+    adviser: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    entry = {k: v for k, v in (adviser or {}).items() if k not in ("name", "advice_fade")}
     out: dict[str, Any] = {
         "env": ENV_ID,
         "state": "start",
@@ -204,6 +235,7 @@ def _report(
         "adviser": {
             "engine": "oracle",
             "mode": "async",
+            **entry,
             "fade": list(fade),
             "follow_weight": follow_weight,
         },

@@ -5,7 +5,10 @@ real ones (the prompt profile's worked examples as the per-call text, after the 
 prompt) and returns the cold and warm latencies; `think_timing(latency, frameskip)` derives the
 deadline and the cooldown from them; `calibrated_timing(...)` does both once per model file,
 game, profile, thread count and CPU count and caches the result in
-`${XDG_CACHE_HOME:-~/.cache}/metabonk/think-latency.json`, so later runs start at once.
+`${XDG_CACHE_HOME:-~/.cache}/metabonk/think-latency.json`, so later runs start at once;
+`calibrate_model(env, model)` does it for a GGUF on an env's game (`metabonk think calibrate`, and
+a trainer that serves the model to its envs, `metabonk_gym.training.thinkserver`, which also
+fills each server slot's prompt cache with `warm_up_slots`).
 Why: a fixed 10 s deadline is far too long for a 135M model answering in under a second and far
 too short for a 3B one on a CPU; deriving it from a measurement on this machine gives a CPU user
 answers inside the deadline without tuning (docs/thinking.md, "Timing").
@@ -33,13 +36,16 @@ import math
 import os
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from metabonk_gym.think.engines import EngineError, LlamaCppEngine, ThinkRequest
+from metabonk_gym.think.engines import Engine, EngineError, LlamaCppEngine, ThinkRequest
+from metabonk_gym.think.games import adapter_for
 from metabonk_gym.think.llama_server import cache_root
-from metabonk_gym.think.prompts import PromptBuilder, choice_schema
+from metabonk_gym.think.models import resolve_model
+from metabonk_gym.think.prompts import PromptBuilder, choice_schema, prompt_profile
 from metabonk_gym.utils import atomic_write_bytes
 
 #: The calibration cache's file name under `cache_root()`.
@@ -122,6 +128,24 @@ def warm_up(engine: LlamaCppEngine, builder: PromptBuilder, deadline_s: float = 
     return time.monotonic() - start
 
 
+def warm_up_slots(
+    engine: Engine, builder: PromptBuilder, slots: int, deadline_s: float = 300.0
+) -> float:
+    """`warm_up` for a server of `slots` parallel slots (`OpenAIEngine` on llama-server): asks
+    `slots` questions at once, so that each slot evaluates the system prompt into its KV cache
+    outside any think deadline; returns the seconds it took."""
+    start = time.monotonic()
+    request = _requests(builder)[0]
+
+    def ask(_: int) -> None:
+        with contextlib.suppress(EngineError):
+            engine.complete(request, start + deadline_s)
+
+    with ThreadPoolExecutor(max_workers=max(1, slots)) as pool:
+        list(pool.map(ask, range(max(1, slots))))
+    return time.monotonic() - start
+
+
 def cache_key(engine: LlamaCppEngine, builder: PromptBuilder) -> str:
     """What a calibration depends on: the model file (path, size, time), the game, the
     profile and its system prompt, llama.cpp's threads and the machine's CPUs."""
@@ -177,3 +201,42 @@ def calibrated_timing(
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, (json.dumps(cache, indent=1) + "\n").encode())
     return think_timing(latency, frameskip), latency, False
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What `calibrate_model` found: the timing, the latency it comes from, whether it was
+    read from the cache, and the prompts timed (`builder`: its system prompt is the game's)."""
+
+    timing: ThinkTiming
+    latency: Latency
+    cached: bool
+    builder: PromptBuilder
+
+    @property
+    def profile(self) -> str:
+        """The prompt profile timed."""
+        return self.builder.profile
+
+
+def calibrate_model(
+    env: Any,
+    model_path: str | Path | None = None,
+    frameskip: int | None = None,
+    refresh: bool = False,
+    cache_home: str | os.PathLike[str] | None = None,
+) -> Calibration:
+    """`calibrated_timing` of the GGUF `model_path` (None: the default model) loaded in this
+    process on `env`'s game, with its text prompt profile (`"auto"` without vision);
+    `frameskip` defaults to the env's. The model is closed afterwards."""
+    adapter = adapter_for(env)
+    builder = PromptBuilder.for_env(env, adapter, None, profile=prompt_profile("auto", False))
+    skip = frameskip if frameskip is not None else int(getattr(env.unwrapped, "frameskip", 1))
+    engine = LlamaCppEngine(resolve_model(model_path), n_ctx=4096)
+    try:
+        timing, latency, cached = calibrated_timing(
+            engine, builder, skip, cache_home=cache_home, refresh=refresh
+        )
+    finally:
+        engine.close()
+    return Calibration(timing, latency, cached, builder)

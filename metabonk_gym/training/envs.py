@@ -34,6 +34,7 @@ from metabonk_gym.rewards.terms import check_op
 from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.errors import ConfigError, DatasetError
 from metabonk_gym.training.megabonk import check_reachable
+from metabonk_gym.training.thinkserver import start_think_server
 from metabonk_gym.training.wrapstack import apply_wrappers, uses_dict_extractor
 from metabonk_gym.vector import default_envs_per_worker
 from metabonk_gym.vector.view import bind_views, tap_env, tap_env_fns
@@ -270,14 +271,22 @@ def make_train_venv(
     from metabonk_gym.training.vecenv import SharedMemoryVecEnv
 
     count = n_envs if n_envs is not None else cfg.n_envs
-    env_fns = tap_env_fns([partial(make_env, env_id, cfg, i) for i in range(count)])
-    venv: Any = SharedMemoryVecEnv(
-        env_fns,
-        envs_per_worker=default_envs_per_worker(env_id, count),
-        info_keys=(*TRAIN_INFO_KEYS, *info_keys),
-        context=start_method(),
-        spaces=env_spaces,
-    )
+    # a `pause_to_think` with `serve: true`: one model server for all envs, stopped by close_venv
+    cfg, server = start_think_server(env_id, cfg, count)
+    try:
+        env_fns = tap_env_fns([partial(make_env, env_id, cfg, i) for i in range(count)])
+        venv: Any = SharedMemoryVecEnv(
+            env_fns,
+            envs_per_worker=default_envs_per_worker(env_id, count),
+            info_keys=(*TRAIN_INFO_KEYS, *info_keys),
+            context=start_method(),
+            spaces=env_spaces,
+        )
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
+    venv.think_server = server
     bind_views(env_fns, venv.engine)
     venv = VecMonitor(venv)
     if cfg.frame_stack > 1:
@@ -290,9 +299,14 @@ def close_venv(venv: Any, timeout: float = 20.0) -> None:
     a worker that does not finish within `timeout` seconds."""
     base = getattr(venv, "unwrapped", venv)
     engine = getattr(base, "engine", None)
-    if engine is not None:
-        engine.close(timeout_s=timeout)
-    venv.close()
+    try:
+        if engine is not None:
+            engine.close(timeout_s=timeout)
+        venv.close()
+    finally:
+        server = getattr(base, "think_server", None)
+        if server is not None:  # the envs' model server (`serve: true`) ends with them
+            server.stop()
 
 
 def probe_env(env_id: str, cfg: TrainConfig) -> tuple[spaces.Space, spaces.Space, list[str]]:

@@ -74,6 +74,13 @@ WRAPPERS: dict[str, WrapperEntry] = {
     "pixel_cells": WrapperEntry(PixelCells, dict_obs=False),
     "ram_features": WrapperEntry(RamFeatures, dict_obs=False),
 }
+#: The thinking wrapper's name, and its option that only a trainer reads.
+THINK = "pause_to_think"
+SERVE = "serve"
+#: Options a trainer reads and the wrapper never gets: `serve: true` asks the SB3 trainers to
+#: serve the model to all envs from one server (`metabonk_gym.training.thinkserver`); built
+#: elsewhere (eval, play) the entry is an in-process model per env.
+TRAINER_OPTIONS: dict[str, tuple[str, ...]] = {THINK: (SERVE,)}
 #: The class names as aliases (`TileTokens` for `tile_tokens`).
 ALIASES: dict[str, str] = {entry.cls.__name__: name for name, entry in WRAPPERS.items()}
 
@@ -111,7 +118,7 @@ def normalize_wrappers(value: Any, source: str = "config") -> list[WrapperSpec]:
         options = {k: v for k, v in item.items() if k != "name"}
         if isinstance(options.get("options"), Mapping) and len(options) == 1:
             options = dict(options["options"])  # {name: X, options: {...}} also reads
-        valid = WRAPPERS[name].options()
+        valid = [*WRAPPERS[name].options(), *TRAINER_OPTIONS.get(name, ())]
         for key in options:
             if key not in valid:
                 raise ConfigError(
@@ -149,7 +156,8 @@ def apply_wrappers(env: gym.Env, specs: Sequence[WrapperSpec] | None) -> gym.Env
     >>> env.close()
     """
     for spec in normalize_wrappers(list(specs or [])):
-        options = {k: v for k, v in spec.items() if k != "name"}
+        trainer_only = TRAINER_OPTIONS.get(spec["name"], ())
+        options = {k: v for k, v in spec.items() if k != "name" and k not in trainer_only}
         try:
             env = WRAPPERS[spec["name"]].cls(env, **options)  # type: ignore[call-arg]
         except (TypeError, ValueError, KeyError) as exc:

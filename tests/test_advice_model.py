@@ -1,0 +1,106 @@
+"""PPO with the real small model as the adviser (issue 22 item 2): `pause_to_think` with
+`serve: true` runs one llama-server for all envs of the run, writes think scalars, and the
+server ends with the run; `bench advice --adviser` refuses what is not an adviser."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from stable_baselines3.common.callbacks import BaseCallback
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import metabonk_gym  # noqa: F401  (registers the envs)
+from metabonk_gym.bench.advice_learning import adviser_entry, run_advice_bench
+from metabonk_gym.errors import MetabonkError
+from metabonk_gym.training.ppo import train_ppo
+from metabonk_gym.training.wrapstack import run_wrappers
+
+QUEST = "MetaBonk/BonkQuest-v0"
+
+
+def llama_servers() -> list[int]:
+    """Process ids of this process's children that run llama-server."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue  # it ended meanwhile
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == os.getpid() and b"llama-server" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+class ServersSeen(BaseCallback):
+    """Records the llama-server children alive while the run steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pids: set[int] = set()
+
+    def _on_step(self) -> bool:
+        if self.n_calls % 16 == 1:
+            self.pids.update(llama_servers())
+        return True
+
+
+@pytest.mark.llm("real-model", "llama-server")
+@pytest.mark.net
+def test_ppo_with_the_real_model_as_adviser_writes_think_scalars(tmp_path: Path) -> None:
+    stack: list[dict[str, Any]] = [
+        {
+            "name": "pause_to_think",
+            **adviser_entry("model"),  # the default model from the wheel, served
+            "mode": "async",
+            "follow_weight": 0.1,
+            "advice_fade": [384, 576],
+        }
+    ]
+    overrides = {
+        "n_envs": 2,
+        "n_steps": 32,
+        "batch_size": 32,
+        "n_epochs": 1,
+        "features_dim": 32,
+        "max_episode_steps": 320,  # long enough for answers
+        "checkpoint_every": 320,
+        "video_every": 0,
+        "total_steps": 640,
+        "wrappers": stack,
+    }
+    seen = ServersSeen()
+    run = tmp_path / "model-advice"
+    result = train_ppo(QUEST, run, overrides=overrides, callbacks=[seen])
+    assert result.num_timesteps == 640
+    # one server for both envs while it trained, none left after
+    assert len(seen.pids) == 1, seen.pids
+    assert llama_servers() == []
+    assert not any(Path(f"/proc/{pid}").exists() for pid in seen.pids)
+    acc = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
+    acc.Reload()
+    found = {t: [e.value for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
+    assert found["think/calls"][-1] > 0
+    # the model answered some calls inside the calibrated deadline: not all were fallbacks
+    assert min(found["think/fallback_rate"]) < 1.0, found["think/fallback_rate"]
+    assert max(found["think/latency_p50_s"]) > 0
+    assert found["think/advice_scale"][-1] == 0.0
+    # the run keeps the entry as written (no port): a resume starts a server of its own
+    (entry,) = run_wrappers(run)
+    assert entry["serve"] is True and entry["engine"] == "llama_cpp" and "base_url" not in entry
+
+
+def test_bench_advice_refuses_a_bad_adviser_before_any_run(tmp_path: Path) -> None:
+    with pytest.raises(MetabonkError, match="oracle, model or model:PATH"):
+        run_advice_bench(tmp_path / "out", adviser="gpt")
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(MetabonkError, match="not a GGUF"):
+        run_advice_bench(tmp_path / "out", adviser=f"model:{bad}")
+    assert not (tmp_path / "out").exists()
