@@ -125,6 +125,57 @@ def test_record_human_without_input_snapshot_is_one_line():
         sim.stop()
 
 
+def test_a_dropped_recording_keeps_the_finished_episodes():
+    import minari
+
+    # big raw frames fill the socket buffers fast: a client that stalls for longer than the
+    # game's send timeout is dropped by the game (the sim's own `_send_packet` path)
+    sim = LoggedSim(
+        seed=5, speed=4.0, jpeg_hz=60, frame_format="raw_rgb", send_timeout=0.3, look="detailed"
+    )
+    calls = {"n": 0}
+
+    def stall() -> bool:  # a slow client: the 5th step of the second episode waits 2 s
+        calls["n"] += 1
+        if calls["n"] == 31 + 5:
+            import time
+
+            time.sleep(2.0)
+        return False
+
+    try:
+        with pytest.raises(AgentError) as info:
+            record(
+                MEGABONK,
+                "human",
+                "test/mb-dropped-v0",
+                episodes=3,
+                overrides={**FRAMES, "base_port": sim.port, "max_episode_steps": 30},
+                stop=stall,
+            )
+        dropped = sim.sim.stats.dropped_clients
+    finally:
+        sim.stop()
+    message = str(info.value)
+    assert dropped >= 1
+    assert "\n" not in message
+    assert "ended the connection in episode 1" in message
+    assert "kept in dataset test/mb-dropped-v0" in message
+    dataset = minari.load_dataset("test/mb-dropped-v0")
+    episodes = list(dataset.iterate_episodes())
+    # the finished episode is kept whole; the dropped one up to the drop, marked truncated
+    assert len(episodes[0].actions) == 30 and not episodes[0].truncations[:-1].any()
+    assert len(episodes) <= 2
+    if len(episodes) == 2:
+        assert len(episodes[1].actions) < 30 and episodes[1].truncations[-1]
+    played = np.asarray(sim.played)
+    from metabonk_gym.bonklink.actions import merge_box_actions
+
+    merged = [merge_box_actions(list(played[i : i + 4])) for i in range(len(played) - 3)]
+    for episode in episodes:
+        assert all(any(np.allclose(a, m, atol=1e-5) for m in merged) for a in episode.actions)
+
+
 # ---------------------------------------------------------------------- IDM, label, BC, world model
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:

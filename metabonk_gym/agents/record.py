@@ -129,6 +129,7 @@ def play(
             env.close()
             raise
     result = RecordResult(dataset_id=dataset_id)
+    dropped: str | None = None  # the game ended the connection: what happened
     writer = None
     actor: Any = None
     play_window = None
@@ -196,11 +197,16 @@ def play(
                 result.episodes.append(episode)
                 if on_episode is not None:
                     on_episode(episode)
+                if at_game and episode.truncated:
+                    dropped = _game_dropped(i, episode, traj)
                 if writer is not None and traj is not None:
-                    if at_game:
-                        _played_actions(traj)
-                    _save(writer, traj, episode, min_partial_steps, result)
-                if episode.stopped:
+                    if dropped is not None:
+                        _keep_partial(writer, traj, episode, min_partial_steps, result)
+                    else:
+                        if at_game:
+                            _played_actions(traj)
+                        _save(writer, traj, episode, min_partial_steps, result)
+                if episode.stopped or dropped is not None:
                     result.stopped = True
                     break
     finally:
@@ -220,7 +226,59 @@ def play(
             play_window.close()
         close_agent(actor)
         env.close()
+    if dropped is not None:  # after the episodes so far are published
+        kept = (
+            f"{result.saved_episodes} episode(s), {result.saved_steps} steps kept in dataset "
+            f"{dataset_id} ({result.dataset_path})"
+            if result.dataset_path is not None
+            else "no episode kept"
+        )
+        raise AgentError(f"{dropped}; {kept}")
     return result
+
+
+#: `info["truncation_reason"]` values that mean the game's connection ended mid-episode.
+LOST_CONNECTION = ("disconnected", "timeout", "protocol_error")
+
+
+def _game_dropped(index: int, episode: EpisodeResult, traj: Trajectory | None) -> str | None:
+    """What happened when the game ended the connection mid-episode (a realtime game drops a
+    client that stops reading), as one line, or None when the episode ended normally."""
+    infos = traj.infos if traj is not None else []
+    last = infos[-1] if infos else {}
+    reason = last.get("truncation_reason")
+    if reason not in LOST_CONNECTION:
+        return None
+    detail = f" ({last['error']})" if last.get("error") else ""
+    return (
+        f"the game ended the connection in episode {index} after {episode.length} steps: "
+        f"{reason}{detail} (a realtime game drops a client that stops reading; record on a "
+        "less loaded machine or with smaller frames)"
+    )
+
+
+def _keep_partial(
+    writer: Any, traj: Trajectory, episode: EpisodeResult, min_steps: int, result: RecordResult
+) -> None:
+    """Save the steps of a dropped episode before the one that found the connection gone (its
+    observation is a stale copy, its input partial or missing), marked truncated."""
+    n = len(traj.actions) - 1
+    while n and traj.infos[n].get("human_action") is None:
+        n -= 1
+    del traj.observations[n + 1 :], traj.infos[n + 1 :]
+    for part in (traj.actions, traj.labels, traj.rewards, traj.terminations, traj.truncations):
+        del part[n:]
+    if n < max(1, min_steps):
+        result.partial = "dropped"
+        result.messages.append(f"episode {episode.index}: {n} steps before the drop: dropped")
+        return
+    _played_actions(traj)
+    traj.truncations[-1] = True
+    writer.add(traj, seed=episode.seed)
+    result.partial = "saved as truncated"
+    result.messages.append(
+        f"episode {episode.index}: {n} steps before the drop: saved, marked truncated"
+    )
 
 
 def _played_actions(traj: Trajectory) -> None:
