@@ -56,7 +56,13 @@ def pbt_command(
         help="PBT file: population_size, perturbation_interval, total_steps, mutations, train, ray.",
     ),
     config: Path | None = typer.Option(
-        None, "--config", help="Training config file (as for train)."
+        None, "--config", help="Training config file (as for train; a wrappers: list included)."
+    ),
+    engine: str | None = typer.Option(
+        None,
+        "--engine",
+        help="Members: rllib (RLlib PPO, the default) or sb3 (the train ppo path); overrides the "
+        "PBT file's engine.",
     ),
     address: str | None = ADDRESS_OPTION,
     num_env_runners: int | None = typer.Option(
@@ -68,12 +74,14 @@ def pbt_command(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     watch: str | None = WATCH_OPTION,
 ) -> None:
-    """Population-based training of RLlib PPO; the best member's policy ends in DIR/best/model.zip
-    (`metabonk eval ENV DIR/best/model.zip`)."""
+    """Population-based training of PPO (RLlib or SB3 members); the best member's policy and
+    config end in DIR/best/ (`metabonk eval ENV DIR/best`, its wrapper stack rebuilt)."""
     live_watch(watch, run_dir, f"tune pbt {env_id} {run_dir}")
     from metabonk_gym.training.tune import PBTSpec, tune_pbt
 
     spec = guarded(lambda: PBTSpec.load(pbt))
+    if engine is not None:
+        spec = guarded(lambda: PBTSpec.from_dict({**spec.to_dict(), "engine": engine}, "--engine"))
     flags = overrides_from(set_options, env_options(None, None, None))
     given: dict[str, object] = {
         k: v

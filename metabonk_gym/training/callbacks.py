@@ -64,6 +64,15 @@ class EpisodeStats:
     def mean_return(self) -> float | None:
         return float(np.mean(self.returns)) if self.returns else None
 
+    def score(self) -> float:
+        """What PBT ranks members by: the win rate where episodes are won, else the mean return
+        (-1e9 before any episode ends)."""
+        win = self.win_rate()
+        if win is not None:
+            return win
+        mean = self.mean_return()
+        return mean if mean is not None else -1e9
+
 
 def episode_number(value: Any) -> float | None:
     """A game variable's value as a float for logging; None for what is not a plain number."""

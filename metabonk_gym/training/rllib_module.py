@@ -329,10 +329,6 @@ def train_scalars(result: Mapping[str, Any]) -> dict[str, float]:
 
 
 def score(stats: Any) -> float:
-    """What PBT ranks members by: the win rate where episodes are won, else the mean return
-    (-1e9 before any episode ends)."""
-    win = stats.win_rate()
-    if win is not None:
-        return float(win)
-    mean = stats.mean_return()
-    return float(mean) if mean is not None else -1e9
+    """What PBT ranks members by (`EpisodeStats.score`: the win rate where episodes are won, else
+    the mean return; -1e9 before any episode ends)."""
+    return float(stats.score())

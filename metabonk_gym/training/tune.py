@@ -1,16 +1,22 @@
-"""`tune_pbt`: population-based training (Ray Tune's PBT) of RLlib PPO over the config's PPO
-hyperparameters and, where the game has them, start states.
+"""`tune_pbt`: population-based training (Ray Tune's PBT) of PPO over the config's PPO
+hyperparameters and, where the game has them, start states; members are RLlib PPO (`engine:
+rllib`, the default) or the `train ppo` path (`engine: sb3`, `metabonk_gym.training.pbt_sb3`).
 
 A PBT file (YAML/TOML/JSON) sets `population_size`, `perturbation_interval` (env steps),
 `total_steps` (per member), `mutations` (config key -> `[low, high]` range or list of choices),
-optional `quantile_fraction`, `resample_probability`, `seed`, plus `train:` (config keys, as
-`--set`) and `ray:` (`RayOptions` keys). Each member logs the SB3 path's scalars to
-`DIR/members/<member>/`; the best member's policy (by win rate, else mean return) lands in
-`DIR/best/model.zip`, which `metabonk eval` loads.
+optional `quantile_fraction`, `resample_probability`, `seed`, `engine`, plus `train:` (config
+keys, as `--set`, a `wrappers:` stack included) and `ray:` (`RayOptions` keys). Each member logs
+the SB3 path's scalars to `DIR/members/<member>/`; the best member's policy (by win rate, else mean
+return) lands in `DIR/best/model.zip` with its `config.yaml` (hyperparameters and wrappers), which
+`metabonk eval`, `play`, `record` and `ladder` load and rebuild the stack from.
 
 >>> spec = PBTSpec.from_dict({"population_size": 2, "mutations": {"learning_rate": [1e-4, 1e-3]}})
 >>> spec.population_size, rllib_key("learning_rate"), rllib_key("state")
 (2, 'lr', ('env_config', 'cfg', 'state'))
+>>> PBTSpec.from_dict({"engine": "sb4"})
+Traceback (most recent call last):
+...
+metabonk_gym.training.errors.ConfigError: unknown PBT engine 'sb4' (did you mean 'sb3'?); engines: rllib, sb3 [PBT file]
 >>> PBTSpec.from_dict({"mutations": {"gama": [0.9, 0.99]}})
 Traceback (most recent call last):
 ...
@@ -31,6 +37,7 @@ from typing import Any
 from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.errors import BadNumberError
 from metabonk_gym.training.config import check_env_fit, config_to_yaml, resolve_config, traits_of
+from metabonk_gym.training.envs import probe_env
 from metabonk_gym.training.errors import ConfigError, RunDirError
 from metabonk_gym.training.rllib import (
     RayOptions,
@@ -66,9 +73,12 @@ SPEC_KEYS = (
     "quantile_fraction",
     "resample_probability",
     "seed",
+    "engine",
     "train",
     "ray",
 )
+#: Who trains the members: RLlib PPO, or SB3 PPO as `train ppo` (`pbt_sb3`).
+ENGINES = ("rllib", "sb3")
 
 
 def rllib_key(key: str) -> str | tuple[str, ...]:
@@ -95,6 +105,7 @@ class PBTSpec:
         quantile_fraction: the share of members that copy a top member at each decision.
         resample_probability: chance to resample a value rather than perturb it.
         seed: seed of the members' initial samples.
+        engine: `rllib` (RLlib PPO members) or `sb3` (the `train ppo` path per member).
         train: config keys for every member (as `--set`).
         ray: `RayOptions` keys.
     """
@@ -112,6 +123,7 @@ class PBTSpec:
     quantile_fraction: float = 0.25
     resample_probability: float = 0.25
     seed: int = 0
+    engine: str = "rllib"
     train: dict[str, Any] = field(default_factory=dict)
     ray: dict[str, Any] = field(default_factory=dict)
 
@@ -140,6 +152,12 @@ class PBTSpec:
             raise ConfigError(
                 f"perturbation_interval ({spec.perturbation_interval}) must be >= 1 and at most "
                 f"total_steps ({spec.total_steps}) [{source}]"
+            )
+        if spec.engine not in ENGINES:
+            close = difflib.get_close_matches(str(spec.engine), ENGINES, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"unknown PBT engine {spec.engine!r}{hint}; engines: {', '.join(ENGINES)} [{source}]"
             )
         if not spec.mutations:
             raise ConfigError(f"mutations is empty: name at least one key to mutate [{source}]")
@@ -228,7 +246,8 @@ def tune_pbt(
     overrides: Mapping[str, Any] | None = None,
     ray: RayOptions | None = None,
 ) -> TuneResult:
-    """Population-based training of RLlib PPO on `env_id` in `run_dir` (a new directory)."""
+    """Population-based training of PPO (RLlib or SB3 members, `spec.engine`) on `env_id` in
+    `run_dir` (a new directory)."""
     spec = spec or PBTSpec()
     run = RunDir(Path(run_dir))
     run.check_new()
@@ -239,9 +258,13 @@ def tune_pbt(
     if "state" in spec.mutations and not traits_of(env_id).start_states:
         raise ConfigError(f"{env_id} cannot choose its start state; drop 'state' from mutations")
     opts = ray or RayOptions.from_dict({"num_env_runners": 0, **spec.ray})
-    check_options(env_id, cfg, opts)
-    cfg = with_env_count(cfg, opts)
-    obs_space, action_space, info_names = probe(env_id, cfg, opts)
+    sb3 = spec.engine == "sb3"
+    if sb3:  # the `train ppo` path per member: its own checks, its own vector env
+        obs_space, action_space, info_names = probe_env(env_id, cfg)
+    else:
+        check_options(env_id, cfg, opts)
+        cfg = with_env_count(cfg, opts)
+        obs_space, action_space, info_names = probe(env_id, cfg, opts)
     check_env_fit(cfg, env_id, info_names)
     started = connect(opts)
     existed = run.path.exists()
@@ -249,8 +272,13 @@ def tune_pbt(
         run.path.mkdir(parents=True, exist_ok=True)
         run.write_config(config_to_yaml(cfg))
         atomic_write_text(run.path / "pbt.yaml", config_to_yaml(spec.to_dict()))
-        run.write_state(env_id=env_id, algo="ppo", engine="rllib-pbt", status="running")
-        result = _fit(env_id, run, cfg, spec, opts, obs_space, action_space, info_names)
+        run.write_state(
+            env_id=env_id, algo="ppo", engine="sb3-pbt" if sb3 else "rllib-pbt", status="running"
+        )
+        if sb3:
+            result = _fit_sb3(env_id, run, cfg, spec, info_names)
+        else:
+            result = _fit(env_id, run, cfg, spec, opts, obs_space, action_space, info_names)
         run.write_state(
             status="finished", best_member=result.best_member, best_score=result.best_score
         )
@@ -276,10 +304,6 @@ def _fit(
     action_space: Any,
     info_names: list[str],
 ) -> TuneResult:
-    from ray import tune
-    from ray.tune.schedulers import PopulationBasedTraining
-    from ray.tune.search.sample import Categorical
-
     from metabonk_gym.training import rllib_module as rm
 
     register_env()
@@ -288,12 +312,69 @@ def _fit(
         env_id, cfg, opts, "ppo", obs_space, action_space, info_names, members, per_trial=True
     )
     space = config.to_dict()
+    mutations = _mutations(space, spec, rllib_key)
+    return _run_tuner(rm.MetabonkPPO, space, mutations, spec, run, cfg, rllib_key, at_end=True)
+
+
+def _sb3_key(key: str) -> tuple[str, ...]:
+    """Where a mutated config key lives in an SB3 member's config (`pbt_sb3.member_config`)."""
+    return ("hyper", key)
+
+
+def _fit_sb3(
+    env_id: str, run: RunDir, cfg: Any, spec: PBTSpec, info_names: list[str]
+) -> TuneResult:
+    """The SB3 members: `pbt_sb3.train_member` per member, one CPU each (its env workers are
+    its own processes)."""
+    from ray import tune
+
+    from metabonk_gym.training.pbt_sb3 import member_config, train_member
+
+    members = run.path / "members"
+    space = member_config(
+        env_id,
+        cfg.to_dict(),
+        {},
+        spec.perturbation_interval,
+        spec.total_steps,
+        str(members.resolve()),
+        info_names,
+    )
+    mutations = _mutations(space, spec, _sb3_key)
+    trainable = tune.with_resources(train_member, {"cpu": 1})
+    # each report carries a checkpoint, the last one too (Tune's checkpoint_at_end is the
+    # class trainables')
+    return _run_tuner(trainable, space, mutations, spec, run, cfg, _sb3_key, at_end=False)
+
+
+def _mutations(space: dict[str, Any], spec: PBTSpec, where: Any) -> dict[str, Any]:
+    """Put each mutated key's search space into `space` (at `where(key)`) and return PBT's
+    `hyperparam_mutations` in the same shape."""
+    from ray.tune.search.sample import Categorical
+
     mutations: dict[str, Any] = {}
     for key, value in spec.mutations.items():
         sample = _search_space(key, value)
-        _set(space, rllib_key(key), sample)
+        _set(space, where(key), sample)
         # PBT perturbs a range by x0.8/x1.2 and moves a list's choice to a neighbour
-        _set(mutations, rllib_key(key), list(value) if isinstance(sample, Categorical) else sample)
+        _set(mutations, where(key), list(value) if isinstance(sample, Categorical) else sample)
+    return mutations
+
+
+def _run_tuner(
+    trainable: Any,
+    space: dict[str, Any],
+    mutations: dict[str, Any],
+    spec: PBTSpec,
+    run: RunDir,
+    cfg: Any,
+    where: Any,
+    at_end: bool,
+) -> TuneResult:
+    """Run the population under PBT and copy the best member's policy and config to `best/`."""
+    from ray import tune
+    from ray.tune.schedulers import PopulationBasedTraining
+
     scheduler = PopulationBasedTraining(
         time_attr="metabonk_steps",
         metric="metabonk_score",
@@ -311,7 +392,7 @@ def _fit(
         return int(result.get("metabonk_steps", 0)) >= spec.total_steps
 
     tuner = tune.Tuner(
-        rm.MetabonkPPO,
+        trainable,
         param_space=space,
         tune_config=tune.TuneConfig(
             num_samples=spec.population_size, scheduler=scheduler, reuse_actors=False
@@ -320,7 +401,7 @@ def _fit(
             name="tune",
             storage_path=str(run.path.resolve()),
             stop=stop,
-            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True, num_to_keep=4),
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=at_end, num_to_keep=4),
             failure_config=tune.FailureConfig(max_failures=1),
             verbose=0,
         ),
@@ -339,9 +420,7 @@ def _fit(
                 "steps": metrics.get("metabonk_steps"),
                 "error": one_line(res.error) if res.error else None,
                 "checkpoint": res.checkpoint.path if res.checkpoint else None,
-                "hyperparameters": {
-                    k: _get(res.config or {}, rllib_key(k)) for k in spec.mutations
-                },
+                "hyperparameters": {k: _get(res.config or {}, where(k)) for k in spec.mutations},
             }
         )
     scored = [r for r in rows if r["checkpoint"] and r["score"] is not None]
