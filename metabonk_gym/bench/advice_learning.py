@@ -92,7 +92,8 @@ def advice_stack(
 
 
 def _train(run_dir: Path, overrides: dict[str, Any], progress: bool) -> dict[str, Any]:
-    """Train (resuming a stopped run; a finished one is kept) and report steps and minutes."""
+    """Train (resuming a stopped run; a finished one is kept) and report steps and minutes;
+    a run stopped before its end (Ctrl-C, SIGTERM) raises KeyboardInterrupt, never scored."""
     run = RunDir(run_dir)
     state = run.read_state()
     if run.model.is_file() and state.get("status") == "finished":
@@ -114,6 +115,8 @@ def _train(run_dir: Path, overrides: dict[str, Any], progress: bool) -> dict[str
     )
     minutes = (time.monotonic() - start) / 60
     run.write_state(minutes=round(minutes + float(state.get("minutes") or 0.0), 2))
+    if result.interrupted:  # Ctrl-C or SIGTERM: checkpointed, resumed by the next call
+        raise KeyboardInterrupt(f"{run_dir} stopped at step {result.num_timesteps}")
     return {"steps": result.num_timesteps, "minutes": round(minutes, 2), "resumed": resume}
 
 

@@ -7,7 +7,7 @@ with the trainer; each slot's prompt cache filled with the game's system prompt 
 envs start), and to point every env of the vector env at it (`engine: openai`). Unless
 the entry sets them, the think deadline and (in async mode) the cooldown come from the model's
 latency measured on this machine (`metabonk_gym.think.calibrate`, cached per model, game and
-machine). `close_venv` stops the server with the envs. The run's `config.yaml` keeps the entry
+machine), scaled by the slots on a CPU-only server (`ThinkServer.timing`). `close_venv` stops the server with the envs. The run's `config.yaml` keeps the entry
 as written (no port), so a resume starts a new server; where no trainer serves it (`eval`,
 `play`, a probe) the entry is an in-process model in each env (`serve` is dropped).
 Why: each env worker loading its own copy would hold n models and n prompt caches on the same
@@ -34,7 +34,12 @@ from typing import Any
 
 import gymnasium as gym
 
-from metabonk_gym.think.calibrate import Calibration, calibrate_model, warm_up_slots
+from metabonk_gym.think.calibrate import (
+    Calibration,
+    calibrate_model,
+    think_timing,
+    warm_up_slots,
+)
 from metabonk_gym.think.engines import OpenAIEngine
 from metabonk_gym.think.models import resolve_model
 from metabonk_gym.think.serve import ServerProcess
@@ -110,19 +115,28 @@ class ThinkServer:
         finally:
             env.close()
 
-    def timing(self, found: Calibration) -> dict[str, Any]:
-        """`timeout_s` and (async mode) `cooldown_steps` of `found` for the keys the entry
-        leaves out."""
+    def timing(self, found: Calibration, cpu_only: bool = True) -> dict[str, Any]:
+        """`timeout_s` and (async mode) `cooldown_steps` for the keys the entry leaves out: the
+        calibration's rule (`think_timing`) on its latency, times the slots when the server
+        decodes on the CPU (`cpu_only`): there one answer shares the cores with up to n-1
+        others, and decoding n sequences in one pass costs nearly n times one
+        (docs/thinking.md, "Benchmark"); measured here, 4 BonkQuest envs on one server
+        answered in 9 s at a p50 of 1.3-3.2 s alone, and a third of the calls missed the
+        single-stream deadline."""
         wanted = ["timeout_s"] + (["cooldown_steps"] if self.spec.get("mode") == "async" else [])
+        scale = self.n_envs if cpu_only else 1
+        latency = dataclasses.replace(
+            found.latency, p50_s=found.latency.p50_s * scale, p95_s=found.latency.p95_s * scale
+        )
         log.info(
-            "think server: %s p50 %.2f s (%s) -> timeout %.1f s, cooldown %d steps",
+            "think server: %s p50 %.2f s alone (%s), x%d slots -> %s",
             self.model_path.name,
             found.latency.p50_s,
             "cached" if found.cached else "measured",
-            found.timing.timeout_s,
-            found.timing.cooldown_steps,
+            scale,
+            think_timing(latency, self.frameskip),
         )
-        timing = dataclasses.asdict(found.timing)
+        timing = dataclasses.asdict(think_timing(latency, self.frameskip))
         return {key: timing[key] for key in wanted if key not in self.spec}
 
     def start(self, cfg: Any) -> Any:
@@ -130,7 +144,6 @@ class ThinkServer:
         with the game's system prompt (outside any think deadline, as `warm_up` does in
         process); returns `cfg` with the served entry replaced by the envs' client entry."""
         found = self.calibrate()
-        timing = self.timing(found)
         threads = 1 if (os.cpu_count() or 1) <= 4 else None  # spin-waiting threads, see serve
         self.process = ServerProcess(
             self.model_path,
@@ -141,7 +154,11 @@ class ThinkServer:
             n_ctx=int(self.spec.get("n_ctx") or SLOT_CTX),
             n_threads=threads,
             n_threads_batch=threads,
+            n_gpu_layers=self.spec.get("n_gpu_layers"),
         )
+        cmd = self.process.cmd
+        cpu_only = cmd[cmd.index("--n-gpu-layers") + 1] == "0"
+        timing = self.timing(found, cpu_only)
         try:
             url = self.process.start()
             client = OpenAIEngine(url, response_format=self.process.response_format)
