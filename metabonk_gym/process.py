@@ -20,7 +20,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import faulthandler
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -33,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from metabonk_gym.errors import MetabonkError
 
@@ -306,6 +309,93 @@ class ChildProcess:
     def __repr__(self) -> str:
         state = "running" if self.alive else f"exited {self.returncode}"
         return f"ChildProcess({self.name!r}, pid={self.pid}, {state})"
+
+
+#: The most of a child's stack `CrashStack.text` keeps (its end: the innermost frames of each
+#: thread come first in faulthandler's dump, the main thread last).
+CRASH_STACK_CHARS = 8000
+_crash_writer: Any = None  # the writer end `record_crash_stack` keeps open in a child
+
+
+def record_crash_stack(writer: Any) -> None:
+    """Call first in a child that a `CrashStack` watches: on a fatal signal (SIGSEGV, SIGABRT,
+    SIGBUS, SIGILL, SIGFPE), and on SIGUSR1, faulthandler writes every thread's Python stack
+    into `writer` (the `CrashStack`'s), which stays open for the life of the process."""
+    global _crash_writer
+    _crash_writer = writer
+    faulthandler.enable(file=writer.fileno(), all_threads=True)
+    faulthandler.register(signal.SIGUSR1, file=writer.fileno(), all_threads=True)
+
+
+class CrashStack:
+    """Where a multiprocessing child died of a fatal signal, or where it hangs: its faulthandler
+    writes every thread's Python stack into a pipe whose other end this object reads.
+
+    Without it a worker that crashes in C code (an emulator core) is reported only as "killed by
+    SIGSEGV", and the stack faulthandler prints goes to a stderr nobody keeps (a test worker's).
+    Pass `writer` to the child, which calls `record_crash_stack(writer)` first; call `started()`
+    once the child runs, `text()` once it is gone, `dump(pid)` before killing one that hangs.
+
+    Args:
+        ctx: the multiprocessing context that starts the child (a `Pipe` of it reaches spawned
+            and forkserver children too).
+
+    >>> import multiprocessing
+    >>> def crash(writer):
+    ...     record_crash_stack(writer)
+    ...     os.kill(os.getpid(), signal.SIGSEGV)
+    >>> ctx = multiprocessing.get_context("fork")
+    >>> stack = CrashStack(ctx)
+    >>> child = ctx.Process(target=crash, args=(stack.writer,))
+    >>> child.start(); stack.started(); child.join()
+    >>> child.exitcode, "Segmentation fault" in stack.text(), "in crash" in stack.text()
+    (-11, True, True)
+    >>> stack.close()
+    """
+
+    def __init__(self, ctx: Any) -> None:
+        self._reader, self.writer = ctx.Pipe(duplex=False)
+        self._data = b""
+
+    def started(self) -> None:
+        """The child has its end now: close this process's copy (else nothing reads as ended)."""
+        with contextlib.suppress(OSError):
+            self.writer.close()
+
+    def _read(self, wait_s: float = 0.0) -> None:
+        """Take what the child wrote; wait up to `wait_s` for the first of it."""
+        if self._reader.closed:
+            return
+        fd = self._reader.fileno()
+        deadline = time.monotonic() + wait_s
+        while len(self._data) < 4 * CRASH_STACK_CHARS:
+            timeout = max(0.0, deadline - time.monotonic()) if not self._data else 0.05
+            if not select.select([fd], [], [], timeout)[0]:
+                return
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            self._data += chunk
+
+    def text(self) -> str:
+        """The stack the child wrote ("" when it wrote none: it exited, or was SIGKILLed)."""
+        self._read()
+        return self._data.decode(errors="replace").strip()[-CRASH_STACK_CHARS:]
+
+    def dump(self, pid: int, wait_s: float = 1.0) -> str:
+        """Ask the live child `pid` where it is (SIGUSR1) and return its stack; call it only
+        before killing the child (one that has not called `record_crash_stack` yet dies of it)."""
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGUSR1)
+            self._read(wait_s)
+        return self.text()
+
+    def close(self) -> None:
+        """Keep what was read (for `text()`) and close the pipe."""
+        self._read()
+        for conn in (self._reader, self.writer):
+            with contextlib.suppress(OSError):
+                conn.close()
 
 
 def live_children() -> list[ChildProcess]:

@@ -47,7 +47,7 @@ from gymnasium.vector.utils import (
 )
 
 from metabonk_gym.errors import EnvWorkerError
-from metabonk_gym.process import die_with_parent
+from metabonk_gym.process import CrashStack, die_with_parent, record_crash_stack
 from metabonk_gym.vector.worker import (
     BOOL,
     FLOAT,
@@ -86,12 +86,21 @@ class VectorEnvClosedError(ClosedEnvironmentError, RuntimeError):
 class _WorkerHandle:
     """The main process's end of one worker: its process, pipes and envs."""
 
-    def __init__(self, index: int, env_ids: list[int], process: Any, commands: Any, reply: Any):
+    def __init__(
+        self,
+        index: int,
+        env_ids: list[int],
+        process: Any,
+        commands: Any,
+        reply: Any,
+        stack: CrashStack,
+    ):
         self.index = index
         self.env_ids = env_ids
         self.process = process
         self.commands = commands
         self.reply = reply
+        self.stack = stack  # where it died of a fatal signal, or hung (faulthandler's)
 
     def describe(self) -> str:
         envs = ", ".join(map(str, self.env_ids))
@@ -290,16 +299,18 @@ class VecEngine:
                 )
                 cmd_r, cmd_w = ctx.Pipe(duplex=False)
                 rep_r, rep_w = ctx.Pipe(duplex=False)
+                stack = CrashStack(ctx)
                 process = ctx.Process(
                     target=run_worker,
-                    args=(spec, b, cmd_r, rep_w, done_w),
+                    args=(spec, b, cmd_r, rep_w, done_w, stack.writer),
                     name=f"metabonk-vec-{w}",
                     daemon=daemon,
                 )
                 process.start()
                 cmd_r.close()
                 rep_w.close()
-                self._workers.append(_WorkerHandle(w, ids, process, cmd_w, rep_r))
+                stack.started()
+                self._workers.append(_WorkerHandle(w, ids, process, cmd_w, rep_r, stack))
                 for local, i in enumerate(ids):
                     self._worker_of[i] = w
                     self._local_of[i] = local
@@ -364,16 +375,21 @@ class VecEngine:
         """Build one env in a short-lived process and return its spaces, spec and metadata
         (an emulator allows one instance per process, so never in this one)."""
         rd, wr = ctx.Pipe(duplex=False)
+        stack = CrashStack(ctx)
         process = ctx.Process(
-            target=_describe_env, args=(env_fn, wr, _parent_pid(ctx)), daemon=True
+            target=_describe_env,
+            args=(env_fn, wr, _parent_pid(ctx), stack.writer),
+            daemon=True,
         )
         process.start()
         wr.close()
+        stack.started()
         try:
             if not rd.poll(START_TIMEOUT_S):
                 raise EnvWorkerError(
                     f"building the first env took over {START_TIMEOUT_S:.0f} s; "
                     "check that its game or emulator answers"
+                    + _stack_note("its stack then", stack.dump(process.pid))
                 )
             try:
                 status, value = pickle.loads(rd.recv_bytes())
@@ -381,6 +397,7 @@ class VecEngine:
                 process.join(1.0)
                 raise EnvWorkerError(
                     f"the process building the first env died (exit code {process.exitcode})"
+                    + _stack_note("where it died", stack.text())
                 ) from None
             if status == "error":
                 _raise_worker_error(value, "building the first env")
@@ -390,12 +407,18 @@ class VecEngine:
             process.join(5.0)
             if process.is_alive():
                 process.kill()
+            stack.close()
 
     # waiting ------------------------------------------------------------------------------
     def _fail(self, message: str) -> EnvWorkerError:
-        """Close everything and return the error to raise."""
+        """Close everything and return the error to raise, with the Python stack of each worker
+        that died of a fatal signal or hung (`close` asks a hung one before killing it)."""
         self.close(timeout_s=2.0)
-        return EnvWorkerError(f"{message} (the vector env is closed)")
+        notes = "".join(
+            _stack_note(f"{handle.describe()}: where it died or hung", handle.stack.text())
+            for handle in self._workers
+        )
+        return EnvWorkerError(f"{message} (the vector env is closed){notes}")
 
     def _read_completions(self, deadline: float, what: str, soft: float | None = None) -> None:
         """Block until at least one pending env completes (or fail at the deadline; at `soft`,
@@ -826,8 +849,10 @@ class VecEngine:
         for handle in self._workers:
             handle.process.join(max(0.0, deadline - time.monotonic()))
             if handle.process.is_alive():
+                handle.stack.dump(handle.process.pid, wait_s=0.5)  # where it hangs
                 handle.process.kill()
                 handle.process.join(2.0)
+            handle.stack.close()  # keeps what the worker wrote, for `_fail`
             for conn in (handle.commands, handle.reply):
                 with contextlib.suppress(OSError):
                     conn.close()
@@ -924,8 +949,17 @@ def declared_info_names(env: gym.Env) -> list[str]:
     return names
 
 
-def _describe_env(env_fn: Callable[[], gym.Env], conn: Any, parent: int) -> None:
+def _stack_note(what: str, stack: str) -> str:
+    """A crash stack (`CrashStack.text`) to append to an error message ("" for none)."""
+    if not stack:
+        return ""
+    return f"\n{what} (faulthandler, most recent call first):\n{stack}"
+
+
+def _describe_env(env_fn: Callable[[], gym.Env], conn: Any, parent: int, crash: Any = None) -> None:
     """Run in a short-lived process: build one env and send back its spaces and spec."""
+    if crash is not None:
+        record_crash_stack(crash)  # a fatal signal while building it: its stack reaches the parent
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent or os.getppid())
     try:

@@ -36,7 +36,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import read_from_shared_memory, write_to_shared_memory
 
-from metabonk_gym.process import die_with_parent
+from metabonk_gym.process import die_with_parent, record_crash_stack
 from metabonk_gym.vector.view import mark_worker
 
 #: The command byte of a step; the bytes after it are the local indices of the envs to step.
@@ -55,6 +55,34 @@ def dumps(obj: Any) -> bytes:
         return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:
         return cloudpickle.dumps(obj)
+
+
+def _all_arrays(views: Any) -> bool:
+    """True when every leaf of a `read_from_shared_memory` result is an array view."""
+    if isinstance(views, dict):
+        return all(_all_arrays(v) for v in views.values())
+    if isinstance(views, tuple):
+        return all(_all_arrays(v) for v in views)
+    return isinstance(views, np.ndarray)
+
+
+def _write_row(views: Any, index: int, value: Any) -> None:
+    """Write one env's observation into row `index` of shared array views (a Dict or Tuple of
+    them), cast as gymnasium's `write_to_shared_memory` casts.
+
+    >>> rows = {"a": np.zeros((2, 2), np.int32), "b": (np.zeros((2,), np.float32),)}
+    >>> _write_row(rows, 1, {"a": [3, 4], "b": (np.float64(0.5),)})
+    >>> rows["a"].tolist(), rows["b"][0].tolist()
+    ([[0, 0], [3, 4]], [0.0, 0.5])
+    """
+    if isinstance(views, dict):
+        for key, view in views.items():
+            _write_row(view, index, value[key])
+    elif isinstance(views, tuple):
+        for view, item in zip(views, value):
+            _write_row(view, index, item)
+    else:
+        views[index] = np.reshape(value, views.shape[1:])
 
 
 def shareable(space: gym.Space) -> bool:
@@ -173,6 +201,10 @@ class _Worker:
             self.actions = read_from_shared_memory(self.envs[0].action_space, buffers.actions, n)
         self.flat_actions = isinstance(self.actions, np.ndarray)
         self.shared_obs = spec.shared_obs
+        self.obs_rows: Any = None  # views of the shared observations, one row per env
+        if self.shared_obs:
+            rows = read_from_shared_memory(single_obs, buffers.observations, n)
+            self.obs_rows = rows if _all_arrays(rows) else None
         self.all_infos = spec.all_infos
         self.rewards = np.frombuffer(buffers.rewards.get_obj(), np.float64)
         self.terminations = np.frombuffer(buffers.terminations.get_obj(), np.bool_)
@@ -242,6 +274,15 @@ class _Worker:
         self.term_totals[i] = {}
         return final
 
+    def _write_obs(self, gid: int, obs: Any) -> None:
+        """Env `gid`'s observation into shared memory: through views made once (a Dict of five
+        keys cost 30 us a step through gymnasium's `write_to_shared_memory`, 2 us so), else
+        gymnasium's writer (spaces whose shared form is no array, e.g. Text)."""
+        if self.obs_rows is None:
+            write_to_shared_memory(self.obs_space, gid, obs, self.observations)
+        else:
+            _write_row(self.obs_rows, gid, obs)
+
     # commands ---------------------------------------------------------------------------------
     def step(self, local: list[int], each: bool = True, actions: list[Any] | None = None) -> None:
         mode = self.spec.autoreset
@@ -277,7 +318,7 @@ class _Worker:
                         self.needs_reset[i] = mode is AutoresetMode.NEXT_STEP
                 self.last_infos[i] = info
                 if self.shared_obs:
-                    write_to_shared_memory(self.obs_space, gid, obs, self.observations)
+                        self._write_obs(gid, obs)
                 else:
                     payload["obs"] = obs
                 self.rewards[gid] = float(reward)
@@ -307,7 +348,7 @@ class _Worker:
             self.term_totals[i] = {}
             self.last_infos[i] = info
             if self.shared_obs:
-                write_to_shared_memory(self.obs_space, self.ids[i], obs, self.observations)
+                self._write_obs(self.ids[i], obs)
                 obs = None
             replies.append((info, obs))
         return replies
@@ -383,9 +424,17 @@ def pickled_error(exc: BaseException) -> tuple[bytes | None, str, str]:
 
 
 def run_worker(
-    spec: WorkerSpec, buffers: SharedBuffers, commands: Any, reply: Any, done: Any
+    spec: WorkerSpec,
+    buffers: SharedBuffers,
+    commands: Any,
+    reply: Any,
+    done: Any,
+    crash: Any = None,
 ) -> None:
-    """The worker process's main function (see the module docstring)."""
+    """The worker process's main function (see the module docstring). `crash`: the writer end
+    of the engine's `CrashStack` for this worker (its stack if it dies of a fatal signal)."""
+    if crash is not None:
+        record_crash_stack(crash)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     die_with_parent(spec.parent_pid or os.getppid())  # 0: forkserver (its server is the parent)
     mark_worker()  # a live viewer reads these envs through the engine, never on their own
