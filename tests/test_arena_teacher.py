@@ -81,3 +81,74 @@ def test_ram_features_one_hot_and_bad_input(make_env) -> None:
         RamFeatures(make_env(ARENA), one_hot={"level": 2})
     with pytest.raises(ConfigError, match="wrapper ram_features has no option 'onehot'"):
         normalize_wrappers([{"name": "ram_features", "onehot": {}}])
+
+
+def test_dagger_emphasis_weighs_the_menus_samples(tmp_path) -> None:
+    """`DaggerSettings.emphasis` records a weight per sample (the factor while the named info
+    variable is nonzero) and `fit` counts a sample's cross-entropy by it: a label on 2% of the
+    samples, weighted 1000x, becomes the policy's usual prediction; unweighted it is not."""
+    import torch
+
+    from metabonk_gym.training.dagger import DaggerSettings, fit, train_dagger
+    from metabonk_gym.training.envs import stacked_space
+
+    settings = DaggerSettings(
+        teacher_episodes=1,
+        rounds=0,
+        epochs_first=1,
+        epochs_round=1,
+        max_steps=1200,
+        emphasis={"menu_open": 7.0},
+    )
+    run = tmp_path / "run"
+    train_dagger(
+        ARENA,
+        run,
+        settings=settings,
+        overrides={"wrappers": MENU, "net_arch": [16], "seed": 0},
+        log=lambda _: None,
+    )
+    with np.load(run / "data" / "round_000.npz") as data:
+        obs, labels, weights = data["obs"], data["labels"], data["weights"]
+    menu = obs[:, 3] > 0  # the state vector's menu_open
+    assert menu.any() and (~menu).any()
+    assert set(weights[menu].tolist()) == {7.0} and set(weights[~menu].tolist()) == {1.0}
+    with pytest.raises(ConfigError, match="emphasis of menu_open"):
+        DaggerSettings(emphasis={"menu_open": 0.0}).check()
+
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from metabonk_gym.training.policies import make_ppo
+    from metabonk_gym.training.safeload import SpacesEnv
+
+    cfg = resolve_config(ARENA, overrides={"wrappers": MENU, "net_arch": [16], "seed": 0})
+    env = make_training_env(ARENA, cfg)
+    space = stacked_space(env.observation_space, cfg.frame_stack)
+    venv = DummyVecEnv([lambda: SpacesEnv(space, env.action_space)])
+    env.close()
+    rare = 9  # A: pressed in menus only
+    y = labels.copy()
+    y[y == rare] = 0
+    few = np.random.default_rng(0).random(len(y)) < 0.02
+    y[few] = rare  # the rare label on 2% of the samples, at random: only its weight can matter
+
+    def predicted_share(sample_weights: np.ndarray | None) -> float:
+        torch.manual_seed(0)
+        model = make_ppo(cfg, venv)
+        fit(
+            model,
+            space,
+            obs,
+            y,
+            epochs=3,
+            batch_size=64,
+            learning_rate=1e-2,
+            seed=0,
+            weights=sample_weights,
+        )
+        with torch.no_grad():
+            logits = model.policy.get_distribution(torch.as_tensor(obs)).distribution.logits
+            return float((logits.argmax(dim=1) == rare).float().mean())
+
+    heavy = np.where(few, 1000.0, 1.0).astype(np.float32)
+    assert predicted_share(heavy) > 0.5 > predicted_share(None)

@@ -65,6 +65,9 @@ class DaggerSettings:
         max_steps: an episode's step limit while collecting (None: the config's).
         position: the info variables [row, col] of the agent's cell on the observation's grid,
             recorded with every sample to train a locator (`EgoCellCNN`); empty: none.
+        emphasis: info variables that weigh a sample's loss by the factor while they are
+            nonzero (rare states whose decision decides the game, e.g. `{"menu_open": 10}` for a
+            level-up menu that is 3% of the samples); weights are recorded with the samples.
     """
 
     teacher_episodes: int = 60
@@ -80,6 +83,7 @@ class DaggerSettings:
     starts: list[str] = field(default_factory=list)
     max_steps: int | None = None
     position: list[str] = field(default_factory=list)
+    emphasis: dict[str, float] = field(default_factory=dict)
 
     def check(self) -> None:
         """`ConfigError` for a setting out of range."""
@@ -93,6 +97,9 @@ class DaggerSettings:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"DAgger {name} must be in [0, 1], not {value}")
+        for name, factor in self.emphasis.items():
+            if not 0.0 < float(factor) <= 1000.0:
+                raise ConfigError(f"DAgger emphasis of {name} must be in (0, 1000], not {factor}")
 
 
 def mix_probability(beta: float, round_index: int) -> float:
@@ -138,6 +145,22 @@ class Episode:
     length: int
     variables: dict[str, float]
     cells: np.ndarray | None = None
+    weights: np.ndarray | None = None
+
+
+def sample_weight(info: Mapping[str, Any], emphasis: Mapping[str, float]) -> float:
+    """The loss weight of a sample whose info is `info`: the product of the `emphasis` factors
+    of the variables that are nonzero (1.0 when none is, or the env does not report it).
+
+    >>> sample_weight({"menu_open": 1, "hp": 3}, {"menu_open": 10.0}), sample_weight({}, {"menu_open": 10.0})
+    (10.0, 1.0)
+    """
+    weight = 1.0
+    for name, factor in emphasis.items():
+        value = info.get(name)
+        if isinstance(value, (int, float, np.integer, np.floating)) and value != 0:
+            weight *= float(factor)
+    return weight
 
 
 class PolicyActor:
@@ -184,11 +207,13 @@ def collect(
     max_steps: int | None = None,
     on_episode: Callable[[Episode], None] | None = None,
     position: Sequence[str] = (),
+    emphasis: Mapping[str, float] | None = None,
 ) -> list[Episode]:
     """Play `episodes` episodes (reset seeds `seed + i`), labelling each state with the teacher's
     action. The teacher acts when `actor` is None (or with probability `mix`), else the actor;
     then `noise` replaces the action by a random one. Episode i starts in `starts[i % len]`.
-    `position` names the info variables (row, col) of the agent's cell, kept per sample."""
+    `position` names the info variables (row, col) of the agent's cell, kept per sample;
+    `emphasis` weighs samples (`sample_weight`), kept per sample."""
     rng = np.random.default_rng(seed)
     n_actions = int(env.action_space.n)  # type: ignore[attr-defined]
     executed = getattr(teacher, "executed", None)
@@ -202,6 +227,7 @@ def collect(
         xs: list[np.ndarray] = []
         ys: list[int] = []
         cells: list[int] = []
+        weights: list[float] = []
         steps = 0
         while True:
             label = int(teacher.act(obs, info))
@@ -209,6 +235,8 @@ def collect(
             ys.append(label)
             if position:
                 cells.append(grid_cell(info, position, np.shape(obs)))
+            if emphasis:
+                weights.append(sample_weight(info, emphasis))
             action = label if actor is None or rng.random() < mix else actor(stacked)
             if noise > 0.0 and rng.random() < noise:
                 action = int(rng.integers(n_actions))
@@ -231,6 +259,7 @@ def collect(
             length=steps,
             variables=variables,
             cells=np.asarray(cells, dtype=np.int64) if position else None,
+            weights=np.asarray(weights, dtype=np.float32) if emphasis else None,
         )
         out.append(episode)
         if on_episode is not None:
@@ -265,11 +294,13 @@ def fit(
     seed: int,
     max_grad_norm: float = 0.5,
     cells: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
 ) -> dict[str, float]:
     """Cross-entropy of the policy's action distribution to the labels, `epochs` passes of Adam;
     returns the last epoch's loss and the accuracy on the training and held-out (5%) samples.
     With `cells` (the agent's cell per sample, -1 unknown), a locator-bearing extractor
-    (`EgoCellCNN`) also learns to find the agent (`locator_loss`, added to the loss)."""
+    (`EgoCellCNN`) also learns to find the agent (`locator_loss`, added to the loss). With
+    `weights` (per sample), each sample's cross-entropy counts by its weight."""
     import torch
 
     from metabonk_gym.training.egocells import EgoCellCNN, locator_loss
@@ -292,7 +323,12 @@ def fit(
             idx = train[start : start + batch_size]
             logits = actor.logits(x[idx])
             target = torch.as_tensor(y[idx], device=policy.device)
-            loss = torch.nn.functional.cross_entropy(logits, target)
+            if weights is None:
+                loss = torch.nn.functional.cross_entropy(logits, target)
+            else:
+                weight = torch.as_tensor(weights[idx], device=policy.device)
+                each = torch.nn.functional.cross_entropy(logits, target, reduction="none")
+                loss = (each * weight).sum() / weight.sum()
             if locate:
                 known = cells[idx] >= 0  # type: ignore[index]
                 if known.any():
@@ -330,6 +366,12 @@ def _episode_cells(episode: Episode) -> np.ndarray:
     return episode.cells
 
 
+def _episode_weights(episode: Episode) -> np.ndarray:
+    if episode.weights is None:
+        return np.ones(len(episode.labels), dtype=np.float32)
+    return episode.weights
+
+
 def _save_round(path: Path, episodes: Sequence[Episode]) -> None:
     buffer = io.BytesIO()
     np.savez(
@@ -337,21 +379,24 @@ def _save_round(path: Path, episodes: Sequence[Episode]) -> None:
         obs=np.concatenate([e.obs for e in episodes]),
         labels=np.concatenate([e.labels for e in episodes]),
         cells=np.concatenate([_episode_cells(e) for e in episodes]),
+        weights=np.concatenate([_episode_weights(e) for e in episodes]),
     )
     atomic_write_bytes(path, buffer.getvalue())
 
 
 def _load_rounds(
     folder: Path, upto: int
-) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-    xs, ys, cs = [], [], []
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    xs, ys, cs, ws = [], [], [], []
     for k in range(upto):
         with np.load(folder / f"round_{k:03d}.npz", allow_pickle=False) as data:
             xs.append(data["obs"])
             ys.append(data["labels"])
             cells = data["cells"] if "cells" in data.files else None
             cs.append(cells if cells is not None else np.full(len(ys[-1]), -1, dtype=np.int64))
-    return xs, ys, cs
+            weights = data["weights"] if "weights" in data.files else None
+            ws.append(weights if weights is not None else np.ones(len(ys[-1]), dtype=np.float32))
+    return xs, ys, cs, ws
 
 
 def train_dagger(
@@ -414,7 +459,7 @@ def train_dagger(
             run.write_state(env_id=env_id, algo="dagger", status="running", dagger=asdict(settings))
         data = run.path / "data"
         data.mkdir(exist_ok=True)
-        xs, ys, cs = _load_rounds(data, done)
+        xs, ys, cs, ws = _load_rounds(data, done)
         actor = PolicyActor(model, space)
         total = settings.rounds + 1
         stats: dict[str, Any] = {}
@@ -431,6 +476,7 @@ def train_dagger(
                     starts=settings.starts,
                     max_steps=settings.max_steps,
                     position=settings.position,
+                    emphasis=settings.emphasis,
                 )
             else:
                 model.policy.set_training_mode(False)
@@ -445,13 +491,16 @@ def train_dagger(
                     mix=mix_probability(settings.beta, k),
                     max_steps=settings.max_steps,
                     position=settings.position,
+                    emphasis=settings.emphasis,
                 )
             _save_round(data / f"round_{k:03d}.npz", episodes)
             xs.append(np.concatenate([e.obs for e in episodes]))
             ys.append(np.concatenate([e.labels for e in episodes]))
             cs.append(np.concatenate([_episode_cells(e) for e in episodes]))
+            ws.append(np.concatenate([_episode_weights(e) for e in episodes]))
             steps = sum(e.length for e in episodes)
             x, y, c = np.concatenate(xs), np.concatenate(ys), np.concatenate(cs)
+            w = np.concatenate(ws)
             fitted = fit(
                 model,
                 space,
@@ -462,6 +511,7 @@ def train_dagger(
                 learning_rate=settings.learning_rate,
                 seed=cfg.seed + k,
                 cells=c if settings.position else None,
+                weights=w if settings.emphasis else None,
             )
             env_steps += steps
             wall += time.monotonic() - started
