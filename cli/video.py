@@ -108,6 +108,12 @@ def idm_command(
     augment: bool = typer.Option(True, "--augment/--no-augment", help="Augment frames."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+    pool: str = typer.Option(
+        "max", "--pool", help="max, or max+mean: also whole-screen motion (a scrolling camera)."
+    ),
+    lr_schedule: str = typer.Option(
+        "constant", "--lr-schedule", help="constant, or cosine: decay the rate to 0 by the end."
+    ),
 ) -> None:
     """An inverse dynamics model: the action between two frames, from datasets with actions."""
     check_number("--window", window, 0, 16, integer=True)
@@ -129,6 +135,8 @@ def idm_command(
         augment=augment,
         seed=seed,
         log=err_console.print,
+        pool=pool,
+        lr_schedule=lr_schedule,
     )
     _print(result.to_dict(), as_json)
     console.print(f"TensorBoard: tensorboard --logdir {Path(out) / 'tensorboard'}")
@@ -244,7 +252,13 @@ def bench_video(
     seeds: int = typer.Option(3, "--seeds", min=1, help="Megabonk: seeds (median and worst)."),
     episode_steps: int = typer.Option(150, "--episode-steps", min=8, help="Megabonk: steps."),
     bc_epochs: int = typer.Option(30, "--bc-epochs", min=1, help="Megabonk: BC epochs."),
-    eval_episodes: int = typer.Option(5, "--eval-episodes", min=1, help="Megabonk: BC eval."),
+    eval_episodes: int = typer.Option(
+        24,
+        "--eval-episodes",
+        min=1,
+        help="Megabonk: BC eval episodes per policy (a fresh sim of one seed each).",
+    ),
+    pool: str = typer.Option("max+mean", "--pool", help="Megabonk: the IDM's pooling."),
     eval_steps: int = typer.Option(
         1800,
         "--eval-steps",
@@ -289,6 +303,7 @@ def bench_video(
             log=err_console.print,
             downscale=frame_downscale,
             window=window,
+            pool=pool,
         )
         console.print_json(json.dumps(figures, default=str))
         if out is not None:

@@ -367,6 +367,24 @@ def test_bench_video_megabonk_runs_small(tmp_path: Path):
     # the eval cap (8 steps of 4 ticks): every policy's survival is within it
     assert 0 < figures["teacher_survival"]["median"] <= 8 * 4 / 60 + 1e-6
     assert figures["flow_psnr_t1"]["median"] > 0 and figures["copy_psnr_t2"]["median"] > 0
+    # the IDM pools the whole screen's mean and decays its rate; each policy's episodes listed
+    assert (figures["pool"], figures["lr_schedule"]) == ("max+mean", "cosine")
+    for row in figures["per_seed"]:
+        assert {k: len(v) for k, v in row["survival_per_episode"].items()} == {
+            "idm": 1,
+            "true": 1,
+            "random": 1,
+        }
+
+
+def test_idm_pool_and_schedule_are_checked(tmp_path: Path):
+    from metabonk_gym.training.errors import DatasetError
+    from metabonk_gym.video.idm import train_idm
+
+    for kwargs, flag in (({"pool": "avg"}, "--pool"), ({"lr_schedule": "step"}, "--lr-schedule")):
+        with pytest.raises(DatasetError, match=flag) as info:
+            train_idm(["test/none-v0"], tmp_path / "idm", **kwargs)
+        assert "\n" not in str(info.value)
 
 
 def _playing(seed: int = 5) -> Any:

@@ -1,14 +1,17 @@
 """The inverse dynamics model's network and its files: a state_dict and JSON metadata, no pickle.
 
 `IdmNet` reads a window of 2k+2 frames and the 2k+1 differences between neighbours (the motion
-the action caused) through three small batch-normalised convolutions and a max-pooled head, sized for a 2-core
-CPU. `save_model_files` writes `NAME.pt` (`torch.save` of the state_dict only) and `NAME.json`
+the action caused) through three small batch-normalised convolutions and a max-pooled head
+(optionally also the whole screen's mean, `pool="max+mean"`), sized for a 2-core CPU.
+`save_model_files` writes `NAME.pt` (`torch.save` of the state_dict only) and `NAME.json`
 (game, env id, observation spec, action space, window, training figures); `load_model_files`
 reads them back with `weights_only=True`, so a model file can hold tensors and nothing that runs.
 
 >>> import torch
 >>> net = IdmNet(frames=4, channels=1, n_actions=6)
 >>> net(torch.zeros(2, 4, 1, 20, 30, dtype=torch.uint8)).shape
+torch.Size([2, 6])
+>>> IdmNet(4, 1, 6, pool="max+mean")(torch.zeros(2, 4, 1, 20, 30, dtype=torch.uint8)).shape
 torch.Size([2, 6])
 """
 
@@ -38,12 +41,21 @@ class IdmNet(nn.Module):
         channels: channels per frame (1 grayscale, 3 RGB).
         n_actions: outputs.
         width: convolution channels.
+        pool: ``"max"`` (a 3x4 grid of maxima: where things are) or ``"max+mean"`` (also the
+            mean of each channel over the whole screen: motion that moves everything, such as
+            a scrolling camera, shows in every region alike and survives the mean, not the max).
     """
 
-    def __init__(self, frames: int, channels: int, n_actions: int, width: int = 32) -> None:
+    POOLS = ("max", "max+mean")
+
+    def __init__(
+        self, frames: int, channels: int, n_actions: int, width: int = 32, pool: str = "max"
+    ) -> None:
         super().__init__()
+        if pool not in self.POOLS:
+            raise ValueError(f"pool must be one of {', '.join(self.POOLS)}, not {pool!r}")
         inputs = frames * channels + (frames - 1) * channels
-        self.frames, self.channels = frames, channels
+        self.frames, self.channels, self.pool = frames, channels, pool
         self.conv = nn.Sequential(
             nn.Conv2d(inputs, width // 2, 4, stride=2, padding=1),
             nn.BatchNorm2d(width // 2),
@@ -54,10 +66,10 @@ class IdmNet(nn.Module):
             nn.Conv2d(width, width, 3, padding=1),
             nn.BatchNorm2d(width),
             nn.ReLU(),
-            nn.AdaptiveMaxPool2d((3, 4)),
-            nn.Flatten(),
         )
-        self.head = nn.Sequential(nn.Linear(width * 12, 128), nn.ReLU(), nn.Linear(128, n_actions))
+        self.max_pool = nn.Sequential(nn.AdaptiveMaxPool2d((3, 4)), nn.Flatten())
+        features = width * 12 + (width if pool == "max+mean" else 0)
+        self.head = nn.Sequential(nn.Linear(features, 128), nn.ReLU(), nn.Linear(128, n_actions))
 
     def forward(self, windows: torch.Tensor) -> torch.Tensor:
         """(B, F, C, H, W) uint8 or float in 0..255 -> (B, n_actions)."""
@@ -66,7 +78,11 @@ class IdmNet(nn.Module):
         parts = [x.reshape(b, f * c, h, w)]
         if f > 1:
             parts.append((x[:, 1:] - x[:, :-1]).reshape(b, (f - 1) * c, h, w) * 4.0)
-        return self.head(self.conv(torch.cat(parts, dim=1)))
+        maps = self.conv(torch.cat(parts, dim=1))
+        pooled = self.max_pool(maps)
+        if self.pool == "max+mean":
+            pooled = torch.cat([pooled, maps.mean(dim=(2, 3))], dim=1)
+        return self.head(pooled)
 
 
 def frames_tensor(frames: np.ndarray) -> torch.Tensor:
