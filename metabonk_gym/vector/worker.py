@@ -203,7 +203,10 @@ class _Worker:
         self.shared_obs = spec.shared_obs
         self.obs_rows: Any = None  # views of the shared observations, one row per env
         if self.shared_obs:
-            rows = read_from_shared_memory(single_obs, buffers.observations, n)
+            try:  # an env whose space differs from the engine's is refused after its reset
+                rows = read_from_shared_memory(single_obs, buffers.observations, n)
+            except (ValueError, TypeError):
+                rows = None
             self.obs_rows = rows if _all_arrays(rows) else None
         self.all_infos = spec.all_infos
         self.rewards = np.frombuffer(buffers.rewards.get_obj(), np.float64)
@@ -277,11 +280,15 @@ class _Worker:
     def _write_obs(self, gid: int, obs: Any) -> None:
         """Env `gid`'s observation into shared memory: through views made once (a Dict of five
         keys cost 30 us a step through gymnasium's `write_to_shared_memory`, 2 us so), else
-        gymnasium's writer (spaces whose shared form is no array, e.g. Text)."""
-        if self.obs_rows is None:
-            write_to_shared_memory(self.obs_space, gid, obs, self.observations)
-        else:
-            _write_row(self.obs_rows, gid, obs)
+        gymnasium's writer (spaces whose shared form is no array, e.g. Text, and an observation
+        of another shape, which gymnasium writes flat or refuses as it always did)."""
+        if self.obs_rows is not None:
+            try:
+                _write_row(self.obs_rows, gid, obs)
+                return
+            except (ValueError, TypeError, KeyError, IndexError):
+                pass
+        write_to_shared_memory(self.obs_space, gid, obs, self.observations)
 
     # commands ---------------------------------------------------------------------------------
     def step(self, local: list[int], each: bool = True, actions: list[Any] | None = None) -> None:
@@ -318,7 +325,7 @@ class _Worker:
                         self.needs_reset[i] = mode is AutoresetMode.NEXT_STEP
                 self.last_infos[i] = info
                 if self.shared_obs:
-                        self._write_obs(gid, obs)
+                    self._write_obs(gid, obs)
                 else:
                     payload["obs"] = obs
                 self.rewards[gid] = float(reward)
