@@ -311,6 +311,41 @@ class ChildProcess:
         return f"ChildProcess({self.name!r}, pid={self.pid}, {state})"
 
 
+#: Native modules after whose use a child forked from this process can crash in their code: a
+#: fork copies their threads' data but not the threads (gRPC's pollers). Seen in CI: both workers
+#: of `metabonk curriculum --swarm`, forked by a test process that had run Ray tests before, died
+#: of SIGSEGV in gRPC's `pollset_shutdown` inside `ray/_raylet.so` (the kernel log) while starting.
+#: Ray does not support fork after it ran, nor gRPC without its fork support.
+FORK_UNSAFE_MODULES = ("ray._raylet", "grpc._cython.cygrpc")
+
+
+def fork_unsafe_module() -> str | None:
+    """The first of `FORK_UNSAFE_MODULES` this process has loaded (None: none is).
+
+    >>> fork_unsafe_module() is None or fork_unsafe_module() in FORK_UNSAFE_MODULES
+    True
+    """
+    return next((name for name in FORK_UNSAFE_MODULES if name in sys.modules), None)
+
+
+def worker_start_method(preferred: str | None = None) -> str:
+    """The multiprocessing start method for worker processes: `preferred` (default `fork` where
+    there is one, else `spawn`), except that `fork` becomes `forkserver` once this process has
+    loaded a fork-unsafe module (`fork_unsafe_module`): the workers are then forked by a server
+    process started fresh, which never ran that module.
+
+    >>> worker_start_method("spawn")
+    'spawn'
+    """
+    import multiprocessing
+
+    methods = multiprocessing.get_all_start_methods()
+    method = preferred or ("fork" if "fork" in methods else "spawn")
+    if method == "fork" and fork_unsafe_module() is not None:
+        return "forkserver" if "forkserver" in methods else "spawn"
+    return method
+
+
 #: The most of a child's stack `CrashStack.text` keeps (its end: the innermost frames of each
 #: thread come first in faulthandler's dump, the main thread last).
 CRASH_STACK_CHARS = 8000

@@ -47,7 +47,12 @@ from gymnasium.vector.utils import (
 )
 
 from metabonk_gym.errors import EnvWorkerError
-from metabonk_gym.process import CrashStack, die_with_parent, record_crash_stack
+from metabonk_gym.process import (
+    CrashStack,
+    die_with_parent,
+    record_crash_stack,
+    worker_start_method,
+)
 from metabonk_gym.vector.worker import (
     BOOL,
     FLOAT,
@@ -66,10 +71,6 @@ from metabonk_gym.vector.worker import (
 START_TIMEOUT_S = 120.0
 #: How often a wait for a step checks that every worker is alive.
 LIVENESS_S = 0.25
-
-
-def _fork_or_spawn() -> str:
-    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
 def _parent_pid(ctx: Any) -> int:
@@ -137,7 +138,9 @@ class VecEngine:
             always arrives whole; `last_infos()` fetches the whole latest info of any env.
         context: the multiprocessing start method (default `fork` where there is one: workers
             start in milliseconds; `spawn` where this process holds threads that fork would copy
-            in a bad state).
+            in a bad state). `fork` becomes `forkserver` in a process that has loaded Ray's core
+            or gRPC (`metabonk_gym.process.worker_start_method`: a forked worker can crash in
+            their code).
         step_timeout_s: the longest a step may take before its worker counts as hung.
         call_timeout_s: the same for resets and `call`s.
         spaces: the (observation, action) space of one env where the caller knows them;
@@ -209,7 +212,8 @@ class VecEngine:
         # observations that travel through the pipes (spaces shared memory cannot hold)
         self.obs_items: list[Any] = [None] * self.num_envs
         self.final_obs_items: list[Any] = [None] * self.num_envs
-        ctx = multiprocessing.get_context(context or _fork_or_spawn())
+        # fork, unless this process loaded a library a forked child can crash in (Ray's core)
+        ctx = multiprocessing.get_context(worker_start_method(context))
         try:
             self._start(env_fns, envs_per_worker, ctx, spaces, requested, shared_memory, daemon)
         except BaseException:
