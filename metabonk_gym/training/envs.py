@@ -266,8 +266,9 @@ def make_train_venv(
     clients per worker), then `VecMonitor` and `VecFrameStack` per `cfg`. `env_spaces` (from
     `probe_env`) spares building an env just to learn them; `info_keys` are info keys a callback
     reads every step, beside `TRAIN_INFO_KEYS`."""
-    from stable_baselines3.common.vec_env import VecFrameStack, VecMonitor
+    from stable_baselines3.common.vec_env import VecMonitor
 
+    from metabonk_gym.training.framestack import LeanFrameStack
     from metabonk_gym.training.vecenv import SharedMemoryVecEnv
 
     count = n_envs if n_envs is not None else cfg.n_envs
@@ -290,7 +291,7 @@ def make_train_venv(
     bind_views(env_fns, venv.engine)
     venv = VecMonitor(venv)
     if cfg.frame_stack > 1:
-        venv = VecFrameStack(venv, cfg.frame_stack, channels_order="last")
+        venv = LeanFrameStack(venv, cfg.frame_stack, channels_order="last")  # as VecFrameStack
     return venv
 
 
