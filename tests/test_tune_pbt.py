@@ -187,6 +187,30 @@ def test_a_bad_pbt_file_is_a_one_line_error(tmp_path: Path) -> None:
     assert "did you mean 'learning_rate'" in cli.output and not (tmp_path / "r").exists()
 
 
+def test_sb3_members_refuse_rllib_options_and_unknown_engines(tmp_path: Path) -> None:
+    spec = PBTSpec.from_dict({"engine": "sb3", "ray": {"num_env_runners": 2}})
+    with pytest.raises(ConfigError, match="num_env_runners .* do not apply"):
+        tune_pbt(QUEST, tmp_path / "r", spec=spec)
+    pbt = tmp_path / "pbt.yaml"
+    pbt.write_text("population_size: 2\n")
+    cli = runner.invoke(
+        app,
+        [
+            "tune",
+            "pbt",
+            QUEST,
+            "--pbt",
+            str(pbt),
+            "--engine",
+            "sb4",
+            "--run-dir",
+            str(tmp_path / "r"),
+        ],
+    )
+    assert cli.exit_code == 2 and "did you mean 'sb3'" in cli.output
+    assert not (tmp_path / "r").exists()
+
+
 def test_state_mutations_need_a_game_with_start_states(tmp_path: Path) -> None:
     spec = PBTSpec.from_dict({"population_size": 2, "mutations": {"state": ["a", "b"]}})
     from metabonk_gym.training.errors import ConfigError

@@ -260,6 +260,16 @@ def tune_pbt(
     opts = ray or RayOptions.from_dict({"num_env_runners": 0, **spec.ray})
     sb3 = spec.engine == "sb3"
     if sb3:  # the `train ppo` path per member: its own checks, its own vector env
+        rllib_only = [
+            name
+            for name in ("num_env_runners", "envs_per_runner", "num_learners", "games")
+            if getattr(opts, name) not in (0, None)
+        ]
+        if rllib_only:
+            raise ConfigError(
+                f"engine sb3 members step their own n_envs envs, so {', '.join(rllib_only)} "
+                "(RLlib's) do not apply; drop them or use engine rllib"
+            )
         obs_space, action_space, info_names = probe_env(env_id, cfg)
     else:
         check_options(env_id, cfg, opts)
