@@ -21,6 +21,7 @@ import atexit
 import contextlib
 import ctypes
 import faulthandler
+import gc
 import os
 import select
 import signal
@@ -31,7 +32,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -311,39 +312,43 @@ class ChildProcess:
         return f"ChildProcess({self.name!r}, pid={self.pid}, {state})"
 
 
-#: Native modules after whose use a child forked from this process can crash in their code: a
-#: fork copies their threads' data but not the threads (gRPC's pollers). Seen in CI: both workers
-#: of `metabonk curriculum --swarm`, forked by a test process that had run Ray tests before, died
-#: of SIGSEGV in gRPC's `pollset_shutdown` inside `ray/_raylet.so` (the kernel log) while starting.
-#: Ray does not support fork after it ran, nor gRPC without its fork support.
-FORK_UNSAFE_MODULES = ("ray._raylet", "grpc._cython.cygrpc")
+@contextlib.contextmanager
+def gc_paused() -> Iterator[bool]:
+    """Python's garbage collector off for the block, for a fork in it (the child starts with it
+    off, so that nothing is collected before `adopt_inherited_objects`); yields whether it was on.
 
-
-def fork_unsafe_module() -> str | None:
-    """The first of `FORK_UNSAFE_MODULES` this process has loaded (None: none is).
-
-    >>> fork_unsafe_module() is None or fork_unsafe_module() in FORK_UNSAFE_MODULES
+    >>> import gc
+    >>> with gc_paused() as was_on:
+    ...     gc.isenabled()
+    False
+    >>> gc.isenabled() == was_on
     True
     """
-    return next((name for name in FORK_UNSAFE_MODULES if name in sys.modules), None)
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield was_on
+    finally:
+        if was_on:
+            gc.enable()
 
 
-def worker_start_method(preferred: str | None = None) -> str:
-    """The multiprocessing start method for worker processes: `preferred` (default `fork` where
-    there is one, else `spawn`), except that `fork` becomes `forkserver` once this process has
-    loaded a fork-unsafe module (`fork_unsafe_module`): the workers are then forked by a server
-    process started fresh, which never ran that module.
+def adopt_inherited_objects(gc_was_on: bool = True) -> None:
+    """Call first in a child forked in `gc_paused()`: freeze every object it inherited
+    (`gc.freeze`), so that its collections never finalize its parent's garbage, then turn the
+    collector back on (`gc_was_on`: as it was in the parent).
 
-    >>> worker_start_method("spawn")
-    'spawn'
+    A long-lived parent's garbage can hold native objects whose destructors crash anywhere but
+    in that parent. In CI both workers of `metabonk curriculum --swarm`, forked by a test process
+    that had run Ray tests before, died of SIGSEGV in gRPC's `pollset_shutdown` inside
+    `ray/_raylet.so` (the kernel log): collecting the Ray session's leftover objects shut down
+    gRPC clients whose poller threads exist only in the parent. This is the recipe of `gc.freeze`'s
+    documentation (collector off before the fork, objects frozen, collector on in the child); it
+    also leaves the inherited objects' pages shared.
     """
-    import multiprocessing
-
-    methods = multiprocessing.get_all_start_methods()
-    method = preferred or ("fork" if "fork" in methods else "spawn")
-    if method == "fork" and fork_unsafe_module() is not None:
-        return "forkserver" if "forkserver" in methods else "spawn"
-    return method
+    gc.freeze()
+    if gc_was_on:
+        gc.enable()
 
 
 #: The most of a child's stack `CrashStack.text` keeps (its end: the innermost frames of each

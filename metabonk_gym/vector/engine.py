@@ -49,9 +49,10 @@ from gymnasium.vector.utils import (
 from metabonk_gym.errors import EnvWorkerError
 from metabonk_gym.process import (
     CrashStack,
+    adopt_inherited_objects,
     die_with_parent,
+    gc_paused,
     record_crash_stack,
-    worker_start_method,
 )
 from metabonk_gym.vector.worker import (
     BOOL,
@@ -77,6 +78,10 @@ def _parent_pid(ctx: Any) -> int:
     """The pid a worker's parent will have: this process, or under `forkserver` 0 (the worker's
     parent is the fork server, which ends with this process)."""
     return 0 if ctx.get_start_method() == "forkserver" else os.getpid()
+
+
+def _fork_or_spawn() -> str:
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
 class VectorEnvClosedError(ClosedEnvironmentError, RuntimeError):
@@ -138,9 +143,9 @@ class VecEngine:
             always arrives whole; `last_infos()` fetches the whole latest info of any env.
         context: the multiprocessing start method (default `fork` where there is one: workers
             start in milliseconds; `spawn` where this process holds threads that fork would copy
-            in a bad state). `fork` becomes `forkserver` in a process that has loaded Ray's core
-            or gRPC (`metabonk_gym.process.worker_start_method`: a forked worker can crash in
-            their code).
+            in a bad state). A forked worker never collects the objects it inherited
+            (`metabonk_gym.process.adopt_inherited_objects`: their native destructors can crash
+            outside this process).
         step_timeout_s: the longest a step may take before its worker counts as hung.
         call_timeout_s: the same for resets and `call`s.
         spaces: the (observation, action) space of one env where the caller knows them;
@@ -212,8 +217,7 @@ class VecEngine:
         # observations that travel through the pipes (spaces shared memory cannot hold)
         self.obs_items: list[Any] = [None] * self.num_envs
         self.final_obs_items: list[Any] = [None] * self.num_envs
-        # fork, unless this process loaded a library a forked child can crash in (Ray's core)
-        ctx = multiprocessing.get_context(worker_start_method(context))
+        ctx = multiprocessing.get_context(context or _fork_or_spawn())
         try:
             self._start(env_fns, envs_per_worker, ctx, spaces, requested, shared_memory, daemon)
         except BaseException:
@@ -304,13 +308,14 @@ class VecEngine:
                 cmd_r, cmd_w = ctx.Pipe(duplex=False)
                 rep_r, rep_w = ctx.Pipe(duplex=False)
                 stack = CrashStack(ctx)
-                process = ctx.Process(
-                    target=run_worker,
-                    args=(spec, b, cmd_r, rep_w, done_w, stack.writer),
-                    name=f"metabonk-vec-{w}",
-                    daemon=daemon,
-                )
-                process.start()
+                with gc_paused() as gc_on:  # the worker freezes what it inherits first
+                    process = ctx.Process(
+                        target=run_worker,
+                        args=(spec, b, cmd_r, rep_w, done_w, stack.writer, gc_on),
+                        name=f"metabonk-vec-{w}",
+                        daemon=daemon,
+                    )
+                    process.start()
                 cmd_r.close()
                 rep_w.close()
                 stack.started()
@@ -380,12 +385,13 @@ class VecEngine:
         (an emulator allows one instance per process, so never in this one)."""
         rd, wr = ctx.Pipe(duplex=False)
         stack = CrashStack(ctx)
-        process = ctx.Process(
-            target=_describe_env,
-            args=(env_fn, wr, _parent_pid(ctx), stack.writer),
-            daemon=True,
-        )
-        process.start()
+        with gc_paused() as gc_on:  # the child freezes what it inherits first
+            process = ctx.Process(
+                target=_describe_env,
+                args=(env_fn, wr, _parent_pid(ctx), stack.writer, gc_on),
+                daemon=True,
+            )
+            process.start()
         wr.close()
         stack.started()
         try:
@@ -960,8 +966,11 @@ def _stack_note(what: str, stack: str) -> str:
     return f"\n{what} (faulthandler, most recent call first):\n{stack}"
 
 
-def _describe_env(env_fn: Callable[[], gym.Env], conn: Any, parent: int, crash: Any = None) -> None:
+def _describe_env(
+    env_fn: Callable[[], gym.Env], conn: Any, parent: int, crash: Any = None, gc_on: bool = True
+) -> None:
     """Run in a short-lived process: build one env and send back its spaces and spec."""
+    adopt_inherited_objects(gc_on)  # never finalize this process's parent's garbage
     if crash is not None:
         record_crash_stack(crash)  # a fatal signal while building it: its stack reaches the parent
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -36,7 +36,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import read_from_shared_memory, write_to_shared_memory
 
-from metabonk_gym.process import die_with_parent, record_crash_stack
+from metabonk_gym.process import adopt_inherited_objects, die_with_parent, record_crash_stack
 from metabonk_gym.vector.view import mark_worker
 
 #: The command byte of a step; the bytes after it are the local indices of the envs to step.
@@ -437,9 +437,12 @@ def run_worker(
     reply: Any,
     done: Any,
     crash: Any = None,
+    gc_on: bool = True,
 ) -> None:
     """The worker process's main function (see the module docstring). `crash`: the writer end
-    of the engine's `CrashStack` for this worker (its stack if it dies of a fatal signal)."""
+    of the engine's `CrashStack` for this worker (its stack if it dies of a fatal signal);
+    `gc_on`: whether the engine's process collects garbage (forked with the collector paused)."""
+    adopt_inherited_objects(gc_on)  # never finalize the engine process's garbage (Ray's, ...)
     if crash is not None:
         record_crash_stack(crash)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
