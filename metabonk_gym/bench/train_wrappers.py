@@ -13,6 +13,7 @@ start-up. Why: a wrapper stack is worth training with only if it costs little (t
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 import time
@@ -30,10 +31,26 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
 }
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a live process used so far (Linux `/proc/PID/stat`; 0.0 where
+    there is none).
+
+    >>> cpu_seconds(os.getpid()) > 0
+    True
+    """
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _steps_per_second(
     env_id: str, wrappers: list[dict[str, Any]], steps: int, n_envs: int
-) -> float:
-    """Env steps per second of PPO's `learn(steps)` (after one warm-up rollout)."""
+) -> tuple[float, float]:
+    """Env steps per second of PPO's `learn(steps)` (after one warm-up rollout), and the CPU
+    milliseconds it took per env step in the trainer and its env workers together (what a
+    loaded machine shares out, so a steadier figure than the wall clock's)."""
     from stable_baselines3.common.logger import configure
 
     cfg = resolve_config(
@@ -52,10 +69,14 @@ def _steps_per_second(
         with tempfile.TemporaryDirectory() as log_dir:
             model.set_logger(configure(str(Path(log_dir)), []))
             model.learn(cfg.n_steps * n_envs)  # warm-up: workers, first update
+            pids = [os.getpid(), *venv.unwrapped.engine.pids]
+            cpu = sum(cpu_seconds(pid) for pid in pids)
             start = time.perf_counter()
             model.learn(steps, reset_num_timesteps=False)
             elapsed = time.perf_counter() - start
-        return float(model.num_timesteps - cfg.n_steps * n_envs) / elapsed
+            cpu = sum(cpu_seconds(pid) for pid in pids) - cpu
+        done = float(model.num_timesteps - cfg.n_steps * n_envs)
+        return done / elapsed, 1000.0 * cpu / done
     finally:
         close_venv(venv)
 
@@ -63,12 +84,18 @@ def _steps_per_second(
 def run_train_wrappers(
     env_id: str = "MetaBonk/BonkQuest-v0", steps: int = 4096, rounds: int = 3, n_envs: int = 4
 ) -> dict[str, Any]:
-    """Median env steps/s of each variant over `rounds` alternating rounds, and the ratio of
-    the wrapped stack to none."""
+    """Median env steps/s of each variant over `rounds` alternating rounds, the ratio of the
+    wrapped stack to none (`ratio`, the figure), the CPU per env step of each (trainer and env
+    workers) and its ratio (none's CPU / the stack's: the speed ratio a machine with every core
+    busy would show), and the machine's 1-minute load average before and after."""
     rates: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    cpu: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    load_start = os.getloadavg()[0]  # a shared machine's load moves the ratio: say what it was
     for _ in range(rounds):
         for name, wrappers in VARIANTS.items():
-            rates[name].append(_steps_per_second(env_id, wrappers, steps, n_envs))
+            rate, cpu_ms = _steps_per_second(env_id, wrappers, steps, n_envs)
+            rates[name].append(rate)
+            cpu[name].append(cpu_ms)
     none = statistics.median(rates["none"])
     wrapped = statistics.median(rates["tile_tokens + frame stack"])
     return {
@@ -80,4 +107,12 @@ def run_train_wrappers(
         "steps_per_s_tile_tokens_frame_stack": wrapped,
         "ratio": wrapped / none,
         "target": 0.8,
+        "cpu_ms_per_step_none": statistics.median(cpu["none"]),
+        "cpu_ms_per_step_tile_tokens_frame_stack": statistics.median(
+            cpu["tile_tokens + frame stack"]
+        ),
+        "cpu_ratio": statistics.median(cpu["none"])
+        / statistics.median(cpu["tile_tokens + frame stack"]),
+        "load_1min_start": load_start,
+        "load_1min_end": os.getloadavg()[0],
     }
