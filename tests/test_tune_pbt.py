@@ -141,7 +141,7 @@ def test_sb3_members_train_with_a_wrapper_stack_and_the_best_evaluates_with_it(
         last = acc.Scalars("train/learning_rate")[-1].value
         assert last == pytest.approx(config["learning_rate"], rel=1e-5)
     rates = {m["member"]: m["hyperparameters"]["learning_rate"] for m in result.members}
-    assert len(set(rates.values())) == 2
+    assert len(set(rates.values())) == 2 and set(rates) == {f.name for f in folders}
     # best/: the best member's policy and config, the stack recorded in both
     best = run_dir / "best"
     assert run_wrappers(best) == STACK

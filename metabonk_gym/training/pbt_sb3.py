@@ -97,7 +97,8 @@ def train_member(config: dict[str, Any]) -> None:
         if key in hyper:
             hyper[key] = int(hyper[key])
     cfg = resolve_config(env_id, base=base, overrides=hyper)
-    name = tune.get_context().get_trial_name() or "member"
+    context = tune.get_context()  # the trial folder's name, as `best.json` names members
+    name = Path(context.get_trial_dir()).name or context.get_trial_name() or "member"
     run = RunDir(Path(config["members"]) / name)
     run.path.mkdir(parents=True, exist_ok=True)
     run.write_config(config_to_yaml(cfg))  # this member's hyperparameters now, and its wrappers
