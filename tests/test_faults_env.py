@@ -236,7 +236,8 @@ class InexactPeer(PeerEmulator):
 
 @pytest.fixture
 def inexact_peer() -> Iterator[str]:
-    server = PeerServer(InexactPeer(Integration.bundled("BonkQuest").rom_path))
+    peer = InexactPeer(Integration.bundled("BonkQuest").rom_path)
+    server = PeerServer(peer)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
@@ -245,6 +246,9 @@ def inexact_peer() -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+        if peer.core is not None:  # free its emulator slot for the worker's later tests
+            peer.core.close()
+            peer.core = None
 
 
 @pytest.mark.net

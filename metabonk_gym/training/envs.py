@@ -247,7 +247,11 @@ def start_method() -> str:
 
     SB3's default (`forkserver`) makes every worker import stable_baselines3 and with it torch,
     seconds per env on a busy 2-core machine. Forking is safe here because the workers run only
-    the emulator and numpy, never torch, and no emulator is open in this process when they fork.
+    the emulator and numpy, never torch, and the engine pauses the garbage collector across the
+    fork while each worker first freezes what it inherited (`process.gc_paused`,
+    `process.adopt_inherited_objects`): a worker never finalizes this process's objects (an
+    open emulator, a Ray session's leftovers), whose native destructors crash outside it
+    (docs/vector.md).
     """
     import multiprocessing
 
