@@ -39,6 +39,7 @@ from metabonk_gym.agents.evaluate import evaluate, read_ladder
 from metabonk_gym.agents.many import evaluate_many
 from metabonk_gym.agents.proof import PARTS, SEEDED_PARTS
 from metabonk_gym.errors import MetabonkError
+from metabonk_gym.process import stop_exit_code, stop_on_signals, stop_signal
 from metabonk_gym.training.config import (
     config_to_yaml,
     parse_env_kwargs,
@@ -59,33 +60,38 @@ train_app = typer.Typer(
 )
 
 
-def _interrupt_on_sigterm() -> Any:
-    """SIGTERM (a scheduler stopping the job, `kill PID`) acts like Ctrl-C: checkpoint, then exit."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGTERM, handler)
-
-
 def guarded(fn: Callable[[], T]) -> T:
-    """Run `fn`, turning the package's input errors into a one-line message and exit code 2."""
-    import signal
+    """Run `fn`, turning the package's input errors into a one-line message and exit code 2.
 
-    previous = _interrupt_on_sigterm()
+    Also the one place long commands stop on a signal (`process.stop_on_signals`): Ctrl-C and
+    SIGTERM (`kill PID`, a scheduler) interrupt `fn` once, its Ctrl-C path saves a checkpoint,
+    and the command exits 130 / 143; a second signal (during the save) kills it at once. After a
+    stop, no further `guarded` work starts: a command looping over runs ends there.
+    """
+    if stop_signal() is not None:  # a stopped command carries on with nothing new
+        raise typer.Exit(stop_exit_code())
     try:
-        return fn()
+        with stop_on_signals():
+            return fn()
     except MetabonkError as exc:
         exit_with_error(exc)
         raise  # not reached: exit_with_error raises typer.Exit
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    except KeyboardInterrupt:
+        if stop_signal() is None:  # raised by Python's own Ctrl-C handler (outside the block)
+            raise
+        err_console.print(f"stopped by {signal_name(stop_signal())}")
+        raise typer.Exit(stop_exit_code()) from None
+
+
+def signal_name(signum: int | None) -> str:
+    """SIGTERM for 15.
+
+    >>> signal_name(15)
+    'SIGTERM'
+    """
+    import signal
+
+    return "a signal" if signum is None else signal.Signals(signum).name
 
 
 def overrides_from(
@@ -200,7 +206,7 @@ def _finish(result: Any, as_json: bool) -> None:
     _print_result(result, as_json)
     if getattr(result, "interrupted", False):
         err_console.print("interrupted: checkpoint and model.zip saved; continue with --resume")
-        raise typer.Exit(130)
+        raise typer.Exit(stop_exit_code())
 
 
 SET_HELP = "Any config key, repeatable: --set gamma=0.98 --set net_arch='[64,64]'."

@@ -351,6 +351,97 @@ def adopt_inherited_objects(gc_was_on: bool = True) -> None:
         gc.enable()
 
 
+#: The signals that stop a command: Ctrl-C and SIGTERM (`kill PID`, a scheduler ending the job).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_stop: dict[str, Any] = {"signum": None, "depth": 0, "previous": {}}
+
+
+def stop_signal() -> int | None:
+    """The signal that asked this process to stop (SIGINT or SIGTERM), None if none did: a loop
+    that would start more work after a stop checks it (`raise_if_stopping`).
+
+    >>> stop_signal() is None
+    True
+    """
+    return _stop["signum"]
+
+
+def stop_exit_code(default: int = 130) -> int:
+    """The shell's exit code for the stop signal (128 + signal: 130 Ctrl-C, 143 SIGTERM).
+
+    >>> stop_exit_code()
+    130
+    """
+    signum = _stop["signum"]
+    return default if signum is None else 128 + int(signum)
+
+
+def raise_if_stopping() -> None:
+    """Raise KeyboardInterrupt if a stop signal came: work after a saved stop must not start."""
+    if _stop["signum"] is not None:
+        raise KeyboardInterrupt
+
+
+def _on_stop_signal(signum: int, frame: Any) -> None:
+    if _stop["signum"] is not None:  # the second signal (e.g. during the save): exit at once
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)  # killed by it, as the shell and schedulers expect
+        os._exit(128 + signum)  # not reached unless it is blocked
+    _stop["signum"] = signum
+    raise KeyboardInterrupt  # the first: the usual Ctrl-C path saves a checkpoint, then exits
+
+
+def reclaim_stop_signals() -> None:
+    """Inside `stop_on_signals`, install its handler again: call after a library that sets its
+    own SIGTERM handler (`ray.init` exits 1 on SIGTERM, skipping the checkpoint).
+
+    >>> reclaim_stop_signals()  # outside the block: nothing to reclaim
+    >>> signal.getsignal(signal.SIGTERM) is _on_stop_signal
+    False
+    """
+    if _stop["depth"] == 0 or threading.current_thread() is not threading.main_thread():
+        return
+    for sig in _stop["previous"]:
+        signal.signal(sig, _on_stop_signal)
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """In the block, SIGINT and SIGTERM both raise KeyboardInterrupt once (the code's Ctrl-C path
+    saves its checkpoint), and a second one kills the process at once; `stop_signal()` keeps which.
+
+    The one handler of every long command (cli `guarded`): a stop must end the process, never
+    only the step running, so the caller exits with `stop_exit_code()` and refuses new work
+    (`raise_if_stopping`). Nested blocks share the outer one's handlers; off the main thread
+    (where Python cannot install handlers) it does nothing; a signal inherited as ignored
+    stays ignored.
+
+    >>> with stop_on_signals():
+    ...     signal.getsignal(signal.SIGTERM) is _on_stop_signal
+    True
+    >>> signal.getsignal(signal.SIGTERM) is _on_stop_signal
+    False
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if _stop["depth"] == 0:
+        _stop["previous"] = {  # a signal ignored by who started us (`nohup`, `cmd &`) stays so
+            sig: signal.signal(sig, _on_stop_signal)
+            for sig in STOP_SIGNALS
+            if signal.getsignal(sig) != signal.SIG_IGN
+        }
+    _stop["depth"] += 1
+    try:
+        yield
+    finally:
+        _stop["depth"] -= 1
+        if _stop["depth"] == 0:
+            for sig, previous in _stop["previous"].items():
+                signal.signal(sig, previous)
+
+
 #: The most of a child's stack `CrashStack.text` keeps (its end: the innermost frames of each
 #: thread come first in faulthandler's dump, the main thread last).
 CRASH_STACK_CHARS = 8000

@@ -72,14 +72,18 @@ def _train(
     from metabonk_gym.training.ppo import train_ppo
 
     if RunDir(run_dir).is_run():
-        return train_ppo(
+        result = train_ppo(
             env_id,
             run_dir,
             resume=True,
             overrides={k: overrides[k] for k in resume_keys if k in overrides},
             progress=True,
         )
-    return train_ppo(env_id, run_dir, overrides=overrides, init_from=init_from, progress=True)
+    else:
+        result = train_ppo(env_id, run_dir, overrides=overrides, init_from=init_from, progress=True)
+    if result.interrupted:  # Ctrl-C or SIGTERM: checkpointed; the part stops, never scored
+        raise KeyboardInterrupt(f"{run_dir} stopped at step {result.num_timesteps}")
+    return result
 
 
 def ppo_room1(

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.process import reclaim_stop_signals
 from metabonk_gym.registration import env_traits
 from metabonk_gym.training.config import TrainConfig, check_env_fit, config_to_yaml, resolve_config
 from metabonk_gym.training.envs import check_policy_fit, probe_env
@@ -262,6 +263,7 @@ def connect(opts: RayOptions) -> bool:
         raise RayError(
             f"cannot start or join Ray ({opts.address or 'local'}): {one_line(exc)}"
         ) from exc
+    reclaim_stop_signals()  # ray.init's SIGTERM handler exits at once: SIGTERM saves, as Ctrl-C
     return True
 
 
