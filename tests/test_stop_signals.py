@@ -137,3 +137,25 @@ def test_a_second_signal_during_the_save_exits_at_once() -> None:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+def test_sigterm_stops_train_bc_keeping_the_clone_so_far(tmp_path: Path) -> None:
+    # BC has no checkpoints: a stop used to lose every epoch and leave the run "running"
+    dataset = f"test/stop-bc-{os.getpid()}-v0"
+    recorded = subprocess.run(
+        [sys.executable, "-m", "metabonk_gym.cli.main", "record", QUEST, "--dataset", dataset,
+         "--episodes", "2", "--downscale", "8", "--set", "frame_stack=2"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    run_dir = tmp_path / "bc"
+    proc = start(["train", "bc", QUEST, "--dataset", dataset, "--run-dir", str(run_dir),
+                  "--epochs", "100000", "--no-progress", *FAST])  # fmt: skip
+    wait_for(run_dir / "tensorboard", "events.*", proc)
+    _, out = stop(proc, signal.SIGTERM)
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    run = RunDir(run_dir)
+    state = run.read_state()
+    assert state["status"] == "interrupted" and state["epochs_done"] >= 1, state
+    assert run.model.is_file()
+    assert_nothing_left(proc.pid)

@@ -203,6 +203,7 @@ def train_bc(
 
     progress_bar = _progress(cfg.bc_epochs) if progress else None
     stats: dict[str, float] = {}
+    epochs_done = 0
     try:
         policy.set_training_mode(True)
         for epoch in range(cfg.bc_epochs):
@@ -235,12 +236,24 @@ def train_bc(
             logger.dump(step=epoch + 1)
             if progress_bar is not None:
                 progress_bar.update(1, stats)
+            epochs_done = epoch + 1
         policy.set_training_mode(False)
         meta = model_metadata(
             env_id, "bc", cfg.to_dict(), dataset=dataset_id, samples=samples, **stats
         )
         save_model(model, run.model, meta)
         run.write_state(status="finished", num_timesteps=0, samples=samples, **stats)
+    except KeyboardInterrupt:
+        # Ctrl-C / SIGTERM (`process.stop_on_signals`): keep the clone as it stands (its finished
+        # epochs and the part of the next one), marked interrupted, then stop.
+        policy.set_training_mode(False)
+        if epochs_done:
+            meta = model_metadata(
+                env_id, "bc", cfg.to_dict(), dataset=dataset_id, samples=samples, **stats
+            )
+            save_model(model, run.model, meta)
+        run.write_state(status="interrupted", epochs_done=epochs_done, samples=samples, **stats)
+        raise
     except Exception:
         run.discard_new(existed)
         raise
