@@ -259,6 +259,7 @@ def bench_video(
         help="Megabonk: BC eval episodes per policy (a fresh sim of one seed each).",
     ),
     pool: str = typer.Option("max+mean", "--pool", help="Megabonk: the IDM's pooling."),
+    jobs: int = typer.Option(1, "--jobs", min=1, help="Megabonk: seeds run at once (processes)."),
     eval_steps: int = typer.Option(
         1800,
         "--eval-steps",
@@ -304,6 +305,7 @@ def bench_video(
             downscale=frame_downscale,
             window=window,
             pool=pool,
+            jobs=jobs,
         )
         console.print_json(json.dumps(figures, default=str))
         if out is not None:

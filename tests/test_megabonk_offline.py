@@ -4,6 +4,7 @@ a scripted person, a Box-action IDM and its labels, BC and the world model on Bo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -131,16 +132,16 @@ def test_a_dropped_recording_keeps_the_finished_episodes():
     # big raw frames fill the socket buffers fast: a client that stalls for longer than the
     # game's send timeout is dropped by the game (the sim's own `_send_packet` path)
     sim = LoggedSim(
-        seed=5, speed=4.0, jpeg_hz=60, frame_format="raw_rgb", send_timeout=0.3, look="detailed"
+        seed=5, speed=4.0, jpeg_hz=60, frame_format="raw_rgb", send_timeout=1.0, look="detailed"
     )
     calls = {"n": 0}
 
-    def stall() -> bool:  # a slow client: the 5th step of the second episode waits 2 s
+    def stall() -> bool:  # a slow client: the 5th step of the second episode waits 4 s
         calls["n"] += 1
         if calls["n"] == 31 + 5:
             import time
 
-            time.sleep(2.0)
+            time.sleep(4.0)
         return False
 
     try:
@@ -159,15 +160,19 @@ def test_a_dropped_recording_keeps_the_finished_episodes():
     message = str(info.value)
     assert dropped >= 1
     assert "\n" not in message
-    assert "ended the connection in episode 1" in message
+    found = re.search(r"ended the connection in episode (\d+) after \d+ steps", message)
+    assert found is not None, message  # episode 1 unless the loaded machine stalled it sooner
+    lost = int(found.group(1))
     assert "kept in dataset test/mb-dropped-v0" in message
     dataset = minari.load_dataset("test/mb-dropped-v0")
     episodes = list(dataset.iterate_episodes())
-    # the finished episode is kept whole; the dropped one up to the drop, marked truncated
-    assert len(episodes[0].actions) == 30 and not episodes[0].truncations[:-1].any()
-    assert len(episodes) <= 2
-    if len(episodes) == 2:
-        assert len(episodes[1].actions) < 30 and episodes[1].truncations[-1]
+    # the finished episodes are kept whole; the dropped one up to the drop, marked truncated
+    assert lost + 1 >= len(episodes) >= lost
+    for episode in episodes[:lost]:
+        assert len(episode.actions) == 30 and not episode.truncations[:-1].any()
+    if len(episodes) > lost:
+        assert len(episodes[lost].actions) < 30 and episodes[lost].truncations[-1]
+    assert f"{len(episodes)} episode(s)" in message
     played = np.asarray(sim.played)
     from metabonk_gym.bonklink.actions import merge_box_actions
 

@@ -303,6 +303,35 @@ def _world_model(
     return row
 
 
+def _seed_in_child(seed: int, folder: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`run_seed` in a child process (its log lines go to stderr)."""
+    import sys
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    return run_seed(seed, Path(folder), log=say, **kwargs)
+
+
+def _run_in_children(
+    seeds: int, jobs: int, folder: Path, kwargs: dict[str, Any], log: Log
+) -> list[dict[str, Any]]:
+    """The seeds, up to `jobs` at once, each in a fresh (spawned) process: the seeds share
+    nothing but the work folder, and each has its own sims, datasets and models."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from minari.namespace import create_namespace, list_local_namespaces
+
+    log(f"{seeds} seeds, {jobs} at once in child processes")
+    if "bench" not in list_local_namespaces():  # not created by two seeds at once
+        create_namespace("bench")
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = [pool.submit(_seed_in_child, seed, str(folder), kwargs) for seed in range(seeds)]
+        return [future.result() for future in futures]
+
+
 def run(
     *,
     seeds: int = 3,
@@ -323,39 +352,38 @@ def run(
     window: int = 1,
     pool: str = "max+mean",
     lr_schedule: str = "cosine",
+    jobs: int = 1,
 ) -> dict[str, Any]:
     """The figures over `seeds` seeds: per seed, and median/worst of the learning figures.
     `downscale`: of the recorded frames (of 90x160) and the IDM's (2: 45x80; 1: full size)."""
     say: Log = log or (lambda _msg: None)
     folder = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="mb-video-"))
     folder.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict[str, Any]] = []
     started = time.monotonic()
     try:
         with _minari_home(folder):
-            for seed in range(seeds):
-                rows.append(
-                    run_seed(
-                        seed,
-                        folder,
-                        episodes=episodes,
-                        steps=steps,
-                        labelled_fraction=labelled_fraction,
-                        epochs=epochs,
-                        bc_epochs=bc_epochs,
-                        eval_episodes=eval_episodes,
-                        eval_steps=eval_steps,
-                        wm_steps=wm_steps,
-                        speed=speed,
-                        bc=bc,
-                        world_model=world_model,
-                        log=say,
-                        downscale=downscale,
-                        window=window,
-                        pool=pool,
-                        lr_schedule=lr_schedule,
-                    )
-                )
+            kwargs: dict[str, Any] = dict(
+                episodes=episodes,
+                steps=steps,
+                labelled_fraction=labelled_fraction,
+                epochs=epochs,
+                bc_epochs=bc_epochs,
+                eval_episodes=eval_episodes,
+                eval_steps=eval_steps,
+                wm_steps=wm_steps,
+                speed=speed,
+                bc=bc,
+                world_model=world_model,
+                downscale=downscale,
+                window=window,
+                pool=pool,
+                lr_schedule=lr_schedule,
+            )
+            if jobs <= 1 or seeds == 1:
+                rows = [run_seed(seed, folder, log=say, **kwargs) for seed in range(seeds)]
+            else:
+                rows = _run_in_children(seeds, jobs, folder, kwargs, say)
     finally:
         if work is None:
             shutil.rmtree(folder, ignore_errors=True)
@@ -370,6 +398,7 @@ def run(
         "window": window,
         "pool": pool,
         "lr_schedule": lr_schedule,
+        "jobs": jobs,
         "eval_episodes": eval_episodes,
         "seconds": round(time.monotonic() - started, 1),
         "per_seed": rows,
