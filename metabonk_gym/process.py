@@ -458,6 +458,31 @@ def record_crash_stack(writer: Any) -> None:
     faulthandler.register(signal.SIGUSR1, file=writer.fileno(), all_threads=True)
 
 
+def crash_report(raw: str, limit: int = CRASH_STACK_CHARS) -> str:
+    """faulthandler's output, readable in `limit` characters: its error line, then the thread
+    that crashed ("Current thread"), then the others; without the list of extension modules
+    (hundreds in a test process: it pushed the crash itself out of a tail cut).
+
+    >>> raw = ("Fatal Python error: Segmentation fault\\n\\nThread 0x1 (most recent call first):\\n"
+    ...        "  File \\"t.py\\", line 9 in idle\\n\\nCurrent thread 0x2 (most recent call first):\\n"
+    ...        "  File \\"w.py\\", line 5 in step\\n\\nExtension modules: numpy (total: 1)\\n")
+    >>> print(crash_report(raw))
+    Fatal Python error: Segmentation fault
+    <BLANKLINE>
+    Current thread 0x2 (most recent call first):
+      File "w.py", line 5 in step
+    <BLANKLINE>
+    Thread 0x1 (most recent call first):
+      File "t.py", line 9 in idle
+    """
+    blocks = [b.strip("\n") for b in raw.split("\n\n") if b.strip()]
+    blocks = [b for b in blocks if not b.startswith("Extension modules:")]
+    first = [b for b in blocks if not b.startswith(("Thread ", "Current thread "))]
+    current = [b for b in blocks if b.startswith("Current thread ")]
+    others = [b for b in blocks if b.startswith("Thread ")]
+    return "\n\n".join(first + current + others)[:limit].strip()
+
+
 class CrashStack:
     """Where a multiprocessing child died of a fatal signal, or where it hangs: its faulthandler
     writes every thread's Python stack into a pipe whose other end this object reads.
@@ -509,9 +534,10 @@ class CrashStack:
             self._data += chunk
 
     def text(self) -> str:
-        """The stack the child wrote ("" when it wrote none: it exited, or was SIGKILLed)."""
+        """The stack the child wrote ("" when it wrote none: it exited, or was SIGKILLed), the
+        crashing thread first (`crash_report`)."""
         self._read()
-        return self._data.decode(errors="replace").strip()[-CRASH_STACK_CHARS:]
+        return crash_report(self._data.decode(errors="replace"))
 
     def dump(self, pid: int, wait_s: float = 1.0) -> str:
         """Ask the live child `pid` where it is (SIGUSR1) and return its stack; call it only
