@@ -352,7 +352,7 @@ def test_bench_video_megabonk_runs_small(tmp_path: Path):
         [
             "bench", "video", "--game", MEGABONK, "--seeds", "2", "--episodes", "3",
             "--episode-steps", "16", "--epochs", "1", "--bc-epochs", "1", "--eval-episodes", "1",
-            "--eval-steps", "8", "--wm-steps", "2", "--out", str(out),
+            "--eval-steps", "8", "--wm-steps", "2", "--out", str(out), "--jobs", "2",
         ],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -372,8 +372,10 @@ def test_bench_video_megabonk_runs_small(tmp_path: Path):
     # the eval cap (8 steps of 4 ticks): every policy's survival is within it
     assert 0 < figures["teacher_survival"]["median"] <= 8 * 4 / 60 + 1e-6
     assert figures["flow_psnr_t1"]["median"] > 0 and figures["copy_psnr_t2"]["median"] > 0
-    # the IDM pools the whole screen's mean and decays its rate; each policy's episodes listed
-    assert (figures["pool"], figures["lr_schedule"]) == ("max+mean", "cosine")
+    # the IDM pools the whole screen's mean and decays its rate; each policy's episodes listed;
+    # the two seeds ran at once in child processes
+    assert (figures["pool"], figures["lr_schedule"], figures["jobs"]) == ("max+mean", "cosine", 2)
+    assert [row["seed"] for row in figures["per_seed"]] == [0, 1]
     for row in figures["per_seed"]:
         assert {k: len(v) for k, v in row["survival_per_episode"].items()} == {
             "idm": 1,
