@@ -465,3 +465,17 @@ def test_the_scripted_person_outlives_random_play():
     randomly = [random_survival(100 + i, 90.0) for i in range(3)]
     assert min(teacher) == 90.0, teacher
     assert float(np.mean(randomly)) < 75.0, randomly
+
+
+def test_a_rare_button_never_predicted_shows_in_its_recall():
+    from metabonk_gym.video.boxactions import BoxLayout
+
+    layout = BoxLayout((("move", "stick", (0, 1)), ("ability", "button", (2,))))
+    true = np.zeros((100, 3), np.float32)
+    true[:, 2] = -1.0
+    true[:2, 2] = 1.0  # pressed on 2% of the steps
+    never = true.copy()
+    never[:, 2] = -1.0
+    figures = layout.metrics(never, true)["ability"]
+    assert figures["accuracy"] == 0.98 and figures["recall"] == 0.0
+    assert layout.metrics(true, true)["ability"]["recall"] == 1.0

@@ -104,7 +104,8 @@ class BoxLayout:
     def metrics(self, predicted: np.ndarray, true: np.ndarray) -> dict[str, Any]:
         """Per part: sticks: on steps where the true stick moved (length >= 0.5), the mean angle
         error in degrees and the share within 22.5 degrees (and how often a still stick was
-        predicted still); buttons: accuracy; points: mean absolute error where one is given.
+        predicted still); buttons: accuracy and recall (of the steps it was pressed, the share
+        predicted pressed); points: mean absolute error where one is given.
         `button_accuracy`: all buttons right on a step; `direction_within_22_5`: the first
         stick's."""
         out: dict[str, Any] = {}
@@ -117,9 +118,12 @@ class BoxLayout:
         for name, kind, idx in self.parts:
             p, t = predicted[:, list(idx)], true[:, list(idx)]
             if kind == "button":
+                pressed = t[:, 0] > 0
                 out[name] = {
                     "accuracy": float(np.mean((p > 0) == (t > 0))) if n else None,
                     "pressed_fraction": float(np.mean(t > 0)) if n else None,
+                    # a rare button's accuracy is high when it is never predicted: its recall
+                    "recall": float(np.mean(p[pressed, 0] > 0)) if pressed.any() else None,
                 }
             elif kind == "stick":
                 out[name] = stick_metrics(p, t)
