@@ -219,6 +219,38 @@ def box_idm(demos: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> 
     return out
 
 
+def test_box_idm_weighs_rare_button_presses(
+    demos: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import json
+
+    import minari
+
+    from metabonk_gym.video.idm import train_idm
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(Path(demos["videos"]).parent / "minari"))
+    train_idm(
+        [demos["dataset"]],
+        tmp_path / "idm",
+        epochs=1,
+        width=8,
+        val_fraction=0.0,
+        balance_buttons=True,
+    )
+    weights = json.loads((tmp_path / "idm" / "idm.json").read_text())["press_weights"]
+    actions = np.concatenate(
+        [np.asarray(e.actions) for e in minari.load_dataset(demos["dataset"]).iterate_episodes()]
+    )
+    # the weights are the training episodes' own: a button's unpressed over pressed steps
+    for name, column in (("fire", 4), ("ability", 5)):
+        pressed = int((actions[:, column] > 0).sum())
+        if pressed:
+            expected = min(20.0, max(1.0, (len(actions) - pressed) / pressed))
+            assert weights[name] == pytest.approx(expected), (name, weights)
+        else:
+            assert name not in weights
+
+
 def test_box_idm_trains_with_per_part_figures(box_idm: Path):
     import json
 

@@ -69,16 +69,22 @@ class BoxLayout:
     def indices(self, *kinds: str) -> list[int]:
         return [i for _, kind, idx in self.parts if kind in kinds for i in idx]
 
-    def loss(self, out: Any, target: Any) -> Any:
-        """Training loss of net outputs (B, D) against true actions (B, D) (torch tensors)."""
+    def loss(self, out: Any, target: Any, press_weight: dict[str, float] | None = None) -> Any:
+        """Training loss of net outputs (B, D) against true actions (B, D) (torch tensors);
+        `press_weight` weighs a button's pressed steps (a rare button: its unpressed/pressed)."""
         import torch
         import torch.nn.functional as F
 
         total = out.new_zeros(())
-        for _, kind, idx in self.parts:
+        for name, kind, idx in self.parts:
             o, t = out[:, list(idx)], target[:, list(idx)]
             if kind == "button":
-                total = total + F.binary_cross_entropy_with_logits(o, (t > 0).float())
+                weight = (press_weight or {}).get(name)
+                total = total + F.binary_cross_entropy_with_logits(
+                    o,
+                    (t > 0).float(),
+                    pos_weight=None if weight is None else o.new_tensor([weight]),
+                )
             elif kind == "stick":
                 total = total + F.mse_loss(torch.tanh(o), t)
             else:  # a point counts only on steps that carry one
@@ -178,3 +184,22 @@ def layout_of(parts: Sequence[Part], dim: int) -> BoxLayout:
     if layout.dim != dim:
         raise ValueError(f"the action parts cover {layout.dim} values, the Box has {dim}")
     return layout
+
+
+def press_weights(actions: np.ndarray, layout: BoxLayout, cap: float = 20.0) -> dict[str, float]:
+    """Per button, unpressed steps over pressed ones (at most `cap`; 1 for a button pressed as
+    often as not, none for one never pressed): the loss then counts a rare button's presses as
+    much as its idle steps, so it is not learned as never pressed.
+
+    >>> layout = BoxLayout((("fire", "button", (0,)), ("ability", "button", (1,))))
+    >>> press_weights(np.array([[1.0, -1.0]] * 3 + [[-1.0, 1.0]]), layout)
+    {'fire': 1.0, 'ability': 3.0}
+    """
+    out = {}
+    for name, kind, idx in layout.parts:
+        if kind != "button":
+            continue
+        pressed = int(np.sum(actions[:, idx[0]] > 0))
+        if pressed:
+            out[name] = float(min(cap, max(1.0, (len(actions) - pressed) / pressed)))
+    return out

@@ -30,7 +30,7 @@ from metabonk_gym.registration import env_traits, short_id
 from metabonk_gym.training.datasets import dataset_env_kwargs, load_dataset
 from metabonk_gym.training.envs import convert_frames
 from metabonk_gym.training.errors import DatasetError
-from metabonk_gym.video.boxactions import BoxLayout, layout_of
+from metabonk_gym.video.boxactions import BoxLayout, layout_of, press_weights
 from metabonk_gym.video.envfacts import env_facts
 from metabonk_gym.video.errors import ModelFileError
 from metabonk_gym.video.frames import Windows
@@ -281,13 +281,16 @@ def train_idm(
     log: Log | None = None,
     pool: str = "max",
     lr_schedule: str = "constant",
+    balance_buttons: bool = False,
 ) -> IdmResult:
     """Train an IDM on `datasets` (Minari ids with actions) into folder `out` (idm.pt, idm.json,
     tensorboard/). `window` is k: each step sees frames t-k .. t+k+1; `pool` is the net's
     (`IdmNet`: "max+mean" also reads motion of the whole screen, a scrolling camera's);
     `lr_schedule` "cosine" decays the learning rate to 0 over the run (at a constant rate the
     held-out Megabonk move figure swung between 0.40 and 0.90 from one epoch to the next, so
-    the last epoch's figure was luck)."""
+    the last epoch's figure was luck); `balance_buttons` weighs each rare button's presses by its
+    unpressed/pressed ratio (`press_weights`: else a button pressed on 2% of steps is learned as
+    never pressed, 98% accurate)."""
     import torch
     from torch.utils.tensorboard import SummaryWriter
 
@@ -331,6 +334,7 @@ def train_idm(
         val_w.build()
         yv = np.concatenate(val_y)
     frame_shape = train_w.frames.shape[1:]
+    weights = press_weights(y, layout) if layout is not None and balance_buttons else None
     net = IdmNet(2 * window + 2, int(frame_shape[-1]), data.action_n, width=width, pool=pool)
     optimizer = torch.optim.Adam(net.parameters(), lr=learning_rate)
     total_batches = max(1, epochs * -(-len(train_w) // batch_size))
@@ -358,7 +362,7 @@ def train_idm(
                 logits = net(_to_torch(x))
                 target = torch.as_tensor(y[rows])
                 if layout is not None:
-                    loss = layout.loss(logits, target)
+                    loss = layout.loss(logits, target, weights)
                 else:
                     loss = torch.nn.functional.cross_entropy(logits, target)
                 optimizer.zero_grad()
@@ -419,6 +423,7 @@ def train_idm(
         "width": width,
         "pool": pool,
         "lr_schedule": lr_schedule,
+        "press_weights": weights,
         "datasets": list(datasets),
         "train_steps": int(len(train_w)),
         "val_steps": val_steps,
