@@ -114,6 +114,9 @@ def idm_command(
     lr_schedule: str = typer.Option(
         "constant", "--lr-schedule", help="constant, or cosine: decay the rate to 0 by the end."
     ),
+    balance_buttons: bool = typer.Option(
+        False, "--balance-buttons", help="Box actions: weigh a rare button's presses up."
+    ),
 ) -> None:
     """An inverse dynamics model: the action between two frames, from datasets with actions."""
     check_number("--window", window, 0, 16, integer=True)
@@ -137,6 +140,7 @@ def idm_command(
         log=err_console.print,
         pool=pool,
         lr_schedule=lr_schedule,
+        balance_buttons=balance_buttons,
     )
     _print(result.to_dict(), as_json)
     console.print(f"TensorBoard: tensorboard --logdir {Path(out) / 'tensorboard'}")
