@@ -264,6 +264,9 @@ def bench_video(
     ),
     pool: str = typer.Option("max+mean", "--pool", help="Megabonk: the IDM's pooling."),
     jobs: int = typer.Option(1, "--jobs", min=1, help="Megabonk: seeds run at once (processes)."),
+    balance_buttons: bool = typer.Option(
+        False, "--balance-buttons", help="Megabonk: the IDM weighs a rare button's presses up."
+    ),
     eval_steps: int = typer.Option(
         1800,
         "--eval-steps",
@@ -310,6 +313,7 @@ def bench_video(
             window=window,
             pool=pool,
             jobs=jobs,
+            balance_buttons=balance_buttons,
         )
         console.print_json(json.dumps(figures, default=str))
         if out is not None:

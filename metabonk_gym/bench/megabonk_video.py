@@ -205,6 +205,7 @@ def run_seed(
     window: int = 1,
     pool: str = "max+mean",
     lr_schedule: str = "cosine",
+    balance_buttons: bool = False,
 ) -> dict[str, Any]:
     """The figures of one seed (see the module's docstring)."""
 
@@ -228,6 +229,7 @@ def run_seed(
         window=window,
         pool=pool,
         lr_schedule=lr_schedule,
+        balance_buttons=balance_buttons,
     )
     row["idm_train_steps"] = trained.train_steps
     figures = _idm_on_videos(idm_dir, videos, video_ds, work / f"video-ds-s{seed}")
@@ -353,6 +355,7 @@ def run(
     pool: str = "max+mean",
     lr_schedule: str = "cosine",
     jobs: int = 1,
+    balance_buttons: bool = False,
 ) -> dict[str, Any]:
     """The figures over `seeds` seeds: per seed, and median/worst of the learning figures.
     `downscale`: of the recorded frames (of 90x160) and the IDM's (2: 45x80; 1: full size)."""
@@ -379,6 +382,7 @@ def run(
                 window=window,
                 pool=pool,
                 lr_schedule=lr_schedule,
+                balance_buttons=balance_buttons,
             )
             if jobs <= 1 or seeds == 1:
                 rows = [run_seed(seed, folder, log=say, **kwargs) for seed in range(seeds)]
@@ -399,6 +403,7 @@ def run(
         "pool": pool,
         "lr_schedule": lr_schedule,
         "jobs": jobs,
+        "balance_buttons": balance_buttons,
         "eval_episodes": eval_episodes,
         "seconds": round(time.monotonic() - started, 1),
         "per_seed": rows,
