@@ -454,6 +454,10 @@ def record_crash_stack(writer: Any) -> None:
     into `writer` (the `CrashStack`'s), which stays open for the life of the process."""
     global _crash_writer
     _crash_writer = writer
+    # enable() on an already enabled faulthandler (the parent's, inherited: pytest's, Ray's
+    # driver) only swaps the file and installs no handler: a library that has since taken
+    # SIGSEGV over (Ray's) would keep it and the child would die without a word
+    faulthandler.disable()
     faulthandler.enable(file=writer.fileno(), all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=writer.fileno(), all_threads=True)
 

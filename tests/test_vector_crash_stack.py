@@ -115,3 +115,36 @@ def test_a_worker_that_exits_cleanly_adds_no_stack() -> None:
         for _ in range(20):
             envs.step(np.zeros(2, np.int64))
     assert "faulthandler" not in str(info.value)
+
+
+TAKEN_OVER = """
+import ctypes, faulthandler, multiprocessing, signal
+from metabonk_gym.process import CrashStack, record_crash_stack
+
+def crash(writer):
+    record_crash_stack(writer)
+    ctypes.string_at(0)
+
+faulthandler.enable()  # as pytest and Ray's driver do in the parent ...
+libc = ctypes.CDLL(None)
+libc.signal.restype = ctypes.c_void_p
+libc.signal(signal.SIGSEGV, ctypes.c_void_p(0))  # ... then a library takes SIGSEGV over (SIG_DFL)
+ctx = multiprocessing.get_context("fork")
+stack = CrashStack(ctx)
+child = ctx.Process(target=crash, args=(stack.writer,))
+child.start(); stack.started(); child.join()
+print(child.exitcode, "Segmentation fault" in stack.text(), "in crash" in stack.text())
+"""
+
+
+def test_the_stack_is_kept_when_a_library_took_sigsegv_from_the_parents_faulthandler() -> None:
+    # CI's full suite: Ray's driver enables faulthandler, then its C++ core installs its own
+    # SIGSEGV handler; a child's enable() of an already enabled faulthandler used to install
+    # nothing, so the crash left no stack
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", TAKEN_OVER], capture_output=True, text=True, timeout=60
+    )
+    assert out.stdout.split() == ["-11", "True", "True"], out.stdout + out.stderr
