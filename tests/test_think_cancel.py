@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -36,6 +37,9 @@ LONG = ThinkRequest(
 def test_cancel_stops_decoding_at_once_and_the_engine_answers_again(tmp_path: Path) -> None:
     engine = LlamaCppEngine(write_tiny_llama(tmp_path / "tiny.gguf"), n_ctx=8192)
     try:
+        # the prompt into the KV cache first: on a loaded CI machine evaluating it could take
+        # longer than the 0.3 s below, and the cancel would land before decoding started
+        engine.complete(dataclasses.replace(LONG, max_tokens=1), time.monotonic() + 60)
         started = time.monotonic()
         threading.Timer(0.3, engine.cancel).start()
         with pytest.raises(EngineError, match="cancelled after [1-9][0-9]* tokens"):
