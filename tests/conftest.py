@@ -51,3 +51,5 @@ def arena(make_env) -> gym.Env:
 def _isolated_minari(tmp_path_factory, monkeypatch) -> None:
     """Minari datasets go to a temp folder, never ~/.minari."""
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path_factory.getbasetemp() / "minari"))
+    # a test's own `model.learn()` without a logger: SB3's default folder, not /tmp/SB3-<date>
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path_factory.getbasetemp() / "sb3"))

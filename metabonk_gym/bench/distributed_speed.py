@@ -18,7 +18,7 @@ from typing import Any
 
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.envs import close_venv, make_train_venv
-from metabonk_gym.training.ppo import load_or_make
+from metabonk_gym.training.ppo import load_or_make, quiet_logger
 from metabonk_gym.training.rllib import RayOptions, build_config, connect, probe, register_env
 
 PROJECTION_FORMULA = "steps/s(N) = N*B / (B/(R*r) + N*t_L)"
@@ -50,6 +50,7 @@ def sb3_speed(env_id: str, envs: int, steps: int, n_steps: int = 128) -> float:
     venv = make_train_venv(env_id, cfg)
     try:
         model = load_or_make(cfg, venv)
+        model.set_logger(quiet_logger())  # SB3's default makes an empty /tmp/SB3-<date> a call
         model.learn(n_steps * envs)
         start, before = time.perf_counter(), model.num_timesteps
         model.learn(steps, reset_num_timesteps=False)

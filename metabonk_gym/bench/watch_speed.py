@@ -32,6 +32,7 @@ import numpy as np
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.envs import close_venv, make_train_venv
 from metabonk_gym.training.policies import make_ppo
+from metabonk_gym.training.ppo import quiet_logger
 from metabonk_gym.vector.view import request_views
 from metabonk_gym.watch.live import LiveProcess
 from metabonk_gym.watch.server import unpack_frames
@@ -131,6 +132,8 @@ def bench_watch_speed(
             ],
         }
         models = {"none": make_ppo(cfg, plain), "viewer": make_ppo(cfg, watched)}
+        for model in models.values():
+            model.set_logger(quiet_logger())  # SB3's default: an empty /tmp/SB3-<date> a call
         rollout = cfg.n_steps * n_envs
         learn_steps = max(1, round(seconds * 400 / rollout)) * rollout  # whole rollouts
 

@@ -102,6 +102,18 @@ def check_compatible(
         raise ConfigError(f"{model_path} was trained on {their_env}, not {env_id}")
 
 
+def quiet_logger() -> Any:
+    """An SB3 logger that writes nothing, for timed runs (benches): without one, every
+    `learn()` makes SB3 create an empty `/tmp/SB3-<date>` folder that nobody removes.
+
+    >>> quiet_logger().output_formats
+    []
+    """
+    from stable_baselines3.common.logger import Logger
+
+    return Logger(folder=None, output_formats=[])
+
+
 def _tensorboard_logger(run: RunDir) -> Any:
     from stable_baselines3.common.logger import configure
 
