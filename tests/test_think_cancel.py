@@ -42,7 +42,11 @@ def test_cancel_stops_decoding_at_once_and_the_engine_answers_again(tmp_path: Pa
         engine.complete(dataclasses.replace(LONG, max_tokens=1), time.monotonic() + 60)
         started = time.monotonic()
         threading.Timer(0.3, engine.cancel).start()
-        with pytest.raises(EngineError, match="cancelled after [1-9][0-9]* tokens"):
+        # llama.cpp may still be (re-)evaluating the prompt at 0.3 s (CI: twice in five runs,
+        # though it was cached): a cancel must stop that at once too
+        with pytest.raises(
+            EngineError, match="cancelled (after [1-9][0-9]* tokens|while evaluating the prompt)"
+        ):
             engine.complete(LONG, started + 60)
         assert time.monotonic() - started < 2.0  # decoding all of it takes over 10 s
         spec = adapter_for_name("BonkQuest").spec
