@@ -71,7 +71,7 @@ def bench_advice(
 def bench_train_wrappers(
     env_id: str = typer.Argument("MetaBonk/BonkQuest-v0", help="Env id to train on."),
     steps: int = typer.Option(4096, min=256, help="PPO env steps per variant and round."),
-    rounds: int = typer.Option(3, min=1, help="Rounds (variants alternate; medians)."),
+    rounds: int = typer.Option(5, min=1, help="Rounds (variants alternate; medians)."),
     n_envs: int = typer.Option(4, min=1, help="Training envs."),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
 ) -> None:

@@ -5,7 +5,9 @@ for `steps` env steps, once with `wrappers: [tile_tokens]` (the VRAM tile tokens
 classes beside the frame, every key frame-stacked, `MultiInputPolicy`) and once without; rounds
 alternate the two so machine noise hits both, and medians are compared. The time covers the
 whole learn call (env workers, the wrappers inside them, the policy and its updates), not
-start-up. Why: a wrapper stack is worth training with only if it costs little (target >= 0.8x).
+start-up. Each measurement runs in a fresh process (as pyperf does), so no variant inherits
+another's heap, allocator or thread pools. Why: a wrapper stack is worth training with only if
+it costs little (target >= 0.8x).
 
 >>> VARIANTS["tile_tokens + frame stack"]
 [{'name': 'tile_tokens'}]
@@ -13,10 +15,12 @@ start-up. Why: a wrapper stack is worth training with only if it costs little (t
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import statistics
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,9 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "none": [],
     "tile_tokens + frame stack": [{"name": "tile_tokens"}],
 }
+
+#: The longest one measurement (start-up, warm-up and `steps`) may take.
+MEASURE_TIMEOUT_S = 900.0
 
 
 def cpu_seconds(pid: int) -> float:
@@ -82,7 +89,7 @@ def _steps_per_second(
 
 
 def run_train_wrappers(
-    env_id: str = "MetaBonk/BonkQuest-v0", steps: int = 4096, rounds: int = 3, n_envs: int = 4
+    env_id: str = "MetaBonk/BonkQuest-v0", steps: int = 4096, rounds: int = 5, n_envs: int = 4
 ) -> dict[str, Any]:
     """Median env steps/s of each variant over `rounds` alternating rounds, the ratio of the
     wrapped stack to none (`ratio`, the figure), the CPU per env step of each (trainer and env
@@ -91,11 +98,14 @@ def run_train_wrappers(
     rates: dict[str, list[float]] = {name: [] for name in VARIANTS}
     cpu: dict[str, list[float]] = {name: [] for name in VARIANTS}
     load_start = os.getloadavg()[0]  # a shared machine's load moves the ratio: say what it was
-    for _ in range(rounds):
-        for name, wrappers in VARIANTS.items():
-            rate, cpu_ms = _steps_per_second(env_id, wrappers, steps, n_envs)
-            rates[name].append(rate)
-            cpu[name].append(cpu_ms)
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter per measurement
+    with ProcessPoolExecutor(1, mp_context=context, max_tasks_per_child=1) as pool:
+        for _ in range(rounds):
+            for name, wrappers in VARIANTS.items():
+                job = pool.submit(_steps_per_second, env_id, wrappers, steps, n_envs)
+                rate, cpu_ms = job.result(timeout=MEASURE_TIMEOUT_S)
+                rates[name].append(rate)
+                cpu[name].append(cpu_ms)
     none = statistics.median(rates["none"])
     wrapped = statistics.median(rates["tile_tokens + frame stack"])
     return {

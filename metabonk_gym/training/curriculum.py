@@ -50,6 +50,7 @@ from metabonk_gym.training.envs import close_venv, make_train_venv, probe_env
 from metabonk_gym.training.errors import ConfigError, RunDirError
 from metabonk_gym.training.ppo import LearnLoop, TrainResult, load_or_make
 from metabonk_gym.training.rundir import RunDir, model_metadata, save_model
+from metabonk_gym.training.transpose import wrap_for_sb3
 
 STAGE_KEYS = {"name", "state", "game_seeds", "promote", "max_steps", "required"}
 STAGE_ENV_KEYS = {"reward", "goal", "max_episode_steps", "sticky_action_prob", "env_kwargs"}
@@ -358,7 +359,7 @@ def _run(
                     model = load_or_make(scfg, venv, resume_from)
                     model.set_logger(logger)
                 else:
-                    model.set_env(venv, force_reset=True)
+                    model.set_env(wrap_for_sb3(venv), force_reset=True)
                 stage_start = (
                     int(state.get("stage_start", 0))
                     if (i == index and resume_from)

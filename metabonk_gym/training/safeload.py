@@ -156,6 +156,7 @@ def load_ppo(
 
     from metabonk_gym.training.newest import rollout_buffer_args
     from metabonk_gym.training.policies import learning_rate, policy_kwargs
+    from metabonk_gym.training.transpose import wrap_for_sb3
 
     path = Path(path).expanduser()
     data = read_model_data(path)
@@ -185,7 +186,7 @@ def load_ppo(
             "ep_success_buffer": None,
         }
     try:
-        return PPO.load(path, env=venv, device=device, custom_objects=custom)
+        return PPO.load(path, env=wrap_for_sb3(venv), device=device, custom_objects=custom)
     except Exception as exc:  # torch and SB3 raise many kinds for a damaged or unfit file
         raise CheckpointError(f"cannot load model {path}: {exc}") from exc
 
