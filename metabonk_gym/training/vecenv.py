@@ -37,8 +37,8 @@ from metabonk_gym.vector import VecEngine
 
 def copy_observation(obs: Any) -> Any:
     """A copy of a batched observation that owns its arrays (the engine's are views of shared
-    memory), built key by key: `copy.deepcopy` of a Dict of five keys cost ~170 us a step in the
-    trainer (its memo and dispatch per object), this a copy per array.
+    memory), built key by key: a copy per array without `copy.deepcopy`'s memo and dispatch
+    (a Dict of five keys for 4 envs: 3.8 vs 8.1 us, timeit).
 
     >>> views = {"a": np.zeros(2), "b": (np.ones(1),)}
     >>> out = copy_observation(views)
