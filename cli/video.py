@@ -265,7 +265,10 @@ def bench_video(
     pool: str = typer.Option("max+mean", "--pool", help="Megabonk: the IDM's pooling."),
     jobs: int = typer.Option(1, "--jobs", min=1, help="Megabonk: seeds run at once (processes)."),
     balance_buttons: bool = typer.Option(
-        False, "--balance-buttons", help="Megabonk: the IDM weighs a rare button's presses up."
+        True,
+        "--balance-buttons/--no-balance-buttons",
+        help="Megabonk: the IDM weighs a rare button's presses up (else it never labels the "
+        "area ability pressed).",
     ),
     eval_steps: int = typer.Option(
         1800,

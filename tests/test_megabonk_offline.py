@@ -385,7 +385,6 @@ def test_bench_video_megabonk_runs_small(tmp_path: Path):
             "bench", "video", "--game", MEGABONK, "--seeds", "2", "--episodes", "3",
             "--episode-steps", "16", "--epochs", "1", "--bc-epochs", "1", "--eval-episodes", "1",
             "--eval-steps", "8", "--wm-steps", "2", "--out", str(out), "--jobs", "2",
-            "--balance-buttons",
         ],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -408,6 +407,7 @@ def test_bench_video_megabonk_runs_small(tmp_path: Path):
     # the IDM pools the whole screen's mean and decays its rate; each policy's episodes listed;
     # the two seeds ran at once in child processes
     assert (figures["pool"], figures["lr_schedule"], figures["jobs"]) == ("max+mean", "cosine", 2)
+    # the IDM weighs rare buttons' presses up by default (else it never labels the ability)
     assert figures["balance_buttons"] is True
     assert [row["seed"] for row in figures["per_seed"]] == [0, 1]
     for row in figures["per_seed"]:

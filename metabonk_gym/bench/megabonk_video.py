@@ -7,8 +7,8 @@ the input as a game does, see `bonklink.render`), recorded with
 4 ticks merged per step) with frames and mp4 videos. Per seed:
 
 * the first `labelled_fraction` of the episodes train a Box IDM (`train_idm`, `pool`
-  "max+mean" and a cosine learning-rate decay by default: see `IdmNet`, `train_idm`); the
-  others are
+  "max+mean", a cosine learning-rate decay and `balance_buttons` by default: see `IdmNet`,
+  `train_idm`; unbalanced, it never labels the rare area ability pressed); the others are
   the "videos": their mp4s go through `video to-dataset` and the IDM, and its actions are scored
   against the hidden true ones: **move direction within 22.5 degrees on moving steps** (true
   stick length >= 0.5; target >= 0.9) and **button accuracy** (fire, ability, interact, click;
@@ -205,7 +205,7 @@ def run_seed(
     window: int = 1,
     pool: str = "max+mean",
     lr_schedule: str = "cosine",
-    balance_buttons: bool = False,
+    balance_buttons: bool = True,
 ) -> dict[str, Any]:
     """The figures of one seed (see the module's docstring)."""
 
@@ -355,12 +355,15 @@ def run(
     pool: str = "max+mean",
     lr_schedule: str = "cosine",
     jobs: int = 1,
-    balance_buttons: bool = False,
+    balance_buttons: bool = True,
 ) -> dict[str, Any]:
     """The figures over `seeds` seeds: per seed, and median/worst of the learning figures.
     `downscale`: of the recorded frames (of 90x160) and the IDM's (2: 45x80; 1: full size)."""
     say: Log = log or (lambda _msg: None)
-    folder = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="mb-video-"))
+    # absolute: MINARI_DATASETS_PATH points into it, and a relative one broke Minari's writes
+    folder = (
+        Path(work).resolve() if work is not None else Path(tempfile.mkdtemp(prefix="mb-video-"))
+    )
     folder.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     started = time.monotonic()
