@@ -30,6 +30,7 @@ from rich.table import Table
 from metabonk_gym.agents.human import KEY_MAP
 from metabonk_gym.agents.many import play_many
 from metabonk_gym.agents.record import play, record
+from metabonk_gym.process import stop_exit_code, stop_signal
 
 console = plain_console()
 
@@ -161,6 +162,8 @@ def play_command(
         )
     )
     _report(result)
+    if stop_signal() is not None:  # stopped by Ctrl-C / SIGTERM: saved, then the shell's code
+        raise typer.Exit(stop_exit_code())
 
 
 def record_command(
@@ -226,6 +229,8 @@ def record_command(
         )
     )
     _report(result)
+    if stop_signal() is not None:  # stopped by Ctrl-C / SIGTERM: saved, then the shell's code
+        raise typer.Exit(stop_exit_code())
 
 
 def register(app: typer.Typer) -> None:

@@ -392,6 +392,27 @@ def _on_stop_signal(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt  # the first: the usual Ctrl-C path saves a checkpoint, then exits
 
 
+def graceful_stop_handler(on_stop: Callable[[], None]) -> Callable[[int, Any], None]:
+    """A SIGINT / SIGTERM handler for a loop that ends its unit of work cleanly instead of being
+    interrupted (a recorder finishing and saving its episode): the first signal calls `on_stop`
+    and is kept as the stop (`stop_signal`, `stop_exit_code`: the command exits 130 / 143 once
+    the unit is saved), a second one kills at once, as under `stop_on_signals`.
+
+    >>> stops = []
+    >>> handler = graceful_stop_handler(lambda: stops.append(1))
+    >>> callable(handler), stops
+    (True, [])
+    """
+
+    def handler(signum: int, frame: Any) -> None:
+        if _stop["signum"] is not None:
+            _on_stop_signal(signum, frame)  # the second: killed by it
+        _stop["signum"] = signum
+        on_stop()
+
+    return handler
+
+
 def reclaim_stop_signals() -> None:
     """Inside `stop_on_signals`, install its handler again: call after a library that sets its
     own SIGTERM handler (`ray.init` exits 1 on SIGTERM, skipping the checkpoint).

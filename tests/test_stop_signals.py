@@ -159,3 +159,23 @@ def test_sigterm_stops_train_bc_keeping_the_clone_so_far(tmp_path: Path) -> None
     assert state["status"] == "interrupted" and state["epochs_done"] >= 1, state
     assert run.model.is_file()
     assert_nothing_left(proc.pid)
+
+
+def test_sigterm_stops_record_keeping_the_unfinished_episode(tmp_path: Path) -> None:
+    # SIGTERM used to interrupt the episode mid-step and drop it; now it ends like Ctrl-C's first
+    # press: the episode stops, is saved marked truncated, and the command exits 143
+    import minari
+
+    dataset = f"test/stop-record-{os.getpid()}-v0"
+    videos = tmp_path / "videos"
+    proc = start(["record", QUEST, "--dataset", dataset, "--agent", "random", "--episodes", "500",
+                  "--downscale", "8", "--video", str(videos)])  # fmt: skip
+    wait_for(videos, "episode_0001.mp4", proc)  # the second episode is under way
+    _, out = stop(proc, signal.SIGTERM)
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert "stopped after" in out and "saved, marked truncated" in out, out
+    ds = minari.load_dataset(dataset)
+    assert ds.total_episodes >= 2, out
+    last = list(ds.iterate_episodes())[-1]
+    assert bool(last.truncations[-1]) and not bool(last.terminations[-1])
+    assert_nothing_left(proc.pid)

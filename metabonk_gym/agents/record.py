@@ -26,6 +26,7 @@ from metabonk_gym.agents.human import GameInputAgent, PlayWindow
 from metabonk_gym.agents.human import require_display as check_display
 from metabonk_gym.agents.registry import make_agent
 from metabonk_gym.experts.base import AgentError, close_agent
+from metabonk_gym.process import STOP_SIGNALS, graceful_stop_handler
 from metabonk_gym.registration import env_traits
 from metabonk_gym.training.datasets import DatasetWriter, check_dataset_id
 from metabonk_gym.training.envs import make_env
@@ -62,21 +63,27 @@ class RecordResult:
 
 @contextlib.contextmanager
 def _graceful_interrupt(flag: dict[str, bool]) -> Iterator[None]:
-    """First Ctrl-C sets `flag["stop"]` (the episode ends cleanly); a second one raises."""
+    """The first Ctrl-C or SIGTERM sets `flag["stop"]`: the episode ends cleanly and is saved,
+    marked truncated (`process.graceful_stop_handler`; the command then exits 130 / 143); a
+    second one kills at once. A signal ignored by whoever started us (`nohup`) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def handler(signum: int, frame: Any) -> None:
-        if flag.get("stop"):
-            raise KeyboardInterrupt
+    def stop() -> None:
         flag["stop"] = True
 
-    previous = signal.signal(signal.SIGINT, handler)
+    handler = graceful_stop_handler(stop)
+    previous = {
+        sig: signal.signal(sig, handler)
+        for sig in STOP_SIGNALS
+        if signal.getsignal(sig) != signal.SIG_IGN
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def play(
