@@ -168,14 +168,43 @@ def test_sigterm_stops_record_keeping_the_unfinished_episode(tmp_path: Path) -> 
 
     dataset = f"test/stop-record-{os.getpid()}-v0"
     videos = tmp_path / "videos"
-    proc = start(["record", QUEST, "--dataset", dataset, "--agent", "random", "--episodes", "500",
-                  "--downscale", "8", "--video", str(videos)])  # fmt: skip
-    wait_for(videos, "episode_0001.mp4", proc)  # the second episode is under way
+    proc = start(["record", QUEST, "--dataset", dataset, "--agent", "random", "--episodes", "3",
+                  "--max-steps", "200000", "--downscale", "8", "--video", str(videos)])  # fmt: skip
+    wait_for(videos, "episode_0000.mp4", proc)  # the first (long) episode is under way
     _, out = stop(proc, signal.SIGTERM)
     assert proc.returncode == 128 + signal.SIGTERM, out
     assert "stopped after" in out and "saved, marked truncated" in out, out
     ds = minari.load_dataset(dataset)
-    assert ds.total_episodes >= 2, out
+    assert ds.total_episodes >= 1, out
     last = list(ds.iterate_episodes())[-1]
     assert bool(last.truncations[-1]) and not bool(last.terminations[-1])
+    assert_nothing_left(proc.pid)
+
+
+PBT_SPEC = """
+population_size: 2
+perturbation_interval: 128
+total_steps: 1000000
+mutations:
+  learning_rate: [0.0001, 0.001]
+quantile_fraction: 0.5
+engine: sb3
+train: {n_envs: 1, n_steps: 64, batch_size: 64, n_epochs: 1, max_episode_steps: 20, video_every: 0}
+ray: {num_env_runners: 0}
+"""
+
+
+def test_ctrl_c_ends_tune_pbt_as_tune_does_keeps_best_and_exits_130(tmp_path: Path) -> None:
+    # Ray Tune takes SIGINT for itself: the command used to exit 0 after a Ctrl-C (and SIGTERM
+    # interrupted `fit`, leaving no best/); now both end Tune's loop gracefully, best/ is written
+    # from the members' last checkpoints, and the shell's code comes back
+    pbt = tmp_path / "pbt.yaml"
+    pbt.write_text(PBT_SPEC)
+    run_dir = tmp_path / "pbt"
+    proc = start(["tune", "pbt", QUEST, "--run-dir", str(run_dir), "--pbt", str(pbt)])
+    wait_for(run_dir / "tune", "*/checkpoint_000001", proc)  # a member saved twice
+    _, out = stop(proc, signal.SIGINT)
+    assert proc.returncode == 128 + signal.SIGINT, out
+    assert "stopped by SIGINT" in out, out
+    assert (run_dir / "best" / "model.zip").is_file(), out
     assert_nothing_left(proc.pid)

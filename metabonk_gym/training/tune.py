@@ -25,17 +25,22 @@ metabonk_gym.training.errors.ConfigError: PBT cannot mutate 'gama' (did you mean
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import json
+import os
 import shutil
-from collections.abc import Mapping
+import signal
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.errors import BadNumberError
+from metabonk_gym.process import STOP_SIGNALS, graceful_stop_handler, stop_signal
 from metabonk_gym.training.config import check_env_fit, config_to_yaml, resolve_config, traits_of
 from metabonk_gym.training.envs import probe_env
 from metabonk_gym.training.errors import ConfigError, RunDirError
@@ -237,6 +242,53 @@ class TuneResult:
         return data
 
 
+def _before_tune(signum: int, frame: Any) -> None:
+    """SIGUSR1 before Tune's loop takes it: ignored (the stop handler raises instead)."""
+
+
+@contextlib.contextmanager
+def tune_stops_gracefully() -> Iterator[None]:
+    """Ctrl-C and SIGTERM end a Tune run the way Tune's own Ctrl-C does (the members stop, the
+    experiment state is saved, `fit` returns) and are kept as the stop (`process.stop_signal`:
+    the command writes best/ from what was saved, then exits 130 / 143); a second one kills at
+    once. Why: Tune takes SIGINT for itself, so the command used to exit 0 after a Ctrl-C, while
+    SIGTERM interrupted `fit` and left no best/. Tune also stops on SIGUSR1, which is how the
+    handler asks it; `TUNE_DISABLE_SIGINT_HANDLER` keeps SIGINT ours.
+
+    >>> with tune_stops_gracefully():
+    ...     os.environ["TUNE_DISABLE_SIGINT_HANDLER"]
+    '1'
+    """
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGUSR1"):
+        yield
+        return
+
+    def ask_tune_to_stop() -> None:
+        if signal.getsignal(signal.SIGUSR1) is _before_tune:  # Tune's loop has not started
+            raise KeyboardInterrupt
+        os.kill(os.getpid(), signal.SIGUSR1)  # Tune's handler: stop the trials, save, return
+
+    handler = graceful_stop_handler(ask_tune_to_stop)
+    previous = {
+        sig: signal.signal(sig, handler)
+        for sig in STOP_SIGNALS
+        if signal.getsignal(sig) != signal.SIG_IGN
+    }
+    previous_usr1 = signal.signal(signal.SIGUSR1, _before_tune)
+    env = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    try:
+        yield
+    finally:
+        if env is None:
+            os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
+        else:
+            os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = env
+        signal.signal(signal.SIGUSR1, previous_usr1)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 def tune_pbt(
     env_id: str,
     run_dir: str | Path,
@@ -417,7 +469,8 @@ def _run_tuner(
         ),
     )
     try:
-        grid = tuner.fit()
+        with tune_stops_gracefully():
+            grid = tuner.fit()
     except Exception as exc:
         raise RunDirError(f"PBT stopped: {one_line(exc)}") from exc
     rows: list[dict[str, Any]] = []
@@ -434,6 +487,8 @@ def _run_tuner(
             }
         )
     scored = [r for r in rows if r["checkpoint"] and r["score"] is not None]
+    if not scored and stop_signal() is not None:
+        raise KeyboardInterrupt  # stopped before any member saved: nothing to keep
     if not scored:
         errors = "; ".join(str(r["error"]) for r in rows if r["error"]) or "no member finished"
         raise RunDirError(f"PBT produced no member with a checkpoint: {errors}")
