@@ -413,6 +413,32 @@ def graceful_stop_handler(on_stop: Callable[[], None]) -> Callable[[int, Any], N
     return handler
 
 
+@contextlib.contextmanager
+def graceful_stop_signals(on_stop: Callable[[], None]) -> Iterator[None]:
+    """In the block, SIGINT and SIGTERM go to `graceful_stop_handler(on_stop)`; the handlers
+    before are back after it. Off the main thread it does nothing; a signal inherited as
+    ignored (`nohup`) stays ignored.
+
+    >>> with graceful_stop_signals(lambda: None):
+    ...     signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    True
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = graceful_stop_handler(on_stop)
+    previous = {
+        sig: signal.signal(sig, handler)
+        for sig in STOP_SIGNALS
+        if signal.getsignal(sig) != signal.SIG_IGN
+    }
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 def reclaim_stop_signals() -> None:
     """Inside `stop_on_signals`, install its handler again: call after a library that sets its
     own SIGTERM handler (`ray.init` exits 1 on SIGTERM, skipping the checkpoint).

@@ -12,9 +12,7 @@ never lost, and the dataset appears under its id only once recording has ended.
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from metabonk_gym.agents.human import GameInputAgent, PlayWindow
 from metabonk_gym.agents.human import require_display as check_display
 from metabonk_gym.agents.registry import make_agent
 from metabonk_gym.experts.base import AgentError, close_agent
-from metabonk_gym.process import STOP_SIGNALS, graceful_stop_handler
+from metabonk_gym.process import graceful_stop_signals
 from metabonk_gym.registration import env_traits
 from metabonk_gym.training.datasets import DatasetWriter, check_dataset_id
 from metabonk_gym.training.envs import make_env
@@ -61,29 +59,15 @@ class RecordResult:
         }
 
 
-@contextlib.contextmanager
-def _graceful_interrupt(flag: dict[str, bool]) -> Iterator[None]:
+def _graceful_interrupt(flag: dict[str, bool]) -> contextlib.AbstractContextManager[None]:
     """The first Ctrl-C or SIGTERM sets `flag["stop"]`: the episode ends cleanly and is saved,
-    marked truncated (`process.graceful_stop_handler`; the command then exits 130 / 143); a
-    second one kills at once. A signal ignored by whoever started us (`nohup`) stays ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    marked truncated (`process.graceful_stop_signals`; the command then exits 130 / 143); a
+    second one kills at once."""
 
     def stop() -> None:
         flag["stop"] = True
 
-    handler = graceful_stop_handler(stop)
-    previous = {
-        sig: signal.signal(sig, handler)
-        for sig in STOP_SIGNALS
-        if signal.getsignal(sig) != signal.SIG_IGN
-    }
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+    return graceful_stop_signals(stop)
 
 
 def play(

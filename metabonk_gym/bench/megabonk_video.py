@@ -34,11 +34,10 @@ Learning figures are reported per seed and as median and worst over the seeds.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +51,7 @@ from metabonk_gym.bonklink.sim import SimProcess
 from metabonk_gym.training.bc import train_bc
 from metabonk_gym.training.datasets import DatasetWriter, dataset_env_kwargs, load_dataset
 from metabonk_gym.training.rollout import Trajectory
+from metabonk_gym.utils import env_var
 from metabonk_gym.video.dataset import to_dataset
 from metabonk_gym.video.idm import Idm, train_idm
 from metabonk_gym.video.label import relabel_dataset, spec_env
@@ -79,17 +79,8 @@ def summary(rows: list[dict[str, Any]], key: str, lower_is_worse: bool = True) -
     return {"median": float(np.median(values)), "worst": worst, "values": values}
 
 
-@contextlib.contextmanager
-def _minari_home(folder: Path) -> Iterator[None]:
-    before = os.environ.get("MINARI_DATASETS_PATH")
-    os.environ["MINARI_DATASETS_PATH"] = str(folder / "minari")
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("MINARI_DATASETS_PATH", None)
-        else:
-            os.environ["MINARI_DATASETS_PATH"] = before
+def _minari_home(folder: Path) -> contextlib.AbstractContextManager[None]:
+    return env_var("MINARI_DATASETS_PATH", str(folder / "minari"))
 
 
 def _record(

@@ -22,7 +22,7 @@ import os
 import shutil
 import uuid
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ import numpy as np
 
 from metabonk_gym.training.errors import DatasetError
 from metabonk_gym.training.rollout import Trajectory
+from metabonk_gym.utils import env_var
 
 #: Disk space kept free beyond the estimate of an episode's size.
 FREE_MARGIN_BYTES = 64 * 1024 * 1024
@@ -55,17 +56,8 @@ def datasets_root() -> Path:
     return Path(get_dataset_path())
 
 
-@contextlib.contextmanager
-def _minari_root(path: Path) -> Iterator[None]:
-    old = os.environ.get("MINARI_DATASETS_PATH")
-    os.environ["MINARI_DATASETS_PATH"] = str(path)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("MINARI_DATASETS_PATH", None)
-        else:
-            os.environ["MINARI_DATASETS_PATH"] = old
+def _minari_root(path: Path) -> contextlib.AbstractContextManager[None]:
+    return env_var("MINARI_DATASETS_PATH", str(path))
 
 
 def _infos(infos: list[dict[str, Any]], labels: list[Any] | None = None) -> dict[str, Any]:

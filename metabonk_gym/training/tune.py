@@ -40,7 +40,7 @@ from typing import Any
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.errors import BadNumberError
-from metabonk_gym.process import STOP_SIGNALS, graceful_stop_handler, stop_signal
+from metabonk_gym.process import graceful_stop_signals, stop_signal
 from metabonk_gym.training.config import check_env_fit, config_to_yaml, resolve_config, traits_of
 from metabonk_gym.training.envs import probe_env
 from metabonk_gym.training.errors import ConfigError, RunDirError
@@ -55,7 +55,7 @@ from metabonk_gym.training.rllib import (
     with_env_count,
 )
 from metabonk_gym.training.rundir import RunDir
-from metabonk_gym.utils import atomic_write_text, check_number
+from metabonk_gym.utils import atomic_write_text, check_number, env_var
 
 #: Config keys PBT may mutate -> the RLlib config key they set.
 MUTABLE: dict[str, str] = {
@@ -268,25 +268,12 @@ def tune_stops_gracefully() -> Iterator[None]:
             raise KeyboardInterrupt
         os.kill(os.getpid(), signal.SIGUSR1)  # Tune's handler: stop the trials, save, return
 
-    handler = graceful_stop_handler(ask_tune_to_stop)
-    previous = {
-        sig: signal.signal(sig, handler)
-        for sig in STOP_SIGNALS
-        if signal.getsignal(sig) != signal.SIG_IGN
-    }
     previous_usr1 = signal.signal(signal.SIGUSR1, _before_tune)
-    env = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
-    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     try:
-        yield
+        with graceful_stop_signals(ask_tune_to_stop), env_var("TUNE_DISABLE_SIGINT_HANDLER", "1"):
+            yield
     finally:
-        if env is None:
-            os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
-        else:
-            os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = env
         signal.signal(signal.SIGUSR1, previous_usr1)
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def tune_pbt(
