@@ -19,6 +19,7 @@ from metabonk_gym.cli.train import (
     TRUST_MODEL_OPTION,
     check_run_game_code,
     env_options,
+    exit_if_stopped,
     guarded,
     overrides_from,
     parse_agent_options,
@@ -30,7 +31,6 @@ from rich.table import Table
 from metabonk_gym.agents.human import KEY_MAP
 from metabonk_gym.agents.many import play_many
 from metabonk_gym.agents.record import play, record
-from metabonk_gym.process import stop_exit_code, stop_signal
 
 console = plain_console()
 
@@ -162,8 +162,7 @@ def play_command(
         )
     )
     _report(result)
-    if stop_signal() is not None:  # stopped by Ctrl-C / SIGTERM: saved, then the shell's code
-        raise typer.Exit(stop_exit_code())
+    exit_if_stopped("the episode under way was saved")
 
 
 def record_command(
@@ -229,8 +228,7 @@ def record_command(
         )
     )
     _report(result)
-    if stop_signal() is not None:  # stopped by Ctrl-C / SIGTERM: saved, then the shell's code
-        raise typer.Exit(stop_exit_code())
+    exit_if_stopped("the episode under way was saved")
 
 
 def register(app: typer.Typer) -> None:

@@ -83,6 +83,14 @@ def guarded(fn: Callable[[], T]) -> T:
         raise typer.Exit(stop_exit_code()) from None
 
 
+def exit_if_stopped(saved: str = "saved") -> None:
+    """After work that a Ctrl-C or SIGTERM ended gracefully (its result saved and reported):
+    say so and exit with the shell's code (130 / 143); nothing when no signal came."""
+    if stop_signal() is not None:
+        err_console.print(f"stopped by {signal_name(stop_signal())}; {saved}")
+        raise typer.Exit(stop_exit_code())
+
+
 def signal_name(signum: int | None) -> str:
     """SIGTERM for 15.
 

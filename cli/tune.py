@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 from metabonk_gym.cli.bench import _print, bench_app
-from metabonk_gym.cli.errors import err_console, plain_console
+from metabonk_gym.cli.errors import plain_console
 from metabonk_gym.cli.rayopts import (
     ADDRESS_OPTION,
     ENVS_PER_RUNNER_OPTION,
@@ -30,16 +30,15 @@ from metabonk_gym.cli.train import (
     _finish,
     check_run_game_code,
     env_options,
+    exit_if_stopped,
     guarded,
     overrides_from,
-    signal_name,
     train_app,
 )
 from metabonk_gym.cli.watch import WATCH_OPTION, live_watch
 from rich.table import Table
 
 from metabonk_gym.bench.distributed_speed import run as run_distributed
-from metabonk_gym.process import stop_exit_code, stop_signal
 
 tune_app = typer.Typer(
     help="Hyperparameter search on a Ray cluster: population-based training (Ray Tune).",
@@ -116,7 +115,7 @@ def pbt_command(
     data = result.to_dict()  # type: ignore[attr-defined]
     if as_json:
         console.print_json(json.dumps(data, default=str))
-        _exit_if_stopped()
+        exit_if_stopped("best/ kept what was saved")
         return
     table = Table(title=f"PBT {env_id}")
     for column in ("member", "score", "steps", "hyperparameters"):
@@ -133,14 +132,7 @@ def pbt_command(
         f"exploit steps: {data['exploits']}; best: {data['best_member']} ({data['best_score']})"
     )
     console.print(f"best policy: {data['best_model']}")
-    _exit_if_stopped()
-
-
-def _exit_if_stopped() -> None:
-    """After a Ctrl-C or SIGTERM that Tune ended gracefully (best/ written): the shell's code."""
-    if stop_signal() is not None:
-        err_console.print(f"stopped by {signal_name(stop_signal())}; best/ kept what was saved")
-        raise typer.Exit(stop_exit_code())
+    exit_if_stopped("best/ kept what was saved")
 
 
 def appo_command(

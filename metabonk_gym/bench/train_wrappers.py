@@ -99,13 +99,20 @@ def run_train_wrappers(
     cpu: dict[str, list[float]] = {name: [] for name in VARIANTS}
     load_start = os.getloadavg()[0]  # a shared machine's load moves the ratio: say what it was
     context = multiprocessing.get_context("spawn")  # a fresh interpreter per measurement
-    with ProcessPoolExecutor(1, mp_context=context, max_tasks_per_child=1) as pool:
+    pool = ProcessPoolExecutor(1, mp_context=context, max_tasks_per_child=1)
+    try:
         for _ in range(rounds):
             for name, wrappers in VARIANTS.items():
                 job = pool.submit(_steps_per_second, env_id, wrappers, steps, n_envs)
                 rate, cpu_ms = job.result(timeout=MEASURE_TIMEOUT_S)
                 rates[name].append(rate)
                 cpu[name].append(cpu_ms)
+    except BaseException:  # a hung or interrupted measurement: its process goes, never waited on
+        for child in multiprocessing.active_children():
+            child.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     none = statistics.median(rates["none"])
     wrapped = statistics.median(rates["tile_tokens + frame stack"])
     return {
