@@ -41,14 +41,16 @@ def start(args: list[str]) -> subprocess.Popen[bytes]:
     )
 
 
-def wait_for(paths: Path, pattern: str, proc: subprocess.Popen[bytes]) -> None:
+def wait_for(
+    paths: Path, pattern: str, proc: subprocess.Popen[bytes], settle_s: float = 1.5
+) -> None:
     deadline = time.monotonic() + 180
     while not list(paths.glob(pattern)):
         if proc.poll() is not None or time.monotonic() > deadline:
             os.killpg(proc.pid, signal.SIGKILL)
             raise AssertionError(f"never stepped:\n{proc.communicate()[0].decode()[-3000:]}")
         time.sleep(0.2)
-    time.sleep(1.5)  # some rollouts in
+    time.sleep(settle_s)  # some rollouts in
 
 
 def stop(proc: subprocess.Popen[bytes], signum: int) -> tuple[float, str]:
@@ -168,9 +170,13 @@ def test_sigterm_stops_record_keeping_the_unfinished_episode(tmp_path: Path) -> 
 
     dataset = f"test/stop-record-{os.getpid()}-v0"
     videos = tmp_path / "videos"
-    proc = start(["record", QUEST, "--dataset", dataset, "--agent", "random", "--episodes", "3",
-                  "--max-steps", "200000", "--downscale", "8", "--video", str(videos)])  # fmt: skip
-    wait_for(videos, "episode_0000.mp4", proc)  # the first (long) episode is under way
+    # one episode, long whatever the machine's speed: a random player at one frame a step takes
+    # 3,820 steps (~3 s on an idle machine) to end seed 0's; at the default frameskip its 406
+    # steps could all run before the signal, which then met the next episode at step 0 (a flake)
+    proc = start(["record", QUEST, "--dataset", dataset, "--agent", "random", "--episodes", "1",
+                  "--set", "frameskip=1", "--max-steps", "200000", "--downscale", "8",
+                  "--video", str(videos)])  # fmt: skip
+    wait_for(videos, "episode_0000.mp4", proc, settle_s=0.5)  # the episode is under way
     _, out = stop(proc, signal.SIGTERM)
     assert proc.returncode == 128 + signal.SIGTERM, out
     assert "stopped after" in out and "saved, marked truncated" in out, out
