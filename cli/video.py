@@ -117,6 +117,12 @@ def idm_command(
     balance_buttons: bool = typer.Option(
         False, "--balance-buttons", help="Box actions: weigh a rare button's presses up."
     ),
+    motion: bool = typer.Option(
+        False,
+        "--motion",
+        help="Also read the screen's sub-pixel scroll between frames (a camera that follows "
+        "the player: Megabonk's movement).",
+    ),
 ) -> None:
     """An inverse dynamics model: the action between two frames, from datasets with actions."""
     check_number("--window", window, 0, 16, integer=True)
@@ -141,6 +147,7 @@ def idm_command(
         pool=pool,
         lr_schedule=lr_schedule,
         balance_buttons=balance_buttons,
+        motion=motion,
     )
     _print(result.to_dict(), as_json)
     console.print(f"TensorBoard: tensorboard --logdir {Path(out) / 'tensorboard'}")
@@ -256,6 +263,9 @@ def bench_video(
     seeds: int = typer.Option(3, "--seeds", min=1, help="Megabonk: seeds (median and worst)."),
     episode_steps: int = typer.Option(150, "--episode-steps", min=8, help="Megabonk: steps."),
     bc_epochs: int = typer.Option(30, "--bc-epochs", min=1, help="Megabonk: BC epochs."),
+    bc_seeds: int = typer.Option(
+        3, "--bc-seeds", min=1, help="Megabonk: BC clones per label source (training seeds)."
+    ),
     eval_episodes: int = typer.Option(
         24,
         "--eval-episodes",
@@ -269,6 +279,11 @@ def bench_video(
         "--balance-buttons/--no-balance-buttons",
         help="Megabonk: the IDM weighs a rare button's presses up (else it never labels the "
         "area ability pressed).",
+    ),
+    motion: bool = typer.Option(
+        True,
+        "--motion/--no-motion",
+        help="Megabonk: the IDM also reads the screen's sub-pixel scroll (the player's move).",
     ),
     eval_steps: int = typer.Option(
         1800,
@@ -317,6 +332,8 @@ def bench_video(
             pool=pool,
             jobs=jobs,
             balance_buttons=balance_buttons,
+            motion=motion,
+            bc_seeds=bc_seeds,
         )
         console.print_json(json.dumps(figures, default=str))
         if out is not None:

@@ -316,20 +316,24 @@ def test_reset_answers_menus_one_action_per_packet(raw_game) -> None:
             peer.send(packet(state_bytes(playing=False, menu="MainMenu"), raw_frame(FRAME)))
             received.append(peer.action())
             assert peer.nothing_pending(0.02)
-        peer.send(packet(state_bytes(playing=True)))
+        peer.send(packet(state_bytes(playing=True)))  # gameplay, but between frames
+        received.append(peer.action())
+        peer.send(packet(state_bytes(playing=True, game_time=0.1), raw_frame(FRAME)))
         peer.wait_closed()
 
     game = raw_game(script)
     env = env_for(game, frame_size=(18, 32), menu_clicks=[(0.5, 0.7)])
     obs, info = env.reset()
-    assert info["is_playing"] and info["frame_age"] == 1
+    # gameplay starts on the packet with the next frame (answered neutral until then)
+    assert info["is_playing"] and info["frame_age"] == 0
+    assert info["game_time"] == pytest.approx(0.1)
     env.close()
     game.close()
     submit = struct.pack("<i4f4?", 20, 0, 0, 0, 0, False, False, True, False)
     neutral = struct.pack("<i4f4?", 20, 0, 0, 0, 0, False, False, False, False)
     # Row floor(0.7 * 18) = 12 from the top is y = 5 from the bottom; column 16.
     click = struct.pack("<i4f4?2i", 28, 0, 0, 0, 0, False, False, False, True, 16, 5)
-    assert received == [submit, neutral, click, neutral]
+    assert received == [submit, neutral, click, neutral, neutral]
 
 
 def test_keeps_the_last_frame_and_reports_its_age(raw_game) -> None:
@@ -627,6 +631,27 @@ def test_sb3_check_env_and_ppo_trains(sim: BonkLinkSim) -> None:
     assert model.num_timesteps >= 256
     assert any(changed), "PPO's updates left every policy parameter as it was"
     env.close()
+
+
+def test_every_step_observes_its_own_last_frame_after_any_reset() -> None:
+    # the game sends a frame every 4th tick; an env whose steps of 4 ticks start off that
+    # beat observed a frame 1-3 ticks older than its state and its input, as recordings did
+    # after a game over. Put the game off the beat (one tick by another client), then reset.
+    with BonkLinkSim(port=0, mode="lockstep", update_hz=60, jpeg_hz=15, seed=4) as server:
+        env = MegabonkEnv(port=server.port, frameskip=4, frame_size=(45, 80))
+        env.reset()
+        nudge = MegabonkEnv(port=server.port, frameskip=1, frame_size=(45, 80))
+        nudge.reset()  # the game takes one client at a time: this one replaces env's
+        nudge.step(nudge.action_space.sample() * 0)
+        nudge.close()
+        _, info = env.reset(options={"reconnect": True})
+        ages = [info["frame_age"]]
+        for _ in range(12):
+            _, _, terminated, truncated, info = env.step(env.action_space.sample())
+            ages.append(info["frame_age"])
+            assert not (terminated or truncated)
+        env.close()
+    assert ages == [0] * 13
 
 
 def test_env_against_the_realtime_sim() -> None:

@@ -284,6 +284,31 @@ def test_box_idm_labels_videos_with_box_actions_and_confidence(
     assert ((confidence >= 0.5) & (confidence <= 1.0)).all()
 
 
+def test_a_box_idm_with_motion_reads_the_scroll_and_labels_videos(
+    demos: dict[str, Any], box_idm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import json
+
+    import minari
+
+    from metabonk_gym.video.dataset import to_dataset
+    from metabonk_gym.video.idm import Idm, train_idm
+    from metabonk_gym.video.label import label
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(Path(demos["videos"]).parent / "minari"))
+    out = tmp_path / "idm"
+    train_idm([demos["dataset"]], out, epochs=1, width=8, val_fraction=0.0, motion=True)
+    assert json.loads((out / "idm.json").read_text())["motion"] is True
+    idm = Idm(out)
+    assert idm.net.shift is not None and tuple(idm.net.shift.weight_logits.shape) == (45, 80)
+    assert Idm(box_idm).net.shift is None  # a model without it loads as it was trained
+    vds = to_dataset(sorted(demos["videos"].glob("*.mp4")), MEGABONK, tmp_path / "vds", check=False)
+    result = label(vds, out, "test/mb-motion-labelled-v0", obs_type="rgb", downscale=2)
+    assert result.steps == 120
+    episode = next(minari.load_dataset("test/mb-motion-labelled-v0").iterate_episodes())
+    assert np.asarray(episode.actions).shape == (40, 10)
+
+
 def test_bc_and_world_model_run_on_box_actions(demos: dict[str, Any], box_idm: Path, tmp_path):
     import gymnasium as gym
     from metabonk_gym.wrappers import TemporalStrip
@@ -385,6 +410,7 @@ def test_bench_video_megabonk_runs_small(tmp_path: Path):
             "bench", "video", "--game", MEGABONK, "--seeds", "2", "--episodes", "3",
             "--episode-steps", "16", "--epochs", "1", "--bc-epochs", "1", "--eval-episodes", "1",
             "--eval-steps", "8", "--wm-steps", "2", "--out", str(out), "--jobs", "2",
+            "--bc-seeds", "2",
         ],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -409,13 +435,22 @@ def test_bench_video_megabonk_runs_small(tmp_path: Path):
     assert (figures["pool"], figures["lr_schedule"], figures["jobs"]) == ("max+mean", "cosine", 2)
     # the IDM weighs rare buttons' presses up by default (else it never labels the ability)
     assert figures["balance_buttons"] is True
+    # and reads the screen's sub-pixel scroll (the camera follows the player) by default
+    assert figures["motion"] is True
     assert [row["seed"] for row in figures["per_seed"]] == [0, 1]
     for row in figures["per_seed"]:
+        # two clones of each label source, one episode each; random plays once
         assert {k: len(v) for k, v in row["survival_per_episode"].items()} == {
-            "idm": 1,
-            "true": 1,
+            "idm": 2,
+            "true": 2,
             "random": 1,
         }
+        assert {k: len(v) for k, v in row["bc_clone_survival"].items()} == {
+            "idm": 2,
+            "true": 2,
+            "random": 1,
+        }
+    assert figures["bc_seeds"] == 2
 
 
 def test_idm_pool_and_schedule_are_checked(tmp_path: Path):

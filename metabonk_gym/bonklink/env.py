@@ -83,6 +83,9 @@ INFO_VARIABLES: tuple[str, ...] = (
     "xp",
     "level",
 )
+#: Packets `reset` reads at most to start on one that carries a frame (the plugin sends a
+#: frame every UpdateHz / JpegHz ticks: 4 at its defaults).
+MAX_ALIGN_PACKETS = 16
 
 
 class MegabonkEnv(gym.Env[Any, Any]):
@@ -200,6 +203,7 @@ class MegabonkEnv(gym.Env[Any, Any]):
         self._frame = np.zeros((*self._builder.frame_size, 3), np.uint8)
         self._frame_bytes: bytes | None = None
         self._frame_age = -1  # packets since the last frame; -1 before the first
+        self._align_left = MAX_ALIGN_PACKETS  # packets reset may read to start on a frame
         self._full_frame: np.ndarray | None = None
         self._menu_tick = 0
         self._last_obs: Any = None
@@ -240,8 +244,11 @@ class MegabonkEnv(gym.Env[Any, Any]):
         """Wait for gameplay and return its first observation.
 
         Connects (or reconnects) first when needed; ``options={"reconnect": True}`` forces a
-        fresh connection. Raises :class:`ConnectionError` when the game cannot be reached
-        within ``connect_timeout`` and :class:`TimeoutError` when gameplay does not start within
+        fresh connection. Gameplay starts on a packet that carries a frame (within
+        `MAX_ALIGN_PACKETS`), so that with a frameskip that is a multiple of the game's frame
+        period every step observes the frame of its own last tick (``info["frame_age"]`` 0).
+        Raises :class:`ConnectionError` when the game cannot be reached within
+        ``connect_timeout`` and :class:`TimeoutError` when gameplay does not start within
         ``reset_timeout``.
         """
         super().reset(seed=seed)
@@ -252,6 +259,7 @@ class MegabonkEnv(gym.Env[Any, Any]):
         last_error: Exception | None = None
         failures = 0
         self._menu_tick = 0
+        self._align_left = MAX_ALIGN_PACKETS
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -447,7 +455,16 @@ class MegabonkEnv(gym.Env[Any, Any]):
             and self._frame_age < 0
             and time.monotonic() - fresh_since < self.frame_wait
         )
-        return not waiting_for_frame
+        if waiting_for_frame:
+            return False
+        # Start on a packet that carries a frame: the game sends one every few ticks, and a
+        # step of `frameskip` packets that starts off that beat observes a frame up to
+        # frameskip-1 ticks older than its state and its input (in recordings after a game
+        # over, 3 of 4 ticks old: the frames lagged the actions they were labelled with)
+        if self._frame_age > 0 and self._align_left > 0:
+            self._align_left -= 1
+            return False
+        return True
 
     def _menu_action(self, state: GameState) -> Action:
         """Neutral on even ticks (so that presses have edges), else the next helper action."""

@@ -264,8 +264,8 @@ class BonkLinkSim:
                 return
             for key, _ in selector.select(timeout):
                 if key.data == "accept":
-                    if self._accept():
-                        self._send_packet(NEUTRAL_ACTION, with_frame=self.frame_every > 0)
+                    if self._accept():  # a frame only on its beat, as the plugin's captures
+                        self._send_packet(NEUTRAL_ACTION, with_frame=self._frame_due())
                 elif key.data == "client":
                     for action in self._read_actions():
                         self.game.tick(action)

@@ -2,7 +2,8 @@
 
 `IdmNet` reads a window of 2k+2 frames and the 2k+1 differences between neighbours (the motion
 the action caused) through three small batch-normalised convolutions and a max-pooled head
-(optionally also the whole screen's mean, `pool="max+mean"`), sized for a 2-core CPU.
+(optionally also the whole screen's mean, `pool="max+mean"`, and its sub-pixel scroll,
+`motion=True`), sized for a 2-core CPU.
 `save_model_files` writes `NAME.pt` (`torch.save` of the state_dict only) and `NAME.json`
 (game, env id, observation spec, action space, window, training figures); `load_model_files`
 reads them back with `weights_only=True`, so a model file can hold tensors and nothing that runs.
@@ -12,6 +13,8 @@ reads them back with `weights_only=True`, so a model file can hold tensors and n
 >>> net(torch.zeros(2, 4, 1, 20, 30, dtype=torch.uint8)).shape
 torch.Size([2, 6])
 >>> IdmNet(4, 1, 6, pool="max+mean")(torch.zeros(2, 4, 1, 20, 30, dtype=torch.uint8)).shape
+torch.Size([2, 6])
+>>> IdmNet(4, 3, 6, motion=True, frame_size=(20, 30))(torch.zeros(2, 4, 3, 20, 30)).shape
 torch.Size([2, 6])
 """
 
@@ -28,6 +31,7 @@ from torch import nn
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.learned.errors import ModelFileError
+from metabonk_gym.learned.motion import CameraShift
 from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
 
 MODEL_FORMAT = "metabonk-video-model"
@@ -44,16 +48,32 @@ class IdmNet(nn.Module):
         pool: ``"max"`` (a 3x4 grid of maxima: where things are) or ``"max+mean"`` (also the
             mean of each channel over the whole screen: motion that moves everything, such as
             a scrolling camera, shows in every region alike and survives the mean, not the max).
+        motion: also give the head the screen's sub-pixel shift between neighbouring frames
+            (`metabonk_gym.learned.motion.CameraShift`): what a following camera shows of the
+            player's movement. Needs `frame_size`.
+        frame_size: (height, width) of the frames (with `motion`).
     """
 
     POOLS = ("max", "max+mean")
 
     def __init__(
-        self, frames: int, channels: int, n_actions: int, width: int = 32, pool: str = "max"
+        self,
+        frames: int,
+        channels: int,
+        n_actions: int,
+        width: int = 32,
+        pool: str = "max",
+        motion: bool = False,
+        frame_size: tuple[int, int] | None = None,
     ) -> None:
         super().__init__()
         if pool not in self.POOLS:
             raise ValueError(f"pool must be one of {', '.join(self.POOLS)}, not {pool!r}")
+        self.shift: CameraShift | None = None
+        if motion:
+            if frame_size is None or frames < 2:
+                raise ValueError("motion needs frame_size and a window of at least 2 frames")
+            self.shift = CameraShift(frame_size)
         inputs = frames * channels + (frames - 1) * channels
         self.frames, self.channels, self.pool = frames, channels, pool
         self.conv = nn.Sequential(
@@ -69,6 +89,7 @@ class IdmNet(nn.Module):
         )
         self.max_pool = nn.Sequential(nn.AdaptiveMaxPool2d((3, 4)), nn.Flatten())
         features = width * 12 + (width if pool == "max+mean" else 0)
+        features += 2 * (frames - 1) if self.shift is not None else 0
         self.head = nn.Sequential(nn.Linear(features, 128), nn.ReLU(), nn.Linear(128, n_actions))
 
     def forward(self, windows: torch.Tensor) -> torch.Tensor:
@@ -82,6 +103,8 @@ class IdmNet(nn.Module):
         pooled = self.max_pool(maps)
         if self.pool == "max+mean":
             pooled = torch.cat([pooled, maps.mean(dim=(2, 3))], dim=1)
+        if self.shift is not None:  # in pixels, about the size of the other features
+            pooled = torch.cat([pooled, self.shift(x.mean(dim=2)).reshape(b, -1)], dim=1)
         return self.head(pooled)
 
 

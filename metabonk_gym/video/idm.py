@@ -38,6 +38,8 @@ from metabonk_gym.video.frames import Windows
 IDM_NAME = "idm"
 #: `train_idm`'s learning-rate schedules.
 LR_SCHEDULES = ("constant", "cosine")
+#: The learning rate of `IdmNet`'s motion weight map over the rest of the net's.
+SHIFT_LR_SCALE = 30.0
 Log = Callable[[str], None]
 
 
@@ -282,6 +284,7 @@ def train_idm(
     pool: str = "max",
     lr_schedule: str = "constant",
     balance_buttons: bool = False,
+    motion: bool = False,
 ) -> IdmResult:
     """Train an IDM on `datasets` (Minari ids with actions) into folder `out` (idm.pt, idm.json,
     tensorboard/). `window` is k: each step sees frames t-k .. t+k+1; `pool` is the net's
@@ -290,7 +293,8 @@ def train_idm(
     held-out Megabonk move figure swung between 0.40 and 0.90 from one epoch to the next, so
     the last epoch's figure was luck); `balance_buttons` weighs each rare button's presses by its
     unpressed/pressed ratio (`press_weights`: else a button pressed on 2% of steps is learned as
-    never pressed, 98% accurate)."""
+    never pressed, 98% accurate); `motion` also reads the screen's sub-pixel scroll between
+    frames (`IdmNet`'s `motion`: a following camera's view of the player's movement)."""
     import torch
     from torch.utils.tensorboard import SummaryWriter
 
@@ -335,8 +339,22 @@ def train_idm(
         yv = np.concatenate(val_y)
     frame_shape = train_w.frames.shape[1:]
     weights = press_weights(y, layout) if layout is not None and balance_buttons else None
-    net = IdmNet(2 * window + 2, int(frame_shape[-1]), data.action_n, width=width, pool=pool)
-    optimizer = torch.optim.Adam(net.parameters(), lr=learning_rate)
+    net = IdmNet(
+        2 * window + 2,
+        int(frame_shape[-1]),
+        data.action_n,
+        width=width,
+        pool=pool,
+        motion=motion,
+        frame_size=(int(frame_shape[0]), int(frame_shape[1])),
+    )
+    shift_params = list(net.shift.parameters()) if net.shift is not None else []
+    others = [p for p in net.parameters() if all(p is not q for q in shift_params)]
+    groups: list[dict[str, Any]] = [{"params": others}]
+    if shift_params:  # its weight map learns only through the head: at the net's rate it
+        # barely moved in 20 epochs (0.4-0.6 everywhere, the HUD still counting)
+        groups.append({"params": shift_params, "lr": learning_rate * SHIFT_LR_SCALE})
+    optimizer = torch.optim.Adam(groups, lr=learning_rate)
     total_batches = max(1, epochs * -(-len(train_w) // batch_size))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer,
@@ -422,6 +440,7 @@ def train_idm(
         "window": window,
         "width": width,
         "pool": pool,
+        "motion": motion,
         "lr_schedule": lr_schedule,
         "press_weights": weights,
         "datasets": list(datasets),
@@ -462,6 +481,8 @@ class Idm:
                 self.action_n,
                 int(self.meta["width"]),
                 pool=str(self.meta.get("pool", "max")),
+                motion=bool(self.meta.get("motion", False)),
+                frame_size=(self.shape[0], self.shape[1]),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelFileError(f"IDM metadata of {path} is incomplete: {exc}") from None
