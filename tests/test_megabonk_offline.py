@@ -397,12 +397,15 @@ def test_cli_records_the_person_at_the_game(human_sim: LoggedSim, tmp_path: Path
     assert np.asarray(episode.actions).shape == (12, 10)
 
 
-def test_bench_video_megabonk_runs_small(tmp_path: Path):
+def test_bench_video_megabonk_runs_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     import json
 
     from metabonk_gym.cli.main import app
     from typer.testing import CliRunner
 
+    # a relative --work folder: Minari's staging path is made from it (a relative one broke
+    # Minari's writes), so the bench resolves it
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "figures.json"
     result = CliRunner().invoke(
         app,
@@ -410,7 +413,7 @@ def test_bench_video_megabonk_runs_small(tmp_path: Path):
             "bench", "video", "--game", MEGABONK, "--seeds", "2", "--episodes", "3",
             "--episode-steps", "16", "--epochs", "1", "--bc-epochs", "1", "--eval-episodes", "1",
             "--eval-steps", "8", "--wm-steps", "2", "--out", str(out), "--jobs", "2",
-            "--bc-seeds", "2",
+            "--bc-seeds", "2", "--work", "work",
         ],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -451,6 +454,10 @@ def test_bench_video_megabonk_runs_small(tmp_path: Path):
             "random": 1,
         }
     assert figures["bc_seeds"] == 2
+    for seed in (0, 1):  # the work folder keeps what each seed made
+        assert (tmp_path / "work" / f"idm-s{seed}" / "idm.json").is_file()
+        assert (tmp_path / "work" / f"bc-true-s{seed}-c1" / "model.zip").is_file()
+        assert (tmp_path / "work" / "minari" / "bench" / f"mb-demos-s{seed}-v0").is_dir()
 
 
 def test_idm_pool_and_schedule_are_checked(tmp_path: Path):
