@@ -42,6 +42,10 @@ class CameraShift(nn.Module):
             that move on their own (enemies, shots) do not fit the screen's shift.
     """
 
+    blur: torch.Tensor
+    grid: torch.Tensor
+    inside: torch.Tensor
+
     def __init__(
         self, frame_size: Sequence[int], iterations: int = 3, robust_scale: float = 0.05
     ) -> None:
