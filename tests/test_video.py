@@ -190,6 +190,21 @@ def test_an_idm_for_another_game_is_refused(tmp_path, quest_idm):
         Idm(tmp_path)
 
 
+def test_an_idm_file_declaring_a_huge_frame_is_refused_before_any_allocation(tmp_path, quest_idm):
+    import json
+    import shutil
+
+    hostile = tmp_path / "hostile"
+    shutil.copytree(quest_idm, hostile)
+    meta_path = hostile / "idm.json"
+    meta = json.loads(meta_path.read_text())
+    meta["motion"] = True  # a weight map of height x width floats: 4e10 of them
+    meta["obs"]["shape"] = [200_000, 200_000, 1]
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(ModelFileError, match=r"obs\.shape\.0 must be a whole number in 1\.\.4096"):
+        Idm(hostile)
+
+
 # ---------------------------------------------------------------------- learned reward
 def test_learned_reward_term_scores_the_screen(tmp_path, quest_frames):
     from metabonk_gym.learned.bind import bind_learned_terms
