@@ -3,6 +3,9 @@
 Run once on the commit whose behaviour the tests pin (the env contract refactor compares against
 trajectories recorded on the main before it):
     python scripts/record_trajectories.py tests/data/trajectories.json
+A case whose behaviour changed on purpose is recorded again alone, the others kept, the reason
+stored in the file's `rerecorded`:
+    python scripts/record_trajectories.py tests/data/trajectories.json --only NAME --reason TEXT
 Each case is an env, its make kwargs, a reset seed/options and a list of actions; actions are
 stored, so replaying them does not depend on how a space samples.
 """
@@ -103,13 +106,19 @@ def rollout(env: gym.Env, seed: int, actions: list[Any], reset_options: dict | N
     return {"reset": first, "steps": steps}
 
 
-def main(out: str) -> None:
+def main(out: str, only: str | None = None, reason: str | None = None) -> None:
     from metabonk_gym.bonklink.sim import BonkLinkSim
     from metabonk_gym.gba.integration import Integration
     from metabonk_gym.gba.skyemu_peer import PeerProcess
 
+    if only is not None and only not in {case["name"] for case in CASES}:
+        raise SystemExit(f"--only {only}: no such case ({', '.join(c['name'] for c in CASES)})")
+    if only is not None and not reason:
+        raise SystemExit("--only needs --reason: why the pinned behaviour changed")
     results = []
     for case in CASES:
+        if only is not None and case["name"] != only:
+            continue
         kwargs = dict(case["kwargs"])
         peer = sim = None
         if kwargs.get("backend") == "skyemu":
@@ -137,9 +146,22 @@ def main(out: str) -> None:
             }
         )
         print(case["name"], len(result["steps"]), "steps", file=sys.stderr)
+    data: dict[str, Any] = {"recorded_on": "main before the env-contract change", "cases": results}
+    if only is not None:
+        with open(out) as handle:
+            data = json.load(handle)
+        data["cases"] = [results[0] if c["name"] == only else c for c in data["cases"]]
+        data.setdefault("rerecorded", {})[only] = reason
     with open(out, "w") as handle:
-        json.dump({"recorded_on": "main before the env-contract change", "cases": results}, handle)
+        json.dump(data, handle)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out")
+    parser.add_argument("--only", help="record this case again, keep the others")
+    parser.add_argument("--reason", help="with --only: why its pinned behaviour changed")
+    args = parser.parse_args()
+    main(args.out, args.only, args.reason)

@@ -4,7 +4,9 @@
 cf0eb5f (before the game-packages / env-contract change): for each case, an env, its make
 kwargs, a seed and the actions taken, with a hash of every observation, the rewards, the done
 flags and the info scalars. Replaying the stored actions must reproduce all of them; only the
-names the contract renamed (`health` -> `hp`, the Dict frame key -> `pixels`) are mapped.
+names the contract renamed (`health` -> `hp`, the Dict frame key -> `pixels`) are mapped. A case
+whose behaviour changed on purpose was recorded again alone; the file's `rerecorded` says which
+and why (`megabonk_sim`: reset starts on a frame now).
 """
 
 from __future__ import annotations
