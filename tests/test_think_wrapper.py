@@ -110,6 +110,43 @@ def test_stacks_on_dict_observation_wrappers(make_env) -> None:
     env.close()
 
 
+def test_a_deadline_that_keeps_running_out_grows_up_to_its_cap(make_env) -> None:
+    # a deadline calibrated on an idle machine (0.1 s) meets a model that now takes 0.25 s:
+    # after half of 4 calls time out it grows 1.5x, until answers arrive (0.1 -> 0.15 -> 0.225
+    # -> 0.3375), never past max_timeout_s; without a cap it stays where it was
+    def run(max_timeout_s: float | None, steps: int) -> tuple[PauseToThink, list[float], dict]:
+        slow = SlowOracle(delay_s=0.25)
+        env = PauseToThink(
+            make_env("MetaBonk/BonkQuest-v0"),
+            engine=slow,
+            timeout_s=0.1,
+            max_timeout_s=max_timeout_s,
+            think_every=1,
+            cooldown_steps=1,
+        )
+        env.reset(seed=0)
+        deadlines = []
+        for _ in range(steps):
+            *_, info = env.step(0)
+            deadlines.append(env.director.timeout_s)
+            time.sleep(0.3)  # a timed-out answer finishes before the next call (one worker)
+        env.close()
+        return env, deadlines, info["think"]
+
+    env, deadlines, think = run(max_timeout_s=0.34, steps=20)
+    assert deadlines == sorted(deadlines) and deadlines[0] == pytest.approx(0.1)
+    # 0.1 x 1.5^3 = 0.3375, then the cap (0.34) if a loaded machine made more answers late
+    assert deadlines[-1] in (pytest.approx(0.3375), pytest.approx(0.34))
+    assert env.strategist.delay_s < deadlines[-1]  # answers arrive in time now
+    assert think["calls"] > think["fallbacks"] >= 6
+    env, deadlines, think = run(max_timeout_s=None, steps=8)
+    assert set(deadlines) == {0.1} and think["fallbacks"] == think["calls"]
+    with pytest.raises(ValueError, match="max_timeout_s must be >= timeout_s"):
+        PauseToThink(
+            make_env("MetaBonk/BonkQuest-v0"), engine="oracle", timeout_s=2, max_timeout_s=1
+        )
+
+
 def test_pause_mode_never_waits_longer_than_timeout(make_env) -> None:
     slow = SlowOracle(delay_s=2.0)
     env = PauseToThink(

@@ -28,7 +28,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from metabonk_gym.think.calibrate import calibrated_timing, warm_up
+from metabonk_gym.think.calibrate import MAX_TIMEOUT_S, calibrated_timing, warm_up
 from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.director import Director
 from metabonk_gym.think.engines import LlamaCppEngine
@@ -219,6 +219,8 @@ def make_think_agent(
         if isinstance(strategist, ModelStrategist) and isinstance(engine_, LlamaCppEngine):
             timing, _, _ = calibrated_timing(engine_, builder, frameskip=_frameskip(env))
             timeout_s = strategist.timeout_s = timing.timeout_s
+            # measured at this moment's load: let it grow if the machine gets busier
+            director_kwargs.setdefault("max_timeout_s", max(MAX_TIMEOUT_S, timeout_s))
             if mode == "async":  # pause mode waits for each answer: events only
                 director_kwargs.setdefault("cooldown_steps", timing.cooldown_steps)
     log = (

@@ -54,6 +54,9 @@ CACHE_NAME = "think-latency.json"
 CALLS = 5
 #: Game frames per second (GBA, Megabonk's tick rate in the stand-in).
 FPS = 60
+#: The longest deadline the rule gives, and how far a calibrated deadline may grow under load
+#: (`Director`'s `max_timeout_s`).
+MAX_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ class ThinkTiming:
 def think_timing(latency: Latency, frameskip: int = 4) -> ThinkTiming:
     """The deadline and cooldown for a model of `latency` (see the module docstring)."""
     timeout = max(1.0, 3.0 * latency.p50_s, 1.5 * latency.p95_s)
-    timeout = min(60.0, math.ceil(timeout * 2) / 2)
+    timeout = min(MAX_TIMEOUT_S, math.ceil(timeout * 2) / 2)
     cooldown = max(4, math.ceil(latency.p50_s * FPS / max(1, frameskip)))
     return ThinkTiming(timeout_s=timeout, cooldown_steps=cooldown)
 

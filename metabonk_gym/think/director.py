@@ -27,6 +27,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,8 @@ logger = logging.getLogger("metabonk_gym.think")
 MODES = ("pause", "async")
 #: Triggers that ignore the cooldown.
 URGENT = ("start", "new_room", "menu", "dialogue")
+#: Calls the adaptive deadline looks back on (`Director`'s `max_timeout_s`).
+DEADLINE_WINDOW = 4
 
 
 @dataclass
@@ -70,6 +73,10 @@ class Director:
         min_confidence: a model's directive below this confidence (0..1) is reconsidered.
         log: the `DecisionLog` that records each call and its outcome; None: no log.
         history_len: how many past directives, with their outcomes, the strategist is shown.
+        max_timeout_s: let the deadline grow up to this: when half of the last
+            `DEADLINE_WINDOW` calls ran out of time, it is raised 1.5x (and the strategist's
+            with it). A deadline calibrated on an idle machine is short once training loads
+            it; None (default): the deadline stays `timeout_s`.
     """
 
     def __init__(
@@ -83,6 +90,7 @@ class Director:
         min_confidence: float = 0.25,
         log: DecisionLog | None = None,
         history_len: int = 8,
+        max_timeout_s: float | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be 'pause' or 'async', not {mode!r}")
@@ -92,6 +100,12 @@ class Director:
         self.adapter = adapter
         self.mode = mode
         self.timeout_s = float(timeout_s)
+        if max_timeout_s is not None and max_timeout_s < timeout_s:
+            raise ValueError(
+                f"max_timeout_s must be >= timeout_s ({timeout_s}), not {max_timeout_s}"
+            )
+        self.max_timeout_s = max_timeout_s
+        self._timed_out: deque[bool] = deque(maxlen=DEADLINE_WINDOW)
         self.think_every = int(think_every)
         self.cooldown_steps = int(cooldown_steps)
         self.min_confidence = float(min_confidence)
@@ -236,6 +250,30 @@ class Director:
         self._finish(status, view)
         self._install(result, asked, trigger, latency_frames=frames, now=view)
 
+    def _adapt_deadline(self, timed_out: bool) -> None:
+        """Raise the deadline 1.5x (up to `max_timeout_s`) once half of the last
+        `DEADLINE_WINDOW` calls timed out; the window starts over after a raise."""
+        if self.max_timeout_s is None:
+            return
+        self._timed_out.append(timed_out)
+        if len(self._timed_out) < DEADLINE_WINDOW or 2 * sum(self._timed_out) < DEADLINE_WINDOW:
+            return
+        raised = min(self.max_timeout_s, self.timeout_s * 1.5)
+        late = sum(self._timed_out)
+        self._timed_out.clear()
+        if raised <= self.timeout_s:
+            return
+        logger.warning(
+            "think: %d of the last %d calls ran out of time: deadline %.1f s -> %.1f s",
+            late,
+            DEADLINE_WINDOW,
+            self.timeout_s,
+            raised,
+        )
+        self.timeout_s = raised
+        if hasattr(self.strategist, "timeout_s"):  # a model's own cut-off moves with it
+            self.strategist.timeout_s = raised
+
     def _install(
         self,
         result: ThinkResult,
@@ -246,6 +284,7 @@ class Director:
     ) -> None:
         self._call_id += 1
         self.stats.record_call(result.latency_s, result.category, result.error)
+        self._adapt_deadline(result.category == "timeout")
         if result.category is not None:
             logger.warning("think fallback (%s): %s", result.category, result.error)
         if self.log is not None:

@@ -92,6 +92,8 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         chat_handler: the vision family (llama_cpp; "auto" detects it).
         vision: send the frame to the server (openai).
         timeout_s: the longest wait for one directive (then the safe fallback).
+        max_timeout_s: let that deadline grow 1.5x at a time up to this while half of the
+            recent calls run out of time (`Director`); None: it stays `timeout_s`.
         mode: "pause" (the env waits for the answer) or "async" (it steps on meanwhile).
         think_every: think every N steps as well (0: only on events).
         cooldown_steps: steps between two non-urgent calls.
@@ -126,6 +128,7 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         chat_handler: str = "auto",
         vision: bool | None = None,
         timeout_s: float = 10.0,
+        max_timeout_s: float | None = None,
         mode: str = "pause",
         think_every: int = 0,
         cooldown_steps: int = 4,
@@ -151,6 +154,7 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
             chat_handler=chat_handler,
             vision=vision,
             timeout_s=timeout_s,
+            max_timeout_s=max_timeout_s,
             mode=mode,
             think_every=think_every,
             cooldown_steps=cooldown_steps,
@@ -230,6 +234,7 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
             cooldown_steps=cooldown_steps,
             min_confidence=min_confidence,
             log=log,
+            max_timeout_s=max_timeout_s,
         )
         self.directive_in_obs = directive_in_obs
         self.follower = make_follower(env, self.adapter) if follow_weight > 0 else None
