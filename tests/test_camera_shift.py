@@ -1,18 +1,17 @@
 """`CameraShift`: the screen's sub-pixel scroll between frames, and the weight map it learns.
 
-Real torch, real optimisation: a smooth ground viewed through a camera moved by known fractions of a
-pixel, with and without a static
-HUD drawn over it (which does not scroll, so it pulls an unweighted estimate toward zero).
+Real torch, real optimisation: a smooth ground viewed through a camera moved by known
+fractions of a pixel, with and without a static HUD drawn over it (which does not scroll, so it
+pulls an unweighted estimate toward zero).
 """
 
 from __future__ import annotations
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from metabonk_gym.learned.model import IdmNet  # noqa: E402
-from metabonk_gym.learned.motion import CameraShift  # noqa: E402
+from metabonk_gym.learned.model import IdmNet
+from metabonk_gym.learned.motion import CameraShift
 
 H, W = 24, 40
 
