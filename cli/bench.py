@@ -13,7 +13,9 @@ import typer
 from metabonk_gym.cli.errors import plain_console
 from rich.table import Table
 
+from metabonk_gym.bench import report
 from metabonk_gym.bench.env_speed import run as run_env_speed
+from metabonk_gym.bench.figures import write_group
 from metabonk_gym.utils import atomic_write_text
 
 bench_app = typer.Typer(
@@ -21,6 +23,8 @@ bench_app = typer.Typer(
     no_args_is_help=True,
 )
 console = plain_console()
+#: `bench env`'s pass mark: the env keeps this fraction of the raw core's frame rate.
+ENV_VS_RAW_TARGET = 0.85
 
 
 def _print(title: str, result: dict, out: Path | None) -> None:
@@ -42,13 +46,68 @@ def bench_env(
     vector: bool = typer.Option(True, help="Also measure 1 vs 2 subprocess envs."),
     retro_env: bool = typer.Option(True, help="Also measure stable-retro's RetroEnv."),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures: Path | None = typer.Option(
+        None, help="Write the figure record here (docs/figures/env.json), then `bench report`."
+    ),
 ) -> None:
     """Env frame rate vs the raw mGBA core, stable-retro's RetroEnv, and 2 vectorised envs."""
-    _print(
-        f"metabonk bench env {env_id}",
-        run_env_speed(env_id, steps=steps, rounds=rounds, vector=vector, retro_env=retro_env),
-        out,
-    )
+    command = f"metabonk bench env {env_id}"
+    result = run_env_speed(env_id, steps=steps, rounds=rounds, vector=vector, retro_env=retro_env)
+    _print(command, result, out)
+    if figures is not None:
+        write_group(figures, "env", "GBA envs", env_figures(result), command=command, order=10)
+
+
+def env_figures(result: dict) -> list[dict]:
+    """`bench env`'s result as figure records (the target is `ENV_VS_RAW_TARGET`).
+
+    >>> env_figures({"env_fps": 8335.0, "raw_core_fps": 8511.0, "env_vs_raw": 0.979})[0]["met"]
+    True
+    """
+    ratio = result["env_vs_raw"]
+    text = f"{result['env_fps']:,.0f} vs {result['raw_core_fps']:,.0f} frames/s = {ratio:.2f}x"
+    rows = [
+        {
+            "id": "env-vs-raw",
+            "name": "env frames/s vs stable-retro's raw `RetroEmulator` in a plain loop",
+            "value": round(ratio, 3),
+            "unit": "x",
+            "text": text,
+            "target": f">= {ENV_VS_RAW_TARGET}x",
+            "met": ratio >= ENV_VS_RAW_TARGET,
+            "headline": "GBA env speed vs the raw emulator core",
+            "short": f"{ratio:.2f}x",
+        }
+    ]
+    if result.get("retro_env_vs_raw") is not None:
+        retro = result["retro_env_vs_raw"]
+        rows.append(
+            {
+                "id": "retro-env-vs-raw",
+                "name": "stable-retro's own `RetroEnv` on the same ROM, vs the raw core",
+                "value": round(retro, 3),
+                "unit": "x",
+                "text": f"{result['retro_env_fps']:,.0f} frames/s = {retro:.2f}x",
+                "target": None,
+                "met": None,
+            }
+        )
+    return rows
+
+
+@bench_app.command("report")
+def bench_report(
+    check: bool = typer.Option(False, help="Only check: exit 1 if docs/benchmarks.md is stale."),
+    headline: bool = typer.Option(False, help="Print the README's headline table rows."),
+    figures: Path = typer.Option(report.FIGURES_DIR, help="Folder of the figure records."),
+    page: Path = typer.Option(report.PAGE, help="The page to write."),
+) -> None:
+    """Write docs/benchmarks.md from the figure records in docs/figures/ (run at the repo root)."""
+    args = ["--figures", str(figures), "--page", str(page)]
+    args += ["--check"] * check + ["--headline"] * headline
+    code = report.main(args)
+    if code:
+        raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,153 @@
+"""docs/benchmarks.md is generated from the figure records in docs/figures/ and stays so: the page
+regenerates byte-identical, every record follows the schema, the README's headline table quotes
+the records' headline figures, and the links of the README and the generated pages resolve."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from metabonk_gym.bench import report
+from metabonk_gym.bench.figures import FiguresError, load_group, load_groups, write_group
+
+ROOT = Path(__file__).resolve().parent.parent
+FIGURES = ROOT / "docs" / "figures"
+PAGE = ROOT / "docs" / "benchmarks.md"
+
+
+def test_benchmarks_md_regenerates_byte_identical() -> None:
+    want = report.render(load_groups(FIGURES))
+    assert PAGE.read_text(encoding="utf-8") == want, "stale: run `metabonk bench report`"
+
+
+def test_every_figure_carries_value_target_met_command_seeds_machine_date() -> None:
+    groups = load_groups(FIGURES)
+    assert len(groups) >= 15 and sum(len(g.figures) for g in groups) >= 60
+    for group in groups:
+        for figure in group.figures:
+            assert figure.command and figure.machine and re.match(r"\d{4}-\d\d-\d\d$", figure.date)
+            assert figure.target is not None or figure.met is None, (group.group, figure.id)
+        if group.data:
+            assert (ROOT / group.data).is_file(), group.data
+    assert 8 <= sum(f.headline is not None for g in groups for f in g.figures) <= 12
+
+
+def test_a_changed_record_makes_the_page_stale_and_check_says_so(tmp_path: Path) -> None:
+    figures = tmp_path / "figures"
+    shutil.copytree(FIGURES, figures)
+    page = tmp_path / "benchmarks.md"
+    shutil.copy(PAGE, page)
+    assert not report.stale(figures, page)
+    raw = json.loads((figures / "env.json").read_text())
+    raw["figures"][0]["text"] = "9,999 vs 8,511 frames/s = 1.17x"
+    (figures / "env.json").write_text(json.dumps(raw))
+    assert report.stale(figures, page)
+    assert report.main(["--check", "--figures", str(figures), "--page", str(page)]) == 1
+    assert report.main(["--figures", str(figures), "--page", str(page)]) == 0
+    assert "9,999 vs 8,511" in page.read_text() and not report.stale(figures, page)
+
+
+def test_a_bad_record_is_one_error_line_and_nothing_is_written(tmp_path: Path) -> None:
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    (figures / "demo.json").write_text(
+        json.dumps({"group": "demo", "title": "T", "figures": [{"id": "x", "name": "n"}]})
+    )
+    page = tmp_path / "benchmarks.md"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "metabonk_gym.bench.report",
+            "--figures",
+            str(figures),
+            "--page",
+            str(page),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2 and not page.exists()
+    assert done.stderr.strip().splitlines() == [
+        "error: demo: figure 0 (x): 'date' must be a non-empty string"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"met": True}, "met without a target"),
+        ({"value": "fast"}, "value must be a number or null"),
+        ({"date": "Nov 26"}, "date must be YYYY-MM-DD"),
+        ({"seeds": ["a"]}, "seeds must be"),
+        ({"speed": 1}, "unknown key 'speed'"),
+    ],
+)
+def test_the_schema_refuses(tmp_path: Path, change: dict, message: str) -> None:
+    figure = {
+        "id": "x",
+        "name": "n",
+        "value": 1.0,
+        "command": "c",
+        "machine": "m",
+        "date": "2026-11-28",
+    }
+    path = tmp_path / "demo.json"
+    path.write_text(json.dumps({"group": "demo", "title": "T", "figures": [figure | change]}))
+    with pytest.raises(FiguresError, match=message):
+        load_group(path)
+
+
+def test_a_bench_writes_its_record_in_the_schema(tmp_path: Path) -> None:
+    from metabonk_gym.cli.bench import env_figures
+
+    result = {"env_fps": 6000.0, "raw_core_fps": 8000.0, "env_vs_raw": 0.75}
+    path = tmp_path / "env.json"
+    group = write_group(path, "env", "GBA envs", env_figures(result), command="metabonk bench env")
+    again = load_group(path)
+    assert again == group and again.figures[0].met is False
+    assert again.figures[0].text == "6,000 vs 8,000 frames/s = 0.75x" and again.figures[0].machine
+
+
+def test_the_readme_quotes_every_headline_figure() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for row in report.headline_rows(load_groups(FIGURES)).splitlines():
+        assert row in readme, f"README's headline table lacks: {row}"
+
+
+def _links(path: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    return re.findall(r"\]\(([^)\s]+)\)", text)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    ["README.md", "DEVELOPERS.md", "docs/index.md", "docs/benchmarks.md", "docs/results/README.md"],
+)
+def test_links_resolve(doc: str) -> None:
+    path = ROOT / doc
+    for link in _links(path):
+        if re.match(r"[a-z]+:", link) or link.startswith("#"):
+            continue
+        target, _, anchor = link.partition("#")
+        resolved = (path.parent / target).resolve()
+        assert resolved.exists(), f"{doc}: {link}"
+        if anchor and resolved.suffix == ".md":
+            text = resolved.read_text(encoding="utf-8")
+            assert f'id="{anchor}"' in text or anchor in _anchors(text), f"{doc}: {link}"
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces as dashes."""
+    out = set()
+    for heading in re.findall(r"^#+ (.+)$", text, re.M):
+        out.add(re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-"))
+    return out
