@@ -339,13 +339,28 @@ def test_sb3_vecenv_contract_and_a_short_ppo_run() -> None:
 
 
 # faults ---------------------------------------------------------------------------------------
+def _named_shm(pid: int) -> set[str]:
+    """The /dev/shm files process `pid` maps that still have a name (unlinked ones are gone with
+    their last mapping): the segments a worker could leave behind."""
+    names = set()
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        parts = line.split(maxsplit=5)
+        if len(parts) == 6 and parts[5].startswith("/dev/shm/") and "(deleted)" not in parts[5]:
+            names.add(parts[5])
+    return names
+
+
 def test_a_killed_worker_raises_within_seconds_and_close_frees_everything() -> None:
-    shm_before = set(os.listdir("/dev/shm"))
+    from multiprocessing import shared_memory
+
     envs = make_vec(QUEST, 3, envs_per_worker=1, step_timeout_s=60)
     pids = envs.engine.pids
+    # another test (pytest -n 2) may create a segment meanwhile: only the engine's own count
+    foreign = shared_memory.SharedMemory(create=True, size=4096)
     try:
         envs.reset(seed=0)
         envs.step([0, 0, 0])
+        own = set().union(*(_named_shm(pid) for pid in pids)) - {f"/dev/shm/{foreign.name}"}
         os.kill(pids[1], signal.SIGKILL)
         started = time.monotonic()
         with pytest.raises(EnvWorkerError, match=r"worker 1 .*killed by SIGKILL"):
@@ -354,15 +369,19 @@ def test_a_killed_worker_raises_within_seconds_and_close_frees_everything() -> N
         assert time.monotonic() - started < 10
         with pytest.raises(RuntimeError, match="closed"):
             envs.step([0, 0, 0])
-    finally:
         started = time.monotonic()
         envs.close()
         assert time.monotonic() - started < 10
-    deadline = time.monotonic() + 5
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(_alive(pid) for pid in pids)
-    assert set(os.listdir("/dev/shm")) <= shm_before
+        deadline = time.monotonic() + 5
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(pid) for pid in pids)
+        assert not [name for name in own if os.path.exists(name)]  # the engine's segments
+        assert os.path.exists(f"/dev/shm/{foreign.name}")  # (the foreign one was not ours)
+    finally:
+        envs.close()
+        foreign.close()
+        foreign.unlink()
 
 
 class _HangsAt(gym.Wrapper[Any, Any, Any, Any]):
