@@ -116,3 +116,31 @@ def test_a_truncated_database_file_is_named_as_such(run_dir: Path, tmp_path: Pat
         "ladybug database; move it aside (it is left untouched) or give another memory path"
     )
     assert "checkpointing" not in line and (tmp_path / "memory.lbdb").read_bytes() == whole[:5000]
+
+
+@pytest.mark.parametrize(
+    "cypher",
+    [
+        "MATCH (a:Area) RETURN a.id // it's\n; COPY (MATCH (a:Area) RETURN a.id) TO 'outside.csv'",
+        "MATCH (a:Area) RETURN a.id /* it's */; COPY (MATCH (a:Area) RETURN a.id) TO "
+        "'outside.csv' // '",
+        "MATCH (a:Area) RETURN a.id /* \" */; EXPORT DATABASE 'outside' // \"",
+    ],
+)
+def test_a_quote_inside_a_comment_hides_no_second_statement(
+    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cypher: str
+) -> None:
+    """Issue 36: a quote in a `//` or `/* */` comment opened a "string" in the text check that
+    swallowed the `;`, so `COPY ... TO` and `EXPORT DATABASE` wrote their files and only then
+    was the query refused. The check now reads tokens as the database's grammar does."""
+    monkeypatch.chdir(tmp_path)
+    line = _error(["memory", "query", str(run_dir), cypher])
+    assert line.startswith("error: memory query refused: several statements")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_word_that_acts_outside_is_refused_anywhere_in_the_query() -> None:
+    with pytest.raises(MemoryStoreError, match="it holds LOAD"):
+        check_read_query("MATCH (a:Area) LOAD FROM '/etc/hostname' RETURN *")
+    # a property or a label of that name is not the keyword
+    assert check_read_query("MATCH (a:Area) RETURN a.set, a.`copy`")

@@ -160,7 +160,60 @@ READ_STARTS: tuple[str, ...] = ("MATCH", "OPTIONAL", "UNWIND", "WITH", "RETURN",
 MAX_ROWS = 100_000
 QUERY_MEMORY = 1 << 30
 QUERY_TIMEOUT_S = 60.0
-_STRINGS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`")
+#: Words that act outside the database (files, extensions, other databases, settings) or
+#: change it: refused anywhere in a query, not only first (a property may still be named so
+#: after a dot, or quoted in backticks).
+OUTSIDE_WORDS: frozenset[str] = frozenset(
+    {
+        "COPY",
+        "EXPORT",
+        "IMPORT",
+        "INSTALL",
+        "UNINSTALL",
+        "LOAD",
+        "ATTACH",
+        "DETACH",
+        "USE",
+        "CHECKPOINT",
+        "BEGIN",
+        "COMMIT",
+        "ROLLBACK",
+        "CREATE",
+        "MERGE",
+        "SET",
+        "DELETE",
+        "DROP",
+        "ALTER",
+        "REMOVE",
+    }
+)
+#: One lexical unit of Cypher as the database's grammar reads it: a comment (`// ...` to the end
+#: of the line, `/* ... */`), a string (single or double quotes, backslash escapes), a name in
+#: backticks (a doubled backtick inside), a word, or any other character.
+_TOKENS = re.compile(
+    r"(?P<comment>//[^\r\n]*|/\*.*?(?:\*/|\Z))"
+    r"|(?P<string>'(?:[^'\\]|\\.)*(?:'|\Z)|\"(?:[^\"\\]|\\.)*(?:\"|\Z))"
+    r"|(?P<name>`(?:[^`]|``)*(?:`|\Z))"
+    r"|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<other>\S)",
+    re.DOTALL,
+)
+
+
+def cypher_tokens(cypher: str) -> list[tuple[str, str]]:
+    """(kind, text) of each token of `cypher`, comments dropped: kinds `string`, `name`,
+    `word` and `other`. A quote inside a comment starts no string, and `//` inside a string
+    starts no comment, as in the database's own grammar.
+
+    >>> cypher_tokens("MATCH (a) // it's\\nRETURN 'x // y'")
+    [('word', 'MATCH'), ('other', '('), ('word', 'a'), ('other', ')'), ('word', 'RETURN'), ('string', "'x // y'")]
+    """
+    out = []
+    for match in _TOKENS.finditer(cypher):
+        kind = match.lastgroup or "other"
+        if kind != "comment":
+            out.append((kind, match.group()))
+    return out
 
 
 def check_read_query(cypher: str) -> str:
@@ -174,11 +227,26 @@ def check_read_query(cypher: str) -> str:
     ...
     metabonk_gym.memory.store.MemoryStoreError: memory query refused: it starts with COPY; queries only read (start with MATCH, OPTIONAL, UNWIND, WITH, RETURN or CALL), one statement
     """
-    bare = _STRINGS.sub("''", cypher).strip().rstrip(";").strip()
-    first = bare.split(None, 1)[0].upper() if bare else ""
-    first = re.split(r"[^A-Z_]", first, maxsplit=1)[0]
-    if first not in READ_STARTS or ";" in bare:
-        what = "several statements" if ";" in bare else f"it starts with {first or 'nothing'}"
+    tokens = cypher_tokens(cypher)
+    while tokens and tokens[-1] == ("other", ";"):
+        tokens.pop()
+    first = tokens[0][1].upper() if tokens and tokens[0][0] == "word" else ""
+    after_dot = {
+        i + 1 for i, token in enumerate(tokens) if token in (("other", "."), ("other", ":"))
+    }
+    outside = [
+        text.upper()
+        for i, (kind, text) in enumerate(tokens)
+        if kind == "word" and text.upper() in OUTSIDE_WORDS and i not in after_dot
+    ]
+    what = None
+    if ("other", ";") in tokens:
+        what = "several statements"
+    elif first not in READ_STARTS:
+        what = f"it starts with {first or (tokens[0][1] if tokens else 'nothing')}"
+    elif outside:
+        what = f"it holds {outside[0]}"
+    if what is not None:
         raise MemoryStoreError(
             f"memory query refused: {what}; queries only read (start with "
             f"{', '.join(READ_STARTS[:-1])} or {READ_STARTS[-1]}), one statement"
