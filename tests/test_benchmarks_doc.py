@@ -151,3 +151,28 @@ def _anchors(text: str) -> set[str]:
     for heading in re.findall(r"^#+ (.+)$", text, re.M):
         out.add(re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-"))
     return out
+
+
+def test_put_figure_replaces_one_figure_and_keeps_the_rest(tmp_path: Path) -> None:
+    from metabonk_gym.bench.figures import put_figure
+    from metabonk_gym.bench.megabonk_ppo_from_bc import figure_record
+
+    path = tmp_path / "megabonk-video.json"
+    shutil.copy(FIGURES / "megabonk-video.json", path)
+    before = load_group(path)
+    run = {
+        "ppo_steps": 1000,
+        "random": {"mean": 50.0},
+        "bc": {"mean": 21.0},
+        "ppo_from_bc": {"mean": 60.25},
+    }
+    after = put_figure(
+        path, figure_record(run, "python -m metabonk_gym.bench.megabonk_ppo_from_bc C O")
+    )
+    assert [f.id for f in after.figures] == [f.id for f in before.figures]
+    new = next(f for f in load_group(path).figures if f.id == "ppo-from-bc")
+    assert new.value == 60.2 and new.text == "clone 21.0 s -> PPO 60.2 s, random 50.0 s"
+    assert new.command.endswith("C O") and new.date != "2026-11-26"
+    assert [f for f in after.figures if f.id != "ppo-from-bc"] == [
+        f for f in before.figures if f.id != "ppo-from-bc"
+    ]

@@ -17,8 +17,7 @@ same process:
   death, episode i of both on a fresh game seeded 100000 + i).
 
 Each returns a dict of figures (`passed` says whether the target was met). These runs take
-minutes to hours on a 2-core CPU; `benchmarks/bench_learning.py` and `metabonk bench learning`
-run them.
+minutes to hours on a 2-core CPU; `metabonk bench learning` runs them.
 
 >>> first_step_at_or_above([(100, 0.2), (200, 0.85), (300, 0.9)], 0.8)
 200

@@ -10,8 +10,7 @@ Two figures, each against a baseline measured in the same process and run:
   the env adds per tick. Target: p95 under 1 ms.
 
 The sim runs in its own process (:class:`~metabonk_gym.bonklink.sim.SimProcess`) so it does not
-share the GIL with the client. Run ``metabonk bench bonklink``,
-``python benchmarks/bench_bonklink.py`` or call :func:`run`.
+share the GIL with the client. Run ``metabonk bench bonklink`` or call :func:`run`.
 
 >>> figures = lockstep_throughput(steps=50, frame_format="raw_rgb", rounds=1)
 >>> figures["steps"], figures["ratio"] > 0

@@ -309,3 +309,26 @@ def write_group(
     parsed = parse_group(raw, Path(path).stem)
     atomic_write_text(Path(path), json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
     return parsed
+
+
+def put_figure(path: Path, figure: dict[str, Any]) -> Group:
+    """Put one measured figure into an existing record file, replacing the one with its `id`.
+
+    The figure gets this machine and today's date; the group's other figures stay as they are.
+    Returns the parsed group (checked before anything is written).
+    """
+    blob = Path(path).read_bytes()[: MAX_FILE_BYTES + 1]
+    if len(blob) > MAX_FILE_BYTES:
+        raise FiguresError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
+    raw = json.loads(blob)
+    if not isinstance(raw, dict) or not isinstance(raw.get("figures"), list):
+        raise FiguresError(f"{path}: not a figure record file")
+    figure = {**figure, "machine": machine_description(), "date": _date.today().isoformat()}
+    ids = [f.get("id") if isinstance(f, dict) else None for f in raw["figures"]]
+    if figure["id"] in ids:
+        raw["figures"][ids.index(figure["id"])] = figure
+    else:
+        raw["figures"].append(figure)
+    parsed = parse_group(raw, Path(path).stem)
+    atomic_write_text(Path(path), json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
+    return parsed
