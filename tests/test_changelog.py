@@ -31,7 +31,8 @@ def test_the_newest_release_is_the_packages_version() -> None:
 
 def test_the_renames_users_must_make_are_named() -> None:
     text = (ROOT / "CHANGELOG.md").read_text()
-    changed = text.split("### Changed", 1)[1].split("### Added", 1)[0]
+    release = text.split("## [0.2.0]", 1)[1]  # an [Unreleased] section above may have its own
+    changed = release.split("### Changed", 1)[1].split("### Added", 1)[0]
     for old, new in (("health", "hp"), ("max_health", "max_hp"), ('"frame"', '"pixels"')):
         assert old in changed and new in changed, (old, new)
     assert "PauseToThink(backend=...)" in changed and "PauseToThink(engine=...)" in changed
