@@ -29,6 +29,7 @@ from gymnasium import spaces
 
 from metabonk_gym.contract import check_downscale, check_frameskip, check_obs_type
 from metabonk_gym.errors import (
+    CorruptSavestateError,
     EnvClosedError,
     InvalidActionError,
     MetabonkError,
@@ -224,6 +225,9 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start an episode. `options`: `state` (a named start, a savestate name or file, or the
+        bytes of `save_state()`: a new episode from that snapshot, as Go-Explore returns to a
+        cell) and `game_seed` (the game's own seed for a named start)."""
         self._check_open("reset")
         super().reset(seed=seed)
         options = options or {}
@@ -350,7 +354,15 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         self._frame = self.backend.screen()
 
     # ------------------------------------------------------------------ internals
-    def _start(self, state: str | Path | None, game_seed: int) -> None:
+    def _start(self, state: str | Path | bytes | None, game_seed: int) -> None:
+        if isinstance(state, (bytes, bytearray)):  # `save_state()` bytes of this env's core
+            if len(state) > self.backend.max_state_bytes:
+                raise CorruptSavestateError(
+                    f"a savestate of {len(state)} bytes is larger than this core's states "
+                    f"({self.backend.max_state_bytes} bytes at most)"
+                )
+            self.backend.load_state(bytes(state))
+            return
         if self._boot_state is None:
             self._boot_state = self._boot()
         if state is None:
