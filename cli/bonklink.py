@@ -1,6 +1,6 @@
 """``metabonk bonklink-sim``: serve the stand-in arena game over BonkLink v1.
 
-The lead's ``cli/main.py`` calls :func:`register` on its Typer app.
+``cli/main.py`` calls :func:`register` on its Typer app.
 
 >>> [choice.value for choice in FrameFormatChoice]
 ['jpeg', 'raw_rgb']

@@ -1,4 +1,4 @@
-"""The "proof that it learns" runs of the training issue, each against a baseline measured in the
+"""The "proof that it learns" runs, each against a baseline measured in the
 same process:
 
 * `ppo_room1`: PPO from scratch on BonkQuest room1; target: win rate (left room 1 with the key)

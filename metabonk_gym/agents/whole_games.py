@@ -4,7 +4,7 @@
 
 * `quest_full`: the whole BonkQuest from the `start` state (five rooms, keys, chests, the
   treasure), from pixels (each 8x8 cell of the RGB screen as a code of its exact picture,
-  `PixelCells`, 2 frames, a `CellCNN`; no RAM numbers or VRAM ids in the observation); the score is the game's own win (`game_won`: the treasure taken), never the
+  `PixelCells`, 2 frames, read by `EgoCellCNN`; no RAM numbers or VRAM ids in the observation); the score is the game's own win (`game_won`: the treasure taken), never the
   room-1 goal (`won` of the `room1` config). Target: median win rate >= 0.8 over 3 training seeds,
   the worst >= 0.6, at most 2 hours of the 2-core machine per seed.
 * `arena`: BonkArena from the RAM state vector (the env's `state` observation) plus the level-up

@@ -165,7 +165,7 @@ def realtime_latency(ticks: int, update_hz: int = 60, rounds: int = 2) -> dict[s
 def run(
     steps: int = 6000, realtime_ticks: int = 300, frame_format: str = "jpeg", rounds: int = 2
 ) -> dict[str, Any]:
-    """Run both measurements and return their figures (the lead's ``metabonk bench``)."""
+    """Run both measurements and return their figures (``metabonk bench bonklink``)."""
     return {
         "lockstep": lockstep_throughput(steps, frame_format, rounds),
         "realtime": realtime_latency(realtime_ticks, rounds=rounds),

@@ -1,4 +1,4 @@
-"""`metabonk bench integrate`: RAM-search speed, and the bring-your-own-ROM figures of issue 24.
+"""`metabonk bench integrate`: RAM-search speed, and the bring-your-own-ROM figures.
 
 Speed: one filter step over EWRAM + IWRAM (288 KiB, every type and byte order at once, from a
 full candidate set: the costliest step) with `scan.apply_filter`, against the same filter one
@@ -222,7 +222,7 @@ def tile_figures(
 
 
 def relaid_figures(seeds: Sequence[int] = (1, 2)) -> dict[str, Any]:
-    """The issue's figures on relaid builds of both games (see the module docstring)."""
+    """The bring-your-own-ROM figures on relaid builds of both games (see the module docstring)."""
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="metabonk-relaid-") as tmp:
         root = Path(tmp)

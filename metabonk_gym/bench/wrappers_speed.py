@@ -3,7 +3,7 @@ predictors' quality against `copy` (`metabonk bench tiles`, `metabonk bench pred
 
 Tiles: one env, each step timed three ways in turn (the env step, then the VRAM path and the
 pixel path on the frame it produced), so machine noise hits all alike; medians are reported,
-as ratios to the env step (and in ms, against the issue's budgets: 0.3 ms VRAM, 2 ms pixels).
+as ratios to the env step (and in ms, against their budgets: 0.3 ms VRAM, 2 ms pixels).
 
 Predictors: held-out episodes of both games (seeds no training run uses) under the sticky
 random policy; every predictor sees the same frames; PSNR (from the mean squared error over all

@@ -2,8 +2,8 @@
 
 A game whose camera follows the player shows the player's movement as the scroll of the whole
 screen, often less than a pixel a step at the IDM's resolution. The IDM's convolutions read that
-poorly (on the Megabonk stand-in they put 11-19% of moving steps more than 22.5 deg off), while
-one global Lucas-Kanade translation gets 98% of them. This module is that estimate, written in
+poorly on the Megabonk stand-in, while one global Lucas-Kanade translation gets nearly every
+moving step's direction right (docs/benchmarks.md#design). This module is that estimate, written in
 torch so it trains with the net: a learned per-pixel weight map (the HUD and the player's
 sprite, which do not scroll, learn to weigh nothing), a soft robust weight that ignores pixels
 that do not fit the shift (enemies), and a few warp-and-solve iterations. No library ships a

@@ -7,10 +7,8 @@ for many epochs, docs/training.md). This extractor finds the player with a 1x1-c
 locator over the newest frame's cell codes (trained from the player's cell, which the env reports
 while the teacher's samples are recorded; `locator_loss`), then gives the convolutions each cell's
 offset from that cell and reads the features at the player's cell beside global max and mean
-pools. At play time it sees only the codes: the locator's argmax is the position.
-
-Measured on 36 noisy teacher episodes of BonkQuest, 4 held out: 0.85 held-out agreement after 2
-epochs (`CellCNN`: 0.63), locator 0.99 on held-out frames.
+pools. At play time it sees only the codes: the locator's argmax is the position. How it
+compares with `CellCNN`: the `design` record in docs/figures (docs/benchmarks.md#design).
 
 >>> import gymnasium as gym, numpy as np, torch
 >>> space = gym.spaces.Box(0, 255, (4, 20, 30), np.uint8)

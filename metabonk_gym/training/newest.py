@@ -5,8 +5,8 @@ What: with a config's `frame_stack`, `VecFrameStack` stacks every key of a Dict 
 its last axis, newest last. The policy's CNN reads every stacked frame of the image keys; the
 other keys (token grids, sprite tables, button history) are read at their newest frame only, so
 the buffer stores only that. Why: keeping the older frames cost four times the memory and, in
-each of PPO's epochs, a copy and a float conversion of them per minibatch for nothing (measured:
-0.146 ms per env step of `bench train-wrappers` against the frame-only run's 0.022 ms).
+each of PPO's epochs, a copy and a float conversion of them per minibatch for nothing (the
+measurement: docs/benchmarks.md#design).
 
 >>> import gymnasium as gym, numpy as np
 >>> space = gym.spaces.Dict({"pixels": gym.spaces.Box(0, 255, (20, 30, 8), np.uint8),

@@ -3,8 +3,8 @@ every observation, and `wrap_for_sb3`, which puts it where SB3 would put its own
 
 What: SB3 wraps a vector env whose image keys are channels-last in `VecTransposeImage`, which
 deep-copies the whole Dict observation at every step only to leave the caller's dict as it was
-(`copy.deepcopy` of the five stacked keys of `tile_tokens`: 10 us per 4-env step, timeit; a
-shallow copy 0.1 us): small, but paid at every step of every Dict run for nothing. Here the dict
+(a hundred times a shallow copy's cost, docs/benchmarks.md#design): small, but paid at every
+step of every Dict run for nothing. Here the dict
 is copied shallowly (a new dict: the caller's is untouched) and the image keys are transposed as
 SB3 does. Why it is safe: the training vector env hands out fresh arrays at every
 step (`SharedMemoryVecEnv` copies them out of shared memory, `LeanFrameStack` builds new stacks)
