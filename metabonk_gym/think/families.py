@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metabonk_gym.errors import MetabonkError
+from metabonk_gym.think.models import gguf_layout_problem
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,8 @@ def gguf_names(path: str | Path) -> list[str]:
     try:
         import gguf
 
+        if gguf_layout_problem(path) is not None:  # counts the file cannot hold: not read
+            return []
         reader = gguf.GGUFReader(str(path))
     except Exception:  # unreadable or not a GGUF: fall back to file names only
         return []

@@ -19,6 +19,8 @@ it, so the file is found through the package's import spec without importing the
 from __future__ import annotations
 
 import importlib.util
+import mmap
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +28,12 @@ from metabonk_gym.errors import MetabonkError
 
 #: The first four bytes of every GGUF file.
 GGUF_MAGIC = b"GGUF"
+#: Byte sizes of GGUF's fixed-size metadata value types (by type number); 8 is a string, 9 an array.
+_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+#: Arrays nested deeper than this are refused (real files nest none).
+_GGUF_MAX_DEPTH = 4
+#: The most dimensions a GGUF tensor has (llama.cpp's GGML_MAX_DIMS).
+_GGUF_MAX_DIMS = 4
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,11 @@ def check_gguf(path: str | Path) -> Path:
             f"{path} is not a GGUF model (it starts {magic!r}, not {GGUF_MAGIC!r}); pass a .gguf "
             "file such as the default model"
         )
+    problem = gguf_layout_problem(path)
+    if problem is not None:
+        raise BadModelFileError(
+            f"{path} is a broken GGUF model ({problem}); download or write it again"
+        )
     try:
         from gguf import GGUFReader
     except ImportError:  # pragma: no cover - the think extra installs it
@@ -122,3 +135,99 @@ def check_gguf(path: str | Path) -> Path:
             "download or write it again"
         )
     return path
+
+
+class _Cut(Exception):
+    """A count or length in a GGUF header that the file cannot hold."""
+
+
+def gguf_layout_problem(path: str | Path) -> str | None:
+    """What is wrong with the header of the GGUF at `path`, or None when every count and length
+    of its metadata and tensor table fits in the file. Walks the header without building
+    anything, so a 49-byte file claiming 2^61 array values costs nothing (a reader that sizes
+    its lists from the claims would take gigabytes first).
+
+    >>> import tempfile, os
+    >>> bomb = struct.pack("<4sIQQ", b"GGUF", 3, 0, 1) + struct.pack("<Q", 1) + b"k"
+    >>> bomb += struct.pack("<IIQ", 9, 4, 1 << 61)  # an array of 2^61 u32 values
+    >>> with tempfile.NamedTemporaryFile(suffix=".gguf", delete=False) as f:
+    ...     _ = f.write(bomb)
+    >>> gguf_layout_problem(f.name)
+    'metadata key k: an array of 2305843009213693952 values does not fit in the file'
+    >>> os.unlink(f.name)
+    """
+    with open(path, "rb") as handle:
+        size = handle.seek(0, 2)
+        if size < 24:
+            return f"{size} bytes, too short for a GGUF header"
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            try:
+                _walk_gguf(data, size)
+            except _Cut as exc:
+                return str(exc)
+    return None
+
+
+def _walk_gguf(data: mmap.mmap, size: int) -> None:
+    version = struct.unpack_from("<I", data, 4)[0]
+    order = "<" if version & 0xFFFF else ">"  # a big-endian file reads byte-swapped
+    version = struct.unpack_from(order + "I", data, 4)[0]
+    if version not in (2, 3):
+        raise _Cut(f"GGUF version {version}; versions 2 and 3 are read")
+    n_tensors, n_kv = struct.unpack_from(order + "QQ", data, 8)
+    pos = 24
+
+    def take(fmt: str, what: str) -> int:
+        nonlocal pos
+        width = struct.calcsize(order + fmt)
+        if pos + width > size:
+            raise _Cut(f"{what}: the file ends inside it")
+        value = int(struct.unpack_from(order + fmt, data, pos)[0])
+        pos += width
+        return value
+
+    def skip(n: int, what: str) -> None:
+        nonlocal pos
+        if n > size - pos:
+            raise _Cut(f"{what} does not fit in the file")
+        pos += n
+
+    def string(what: str) -> str:
+        n = take("Q", what)
+        start = pos
+        skip(n, f"{what}: a string of {n} bytes")
+        return bytes(data[start : min(start + n, start + 200)]).decode("utf-8", "replace")
+
+    def value(kind: int, what: str, depth: int) -> None:
+        if kind in _GGUF_SIZES:
+            skip(_GGUF_SIZES[kind], what)
+        elif kind == 8:
+            string(what)
+        elif kind == 9 and depth < _GGUF_MAX_DEPTH:
+            item = take("I", what)
+            count = take("Q", what)
+            least = _GGUF_SIZES.get(item, 8 if item == 8 else 12)  # a string: its length
+            if count > (size - pos) // least:
+                raise _Cut(f"{what}: an array of {count} values does not fit in the file")
+            if item in _GGUF_SIZES:
+                skip(count * least, what)
+            else:
+                for _ in range(count):
+                    value(item, what, depth + 1)
+        else:
+            raise _Cut(f"{what}: unknown value type {kind}")
+
+    # each key-value takes at least 13 bytes, each tensor entry 32: counts past that are lies
+    if n_kv > (size - pos) // 13:
+        raise _Cut(f"{n_kv} metadata entries do not fit in the file")
+    for i in range(n_kv):
+        key = string(f"metadata entry {i}")
+        value(take("I", f"metadata key {key}"), f"metadata key {key}", 0)
+    if n_tensors > (size - pos) // 32:
+        raise _Cut(f"{n_tensors} tensors do not fit in the file")
+    for i in range(n_tensors):
+        name = string(f"tensor {i}")
+        dims = take("I", f"tensor {name}")
+        if dims > _GGUF_MAX_DIMS:
+            raise _Cut(f"tensor {name}: {dims} dimensions (at most {_GGUF_MAX_DIMS})")
+        skip(8 * dims + 4 + 8, f"tensor {name}")
