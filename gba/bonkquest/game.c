@@ -31,6 +31,17 @@ static void unlock_exit(int r) {
     gs.score += SCORE_DOOR;
 }
 
+static void finish(int won);
+
+/* Riddle quest: a wrong chest or mark costs `n` HP at once, invulnerable or not. */
+static void trap(int n) {
+    if (gs.lost || gs.won) return;
+    gs.hp = gs.hp > n ? (u8)(gs.hp - n) : 0;
+    if (gs.hits < 255) gs.hits++;
+    gs.invuln = INVULN_FRAMES;
+    if (gs.hp == 0) finish(0);
+}
+
 /* Opens chest i of room r; returns 1 when it held the key. */
 static int open_chest(int r, int i) {
     gs.chests_open |= 1u << (4 * r + i);
@@ -38,6 +49,11 @@ static int open_chest(int r, int i) {
     if (ROOMS[r].key_in_chest && i == room_key_choice(r)) {
         gain_key(r);
         return 1;
+    }
+    if (gs.quest_mode && ROOMS[r].riddle && !(gs.keys_taken & (1u << r))) {
+        /* the sage named another chest (once the key is found, the others hold gold) */
+        trap(RIDDLE_COST);
+        return 0;
     }
     gs.score += ROOMS[r].chest_gold;
     return 0;
@@ -78,10 +94,11 @@ static void arrive(int r, int from, int facing) {
     enter_room(r, x, y, facing);
 }
 
-void new_game(u32 seed) {
+void new_game(u32 seed, int mode) {
     BonkHeader keep = gs.hdr;
     mem_fill32((volatile u32 *)&gs, 0, sizeof(GameState) / 4);
     gs.hdr = keep;
+    gs.quest_mode = (u8)mode;
     u32 rng = seed_mix(seed);
     for (int r = 0; r < 8; r++) gs.room_seed[r] = rng_next(&rng);
     gs.num_rooms = NUM_ROOMS;
@@ -188,6 +205,7 @@ static int try_move(int dir) {
     case T_FLOOR:
     case T_KEY:
     case T_HEART:
+    case T_MARK:
     case T_TREASURE: break;
     default: return 0; /* wall, water, chest, sage */
     }
@@ -198,6 +216,19 @@ static int try_move(int dir) {
     case T_KEY:
         gain_key(r);
         gs.key_x = gs.key_y = NONE;
+        set_tile(x, y, T_FLOOR);
+        break;
+    case T_MARK: /* the key under it (the riddle solved: the other marks go), or a trap */
+        if (x == gs.key_x && y == gs.key_y) {
+            gain_key(r);
+            gs.key_x = gs.key_y = NONE;
+            for (int i = 0; i < ROOMS[r].nspots; i++)
+                if (gs.room_tiles[ROOMS[r].spots[i].y][ROOMS[r].spots[i].x] == T_MARK)
+                    set_tile(ROOMS[r].spots[i].x, ROOMS[r].spots[i].y, T_FLOOR);
+        } else {
+            gs.marks_sprung |= (u8)(1u << room_mark_bit(r, x, y));
+            trap(RIDDLE_COST);
+        }
         set_tile(x, y, T_FLOOR);
         break;
     case T_HEART:

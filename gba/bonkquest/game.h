@@ -17,6 +17,8 @@
 #define MOVE_FRAMES 4   /* one tile every 4 frames while a direction is held */
 #define INVULN_FRAMES 48 /* frames of invulnerability after a hit */
 #define NONE 0xFF       /* "no such object in this room" in the position fields */
+#define ARG_RIDDLES 0x80 /* cmd_arg bit of CMD_NEW_GAME / CMD_WARP: play the riddle quest */
+#define RIDDLE_COST 3   /* HP a wrong chest of the sage's hall or a wrong mark costs (riddles) */
 
 /* Semantic tile ids stored in room_tiles (metabonk.json "tile_classes"). */
 enum {
@@ -31,6 +33,8 @@ enum {
     T_NPC = 8,      /* the sage: press A next to him */
     T_WATER = 9,    /* blocks like a wall */
     T_HEART = 10,   /* walk onto it: +1 HP */
+    T_MARK = 11,    /* riddle quest: a marked floor tile; the key lies under one (the sage says
+                       which), stepping on another costs RIDDLE_COST HP */
     T_COUNT
 };
 
@@ -96,7 +100,8 @@ typedef struct {
     u8 hits;                   /* 0x03F times the player was hurt */
     u8 key_chest;              /* 0x040 chest (0..2) of room 2 that holds the key */
     u8 anim;                   /* 0x041 player walk frame (flips on every step) */
-    u8 pad0[2];                /* 0x042 */
+    u8 quest_mode;             /* 0x042 0: the classic quest, 1: the riddle quest */
+    u8 marks_sprung;           /* 0x043 bit 4*(r-3)+i: wrong mark i of room r (3, 4) stepped on */
     u32 room_seed[8];          /* 0x044 per-room layout seeds drawn from seed_mix(seed) */
     u8 enemy_x[MAX_ENEMIES];   /* 0x064 tile coordinates */
     u8 enemy_y[MAX_ENEMIES];   /* 0x06C */
@@ -117,6 +122,7 @@ _Static_assert(OFFSET_OF(room) == 0x10, "layout");
 _Static_assert(OFFSET_OF(score) == 0x20, "layout");
 _Static_assert(OFFSET_OF(chests_open) == 0x30, "layout");
 _Static_assert(OFFSET_OF(key_chest) == 0x40, "layout");
+_Static_assert(OFFSET_OF(quest_mode) == 0x42, "layout");
 _Static_assert(OFFSET_OF(room_seed) == 0x44, "layout");
 _Static_assert(OFFSET_OF(enemy_x) == 0x64, "layout");
 _Static_assert(OFFSET_OF(enemy_by) == 0xB4, "layout");
@@ -144,6 +150,7 @@ typedef struct {
     u8 nspots;               /* candidate key spots on the floor (0: none, or in a chest) */
     Spot spots[8];
     u8 key_in_chest; /* 1: one of the chests (picked by the seed) holds the key */
+    u8 riddle;       /* riddle quest: a mark on every key spot (key_in_chest: wrong chests cost) */
     u8 chest_gold;   /* score for a chest without the key */
     u8 nslots;
     EnemySlot slots[4];
@@ -155,10 +162,11 @@ void room_load(int r);                 /* fills room_tiles, objects and enemies 
 int room_key_choice(int r);            /* index of the key spot / key chest the seed picked */
 int room_find(int r, char c, int *x, int *y); /* first cell of map char c */
 int room_chest_index(int r, int x, int y);    /* reading-order index of the chest at (x, y) */
+int room_mark_bit(int r, int x, int y);       /* marks_sprung bit of the mark at (x, y) */
 void room_door_inside(int r, int dx, int dy, int *x, int *y); /* floor cell next to a door */
 
 /* game.c: rules */
-void new_game(u32 seed);
+void new_game(u32 seed, int mode);
 void warp(int room);
 void game_update(void);
 void set_tile(int x, int y, u8 t);

@@ -21,6 +21,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 PKG = REPO / "metabonk_gym" / "games" / "BonkQuest"
 EWRAM = 0x02000000
+#: game.h ARG_RIDDLES: the cmd_arg bit that starts the riddle quest.
+RIDDLES = 0x80
 
 CTYPES = {
     "u8": (1, "|u1"),
@@ -115,6 +117,8 @@ BG_CLASS = {
     "G_DLG_CORNER": "dialogue",
     "G_DLG_TOP": "dialogue",
     "G_DLG_LEFT": "dialogue",
+    # a shared class: a new one would renumber the semantic classes of every BonkQuest model
+    "G_MARK": "item",
 }
 SPRITES = {
     0: "player",
@@ -211,6 +215,9 @@ def build() -> dict[str, object]:
             "starts": {
                 "start": {"cmd": "new_game", "arg": 0},
                 **{f"room{n}": {"cmd": "warp", "arg": n} for n in range(1, 6)},
+                # the riddle quest (game.h ARG_RIDDLES): the same starts with the mode bit set
+                "riddles": {"cmd": "new_game", "arg": RIDDLES},
+                **{f"riddles_room{n}": {"cmd": "warp", "arg": RIDDLES | n} for n in range(1, 6)},
             },
             "won": "won",
             "lost": "lost",

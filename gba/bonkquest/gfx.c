@@ -25,7 +25,8 @@ enum {
     G_BLANK = 0,
     G_FLOOR_A, G_FLOOR_B, G_WALL_FACE, G_WALL_TOP, G_WALL_VOID, G_DOOR_LOCKED, G_DOOR_OPEN,
     G_KEY, G_CHEST, G_CHEST_OPEN, G_TREASURE, G_NPC, G_WATER_A, G_WATER_B, G_HEART,
-    G_HUD_HEART, G_HUD_HEART_EMPTY, G_HUD_KEY, G_DLG_CORNER, G_DLG_TOP, G_DLG_LEFT
+    G_HUD_HEART, G_HUD_HEART_EMPTY, G_HUD_KEY, G_DLG_CORNER, G_DLG_TOP, G_DLG_LEFT,
+    G_MARK /* riddle quest only */
 };
 /* OBJ tiles */
 enum { S_PLAYER_DOWN = 0, S_PLAYER_UP = 1, S_PLAYER_SIDE = 2, S_PLAYER_STEP = 3, S_ENEMY = 8 };
@@ -108,6 +109,9 @@ static const Art BG_ART[] = {
                     "22222222", "22222222", "22222222", "22222222"}},
     {G_DLG_LEFT, 0, {"54322222", "54322222", "54322222", "54322222",
                      "54322222", "54322222", "54322222", "54322222"}},
+    /* the riddle quest's marked floor: a red cross */
+    {G_MARK, 1, {"........", ".C....C.", "..C..C..", "...CC...",
+                 "...CC...", "..C..C..", ".C....C.", "........"}},
 };
 
 static const Art OBJ_ART[] = {
@@ -223,6 +227,7 @@ static u16 cell_entry(int x, int y) {
     case T_NPC: return SE(G_NPC, PAL_ROOM);
     case T_WATER: return SE((x + 2 * y) % 3 == 0 ? G_WATER_B : G_WATER_A, PAL_ROOM);
     case T_HEART: return SE(G_HEART, PAL_ROOM);
+    case T_MARK: return SE(G_MARK, PAL_ROOM);
     default: return SE(G_BLANK, PAL_ROOM);
     }
 }

@@ -19,11 +19,12 @@ void *memset(void *dst, int c, unsigned int n) {
 }
 
 static void run_command(u8 cmd, u8 arg) {
+    int mode = (arg & ARG_RIDDLES) ? 1 : 0; /* the riddle quest (game.h ARG_RIDDLES) */
     switch (cmd) {
-    case CMD_NEW_GAME: new_game(gs.hdr.seed); break;
+    case CMD_NEW_GAME: new_game(gs.hdr.seed, mode); break;
     case CMD_WARP:
-        new_game(gs.hdr.seed);
-        warp(arg);
+        new_game(gs.hdr.seed, mode);
+        warp(arg & ~ARG_RIDDLES);
         break;
     default: break; /* unknown commands are acknowledged and ignored */
     }
@@ -32,7 +33,7 @@ static void run_command(u8 cmd, u8 arg) {
 int main(void) {
     gfx_init();
     irq_init_vblank();
-    new_game(0);
+    new_game(0, 0);
     gs.hdr.magic = BONK_MAGIC;
     for (;;) {
         vblank_intr_wait();

@@ -67,6 +67,7 @@ const RoomDef ROOMS[NUM_ROOMS + 1] = {
             "##############################",
         },
         .key_in_chest = 1,
+        .riddle = 1,
         .chest_gold = 25,
         .nslots = 2,
         .slots = {{EN_SLIME, 14, 2, {{6, 9, 22, 9}, {6, 11, 22, 11}}},
@@ -100,6 +101,7 @@ const RoomDef ROOMS[NUM_ROOMS + 1] = {
         .nspots = 4,
         .spots = {{1, 1, "NORTH-WEST"}, {28, 2, "NORTH-EAST"}, {1, 18, "SOUTH-WEST"},
                   {28, 18, "SOUTH-EAST"}},
+        .riddle = 1,
         .chest_gold = 40,
         .nslots = 3,
         .slots = {{EN_SLIME, 10, 2, {{2, 8, 27, 8}, {5, 11, 15, 11}}},
@@ -134,6 +136,7 @@ const RoomDef ROOMS[NUM_ROOMS + 1] = {
         .nspots = 4,
         .spots = {{1, 1, "NORTH-WEST"}, {24, 1, "NORTH-EAST"}, {3, 17, "SOUTH-WEST"},
                   {28, 18, "SOUTH-EAST"}},
+        .riddle = 1,
         .chest_gold = 50,
         .nslots = 3,
         .slots = {{EN_BAT, 9, 2, {{2, 7, 27, 7}, {2, 4, 25, 4}}},
@@ -214,6 +217,12 @@ int room_chest_index(int r, int x, int y) {
     return -1;
 }
 
+int room_mark_bit(int r, int x, int y) {
+    for (int i = 0; i < ROOMS[r].nspots; i++)
+        if (ROOMS[r].spots[i].x == x && ROOMS[r].spots[i].y == y) return (4 * (r - 3) + i) & 7;
+    return 7;
+}
+
 void room_door_inside(int r, int dx, int dy, int *x, int *y) {
     static const s8 ox[4] = {1, -1, 0, 0}, oy[4] = {0, 0, 1, -1};
     for (int k = 0; k < 4; k++) {
@@ -267,7 +276,14 @@ void room_load(int r) {
     if (!d->key_in_chest && d->nspots && !(gs.keys_taken & (1u << r))) {
         gs.key_x = d->spots[k].x;
         gs.key_y = d->spots[k].y;
-        gs.room_tiles[gs.key_y][gs.key_x] = T_KEY;
+        if (gs.quest_mode && d->riddle) { /* the riddle quest: a mark on every spot */
+            for (int i = 0; i < d->nspots; i++)
+                if (!(gs.marks_sprung & (1u << room_mark_bit(r, d->spots[i].x, d->spots[i].y))))
+                    gs.room_tiles[d->spots[i].y][d->spots[i].x] = T_MARK;
+            gs.room_tiles[gs.key_y][gs.key_x] = T_MARK;
+        } else {
+            gs.room_tiles[gs.key_y][gs.key_x] = T_KEY;
+        }
     }
 
     gs.num_enemies = 0;

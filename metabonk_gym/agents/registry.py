@@ -3,7 +3,9 @@ RUN_DIR, env)` (a model zip of any trainer, or a run directory of any trainer: `
 
 `think:MODEL` is the think agent with its strategist given in the name (`think:oracle`,
 `think:M.gguf`, `think:policy.pt` from `metabonk distill`, `think:http://HOST:PORT` a model
-server), so one string names an oracle + follower or model thinker + follower (the ladder).
+server, or the rule baselines `think:first` and `think:random`: the first or a random option,
+seeded by the agent's seed), so one string names an oracle + follower or model thinker +
+follower (the ladder).
 
 The scripted expert of an env is its game folder's `Expert` (the folder's `game.py`, found
 through `env.unwrapped.game_data`), so a user's game folder can ship one too; no game is named
@@ -15,6 +17,8 @@ here.
 'scripted'
 >>> think_options("think:oracle"), think_options("think:http://127.0.0.1:8080")
 ({'model_path': 'oracle'}, {'base_url': 'http://127.0.0.1:8080'})
+>>> think_options("think:first")
+{'engine': 'first'}
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from metabonk_gym.agents.model import ModelAgent, model_env_overrides
 from metabonk_gym.agents.runs import agent_path, find_run
 from metabonk_gym.experts.base import Agent, AgentError, RandomAgent
 from metabonk_gym.think.agent import make_think_agent
+from metabonk_gym.think.baselines import RULE_STRATEGISTS
 from metabonk_gym.think.games import game_module
 
 AGENT_NAMES: tuple[str, ...] = ("random", "scripted", "think", "human")
@@ -55,6 +60,8 @@ def think_options(spec: str) -> dict[str, Any]:
         )
     if model.startswith(("http://", "https://")):
         return {"base_url": model}
+    if model in RULE_STRATEGISTS:  # no file: the strategist itself (`think.baselines`)
+        return {"engine": model}
     return {"model_path": model}
 
 
@@ -119,7 +126,10 @@ def make_agent(spec: str, env: gym.Env, seed: int | None = None, **kwargs: Any) 
     if spec == "human":
         return HumanAgent(env, **kwargs)
     if spec == "think" or think_options(spec):
-        agent: Agent = make_think_agent(env, **{**kwargs, **think_options(spec)})
+        options = think_options(spec)
+        if options.get("engine") == "random" and seed is not None:
+            options["seed"] = seed  # the rule's answers repeat for the same seed
+        agent: Agent = make_think_agent(env, **{**kwargs, **options})
         return agent
     spec = agent_path(spec)
     if is_dreamer_run(spec):

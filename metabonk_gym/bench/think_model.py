@@ -11,17 +11,22 @@ Two parts, each its own command so that each README row has one:
   `check` and `sensible`: a walkable target that is not the player's own cell, an action the
   state allows), and that agree with the oracle (same action, tile target within 2 cells);
   with the choice profile also how often its first option (the nearest thing) agrees, the
-  floor a model that always answers 1 would reach.
+  floor a model that always answers 1 would reach. `model` may be a rule instead of a GGUF
+  (`first`, `random`: `metabonk_gym.think.baselines`), asked the same questions; `state` the
+  start of the oracle's episodes (`riddles`: the riddle quest).
 * **play** (`play_figures`): the think agent (strategist + the game's follower, pause mode)
   plays from each start state for `seeds` seeds: win rate and mean steps to a win. A start
-  `roomN` is won by leaving room N (room 5: by taking the treasure), `start` by winning the whole
-  game. Strategists: a GGUF, `oracle` (the ceiling) or `fallback` (the follower alone with its
-  fallback directives, the floor).
+  `roomN` (`riddles_roomN`) is won by leaving room N (room 5: by taking the treasure), `start`
+  (`riddles`) by winning the whole game. Strategists: a GGUF, `oracle` (the ceiling), the rules
+  `first` and `random` (the baselines) or `fallback` (the follower alone with its fallback
+  directives, the floor).
 
 >>> agrees({"action": "go_to", "target": {"x": 3, "y": 4}}, {"action": "go_to", "target": {"x": 5, "y": 5}})
 True
 >>> agrees({"action": "open", "target": None}, {"action": "open", "target": {"x": 1, "y": 1}})
 False
+>>> whole_game("riddles"), whole_game("riddles_room3"), whole_game("room5")
+(True, False, True)
 """
 
 from __future__ import annotations
@@ -37,8 +42,9 @@ import gymnasium as gym
 import numpy as np
 
 from metabonk_gym.think.agent import make_think_agent
+from metabonk_gym.think.baselines import RULE_STRATEGISTS, RuleEngine, make_rule_strategist
 from metabonk_gym.think.directive import DirectiveError, parse_answer
-from metabonk_gym.think.engines import EngineError, LlamaCppEngine
+from metabonk_gym.think.engines import Engine, EngineError, LlamaCppEngine
 from metabonk_gym.think.games import adapter_for
 from metabonk_gym.think.models import check_gguf, resolve_model
 from metabonk_gym.think.oracle import OracleStrategist
@@ -48,6 +54,8 @@ from metabonk_gym.think.view import GameView
 
 ENV_ID = "MetaBonk/BonkQuest-v0"
 STARTS = ("room1", "room2", "room3", "room4", "room5", "start")
+#: The riddle quest's whole game (`bench think-play --starts riddles`).
+RIDDLE_STARTS = ("riddles",)
 
 
 def agrees(a: dict[str, Any], b: dict[str, Any], cells: int = 2) -> bool:
@@ -114,14 +122,21 @@ def model_figures(
     progress: Callable[[str], None] | None = None,
     n_threads: int | None = None,
     first_seed: int = 100,
+    state: str = "start",
 ) -> dict[str, Any]:
     """The model part (see the module docstring); `n_threads`: llama.cpp's threads (None:
-    the engine's default); `first_seed`: the first oracle episode's seed."""
-    path = check_gguf(resolve_model(model))
-    points, adapter = decision_points(env_id, episodes, first_seed)
+    the engine's default); `first_seed`: the first oracle episode's seed (and the `random`
+    rule's)."""
+    rule = str(model) if str(model) in RULE_STRATEGISTS else None
+    path: Path | str = rule or check_gguf(resolve_model(model))
+    points, adapter = decision_points(env_id, episodes, first_seed, state)
     builder = PromptBuilder(adapter, adapter.game_card(), profile=prompt_profile(profile, False))
-    engine = LlamaCppEngine(path, n_ctx=4096, n_threads=n_threads)
-    threads = int(engine.llm.n_threads)
+    engine: Engine
+    if rule is not None:
+        engine, threads = RuleEngine(make_rule_strategist(rule, adapter, seed=first_seed)), 0
+    else:
+        engine = LlamaCppEngine(path, n_ctx=4096, n_threads=n_threads)
+        threads = int(engine.llm.n_threads)
     rows: list[dict[str, Any]] = []
     try:
         for i, (view, history, trigger) in enumerate(points):
@@ -181,6 +196,7 @@ def model_figures(
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     return {
         "model": str(path),
+        "state": state,
         "profile": builder.profile,
         "n_threads": threads,
         "calls": n,
@@ -210,7 +226,12 @@ def room_won(start: str, first: dict[str, Any], info: dict[str, Any]) -> bool:
     """
     if info.get("won"):
         return True
-    return start != "start" and start != "room5" and info.get("room") != first.get("room")
+    return not whole_game(start) and info.get("room") != first.get("room")
+
+
+def whole_game(start: str) -> bool:
+    """Whether a start is won only by winning the game (`start`, `riddles`, room 5's starts)."""
+    return start in ("start", "riddles") or start.endswith("room5")
 
 
 def play_figures(

@@ -4,8 +4,9 @@ What: `make_think_agent(env, model_path=...)` builds an agent that thinks when t
 says so and presses buttons with the follower every step; no RL involved. `metabonk play ENV
 --agent think --model M.gguf` reaches it through `metabonk_gym.agents.registry.make_agent`.
 `model_path` picks the strategist: a `.gguf` file (in-process llama-cpp-python, with
-`mmproj_path` for vision), a distilled `.pt` policy (`metabonk distill`), or `"oracle"`; a
-`base_url` selects an OpenAI-compatible server instead.
+`mmproj_path` for vision), a distilled `.pt` policy (`metabonk distill`), `"oracle"`, or a rule
+baseline (`"first"`, `"random"`: the first or a random option, `metabonk_gym.think.baselines`);
+a `base_url` selects an OpenAI-compatible server instead.
 Why an agent and not only the wrapper: `metabonk play` and `metabonk eval` drive agents over an
 env they create; the agent reads the game through `env.unwrapped` (RAM, screen), and thinking
 between two steps pauses the game exactly as `PauseToThink(mode="pause")` does.
@@ -28,6 +29,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from metabonk_gym.think.baselines import RULE_STRATEGISTS
 from metabonk_gym.think.calibrate import MAX_TIMEOUT_S, calibrated_timing, warm_up
 from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.director import Director
@@ -43,7 +45,8 @@ from metabonk_gym.think.view import GameView
 
 
 def strategist_kind(model_path: str | Path | None, base_url: str | None, engine: str | None) -> str:
-    """Which strategist the arguments ask for: `llama_cpp`, `openai`, `distilled` or `oracle`.
+    """Which strategist the arguments ask for: `llama_cpp`, `openai`, `distilled`, `oracle`,
+    `fallback` or a rule (`first`, `random`: `metabonk_gym.think.baselines`).
 
     >>> strategist_kind("m.gguf", None, None), strategist_kind(None, "http://127.0.0.1:8000", None)
     ('llama_cpp', 'openai')
@@ -51,6 +54,8 @@ def strategist_kind(model_path: str | Path | None, base_url: str | None, engine:
     ('distilled', 'oracle')
     >>> strategist_kind(None, None, None)  # the default model (SmolLM2-135M-Instruct)
     'llama_cpp'
+    >>> strategist_kind("first", None, None), strategist_kind(None, None, "random")
+    ('first', 'random')
     """
     if engine:
         return engine
@@ -59,7 +64,7 @@ def strategist_kind(model_path: str | Path | None, base_url: str | None, engine:
     if model_path is None:  # the default model (`metabonk_gym.think.models`), in process
         return "llama_cpp"
     text = str(model_path)
-    if text in ("oracle", "fallback"):
+    if text in ("oracle", "fallback", *RULE_STRATEGISTS):
         return text
     if text.endswith(".pt"):
         return "distilled"

@@ -1,4 +1,5 @@
-"""`make_strategist`: a strategist by name (`oracle`, `distilled`, an engine name) or object.
+"""`make_strategist`: a strategist by name (`oracle`, `first`, `random`, `distilled`, an engine
+name) or object.
 
 Why its own module: the strategists (`ModelStrategist`, `OracleStrategist`,
 `DistilledStrategist`) each build on `metabonk_gym.think.strategist`; choosing among them here
@@ -7,12 +8,15 @@ keeps that base free of imports of its subclasses (no import cycle).
 >>> from metabonk_gym.think.games import adapter_for_name
 >>> make_strategist(adapter_for_name("BonkQuest"), "oracle").name
 'oracle'
+>>> make_strategist(adapter_for_name("BonkQuest"), "random", seed=2).describe()
+{'strategist': 'random', 'seed': 2}
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from metabonk_gym.think.baselines import RULE_STRATEGISTS, make_rule_strategist
 from metabonk_gym.think.distill import DistilledStrategist
 from metabonk_gym.think.engines import Engine, make_engine
 from metabonk_gym.think.games import GameAdapter
@@ -31,12 +35,15 @@ def make_strategist(
     builder: PromptBuilder | None = None,
     **engine_kwargs: Any,
 ) -> Strategist:
-    """A strategist from a name (`llama_cpp`, `openai`, `oracle`, `fallback`, `distilled`), an
-    `Engine` or a ready `Strategist`. `engine_kwargs` go to the engine (model_path=, ...)."""
+    """A strategist from a name (`llama_cpp`, `openai`, `oracle`, `fallback`, `first`,
+    `random`, `distilled`), an `Engine` or a ready `Strategist`. `engine_kwargs` go to the engine
+    (model_path=, ...); `seed=` seeds `random`."""
     if isinstance(engine, Strategist):
         return engine
     if engine == "oracle":
         return OracleStrategist(adapter, builder)
+    if isinstance(engine, str) and engine in RULE_STRATEGISTS:
+        return make_rule_strategist(engine, adapter, builder, int(engine_kwargs.get("seed") or 0))
     if engine == "fallback":
         return FallbackStrategist(adapter)
     if engine == "distilled":

@@ -6,8 +6,17 @@ docs/new-game.md, "game.py"). Tile ids come from this folder's metabonk.json ("t
 generated from gba/bonkquest/game.h), the map characters from text_map.yaml; the constants
 shared with the C source are checked against it by tests/test_game_constants.py.
 
->>> TILE["wall"], tile_char(TILE["door_locked"]), tile_char(99)
-(1, 'D', '?')
+The riddle quest (`state="riddles"`, `riddles_roomN`; game.h ARG_RIDDLES) is the same game
+where the sage's words decide: a wrong chest of his hall costs RIDDLE_COST HP, and in the
+garden and the crypt the key lies under one of four marks (x), a wrong one costing as much.
+The adapter says what the sage said about the room the player is in (`sage_said`) and names
+chests and marks by the sage's words in its options, nearest first, so the nearest option is
+wrong as often as the seed makes it.
+
+>>> TILE["wall"], tile_char(TILE["door_locked"]), tile_char(99), tile_char(TILE["mark"])
+(1, 'D', '?', 'x')
+>>> mark_label(1, 18), mark_label(24, 1)
+('SOUTH-WEST', 'NORTH-EAST')
 >>> Adapter().spec.fallback("timeout").action
 'wait'
 """
@@ -45,6 +54,8 @@ NONE = 0xFF
 FACING = {0: "UP", 1: "DOWN", 2: "LEFT", 3: "RIGHT"}
 #: rooms.c CHEST_LABELS: the sage's words for chest 0..2 of his hall (`key_chest`).
 CHEST_LABELS = ("NORTH-WEST", "NORTH-EAST", "SOUTH")
+#: game.h RIDDLE_COST: HP a wrong chest of the sage's hall or a wrong mark costs (riddle quest).
+RIDDLE_COST = 3
 WALKABLE = frozenset(TILE[n] for n in ("floor", "key", "heart", "treasure"))
 INTERACT = frozenset({TILE["chest"], TILE["npc"]})
 DOORS = frozenset({TILE["door"], TILE["door_locked"]})
@@ -53,6 +64,17 @@ DOORS = frozenset({TILE["door"], TILE["door_locked"]})
 def tile_char(tile: int) -> str:
     """The think map's character of a tile id ("?" for an unknown id)."""
     return CHARS.get(tile, "?")
+
+
+def mark_label(x: int, y: int) -> str:
+    """The sage's name for a mark (a key spot of the garden or the crypt, rooms.c): the quarter
+    of the room it lies in."""
+    return f"{'NORTH' if y < 10 else 'SOUTH'}-{'WEST' if x < 15 else 'EAST'}"
+
+
+def riddles(view: GameView) -> bool:
+    """Whether this is the riddle quest (game.h `quest_mode`)."""
+    return view.get("quest_mode") == 1
 
 
 class QuestAdapter(GameAdapter):
@@ -119,6 +141,10 @@ class QuestAdapter(GameAdapter):
                 out["sage_said"] = (
                     f"the key is in the {CHEST_LABELS[chest]} chest of the sage's hall"
                 )
+            x, y = view.get("key_x", NONE), view.get("key_y", NONE)
+            tiles = self.tiles(view)
+            if riddles(view) and x != NONE and tiles is not None and tiles[y, x] == TILE["mark"]:
+                out["sage_said"] = f"the key of this room lies under the {mark_label(x, y)} mark"
         return out
 
     def goals(self, view: GameView) -> list[str]:
@@ -136,8 +162,17 @@ class QuestAdapter(GameAdapter):
             )
         elif room == 5:
             goals.append("reach the treasure (T) and step onto it, avoiding the ghosts")
+        elif room == 2 and riddles(view):
+            goals.append(
+                f"open the chest the sage named to get the key (a wrong one costs {RIDDLE_COST} HP)"
+            )
         elif room == 2:
             goals.append("open the chest the sage named to get the key")
+        elif riddles(view) and self._marks(view):
+            goals.append(
+                f"step onto the mark (x) the sage named: the key lies under it "
+                f"(a wrong mark costs {RIDDLE_COST} HP)"
+            )
         elif not (view.get("doors_open") >> room) & 1:
             goals.append(f"find the key of room {room} (k on the map)")
         else:
@@ -146,6 +181,11 @@ class QuestAdapter(GameAdapter):
             goals.append("pick up a heart (h) if there is one")
         goals.append("avoid the enemies (E): touching one costs 1 HP")
         return goals
+
+    def _marks(self, view: GameView) -> bool:
+        """Whether the room shows marks (the riddle quest's hidden key)."""
+        tiles = self.tiles(view)
+        return tiles is not None and bool(np.any(tiles == TILE["mark"]))
 
     def text_map(self, view: GameView) -> str | None:
         tiles = self.tiles(view)
@@ -166,7 +206,7 @@ class QuestAdapter(GameAdapter):
         if tiles is None:
             return out
         px, py = self.player_cell(view) or (0, 0)
-        for name in ("key", "chest", "npc", "door_locked", "door", "treasure", "heart"):
+        for name in ("key", "mark", "chest", "npc", "door_locked", "door", "treasure", "heart"):
             cells = np.argwhere(tiles == TILE[name])
             for y, x in cells[:4]:
                 out.append(
@@ -210,10 +250,11 @@ class QuestAdapter(GameAdapter):
         return quest_advice(view)
 
     def options(self, view: GameView) -> list[Directive]:
-        """What can be done here, read from the room's tiles: take a key, the treasure or a
-        heart (when hurt), open a closed chest (room 2: by the sage's names for them), talk
-        to the sage (until talked to), unlock the locked door (with a key), go through an open
-        door other than the way in (x 0), nearest first; then explore the room."""
+        """What can be done here, read from the room's tiles: take a key, step onto a mark
+        (riddle quest: by the sage's name for it), take the treasure or a heart (when hurt),
+        open a closed chest (room 2: by the sage's names for them), talk to the sage (until
+        talked to), unlock the locked door (with a key), go through an open door other than the
+        way in (x 0), nearest first; then explore the room."""
         tiles, cell = self.tiles(view), self.player_cell(view)
         found: list[tuple[int, Directive]] = []
         if tiles is not None and cell is not None:
@@ -225,6 +266,7 @@ class QuestAdapter(GameAdapter):
             named = view.get("room") == 2 and len(chests) == len(CHEST_LABELS)
             kinds = [
                 ("key", "collect", "take the key", True),
+                ("mark", "collect", "step onto the mark", True),
                 ("treasure", "collect", "take the treasure", True),
                 ("heart", "collect", "take a heart", view.get("hp") < view.get("max_hp", 5)),
                 ("chest", "open", "open the chest", True),
@@ -241,6 +283,8 @@ class QuestAdapter(GameAdapter):
                         continue
                     if kind == "chest" and named:
                         what = f"open the {CHEST_LABELS[chests.index((x, y))]} chest"
+                    elif kind == "mark":
+                        what = f"step onto the {mark_label(x, y)} mark"
                     goal = f"{what}, {direction(px, py, x, y)}"
                     distance = abs(x - px) + abs(y - py)
                     found.append(
@@ -261,7 +305,7 @@ class QuestAdapter(GameAdapter):
         here = int(tiles[y, x])
         wanted = {
             "go_to": WALKABLE | DOORS,
-            "collect": {TILE["key"], TILE["heart"], TILE["treasure"]},
+            "collect": {TILE["key"], TILE["mark"], TILE["heart"], TILE["treasure"]},
             "open": {TILE["chest"]} | DOORS,
             "talk": {TILE["npc"]},
         }.get(action)
@@ -487,6 +531,12 @@ def quest_advice(view: GameView) -> Directive:
         return oracle_directive(
             "pick up the key", "collect", {"x": view.get("key_x"), "y": view.get("key_y")}
         )
+    if riddles(view) and room == 2 and view.get("talked") == 0 and view.get("npc_x") != NONE:
+        # the riddle quest: hear the sage first, so that a decision log shows the words a
+        # model must choose by (the oracle itself reads the chest from RAM)
+        return oracle_directive(
+            "hear the sage", "talk", {"x": view.get("npc_x"), "y": view.get("npc_y")}
+        )
     if tiles is not None:
         chests = [
             (int(x), int(y))
@@ -544,8 +594,8 @@ class BonkQuestExpert(RamExpert):
         if treasure[0] != NONE:
             self.objective = "treasure"
             return self._walk_to(tiles, me, treasure)
-        if key[0] != NONE and tiles[key] == TILE["key"]:
-            self.objective = "key"
+        if key[0] != NONE and tiles[key] in (TILE["key"], TILE["mark"]):
+            self.objective = "key"  # a mark: the one the key lies under (riddle quest)
             return self._walk_to(tiles, me, key)
         keys = self._var("keys")
         if door[0] != NONE and tiles[door] == TILE["door_locked"]:
