@@ -45,6 +45,7 @@ COMMAND_MODULES = (
     "advice",
     "watch",
     "integrate",
+    "explore",
 )
 
 

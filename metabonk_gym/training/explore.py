@@ -173,7 +173,8 @@ class Explorer:
         per_env = -(-s.job_steps // s.burst_steps)
         jobs, parents = [], []
         for i in range(self.envs.num_envs):
-            starts, prefixes = [], []
+            starts: list[tuple[int, bytes | None, float, int]] = []
+            prefixes: list[np.ndarray] = []
             for cell in self._choose(per_env):
                 if cell == ROOT:
                     starts.append((ROOT, None, 0.0, 0))
@@ -287,6 +288,28 @@ def check_out(out: Path, resume: bool) -> Path:
     return path
 
 
+def open_explorer(
+    env_id: str, settings: ExploreSettings, out: Path, resume: bool = False
+) -> tuple[Explorer, Cells]:
+    """The engine's envs, set up, with the archive (new, or resumed from `out`) in an
+    `Explorer`; the caller closes `explorer.envs`."""
+    envs = _open_envs(env_id, settings)
+    try:
+        archive, cells, describe = _prepare(env_id, out, settings, resume, envs)
+        envs.call(
+            "explore_setup",
+            cells.to_dict(),
+            settings.repeat_prob,
+            settings.burst_steps,
+            settings.state,
+            settings.game_seed,
+        )
+    except BaseException:
+        envs.close()
+        raise
+    return Explorer(envs, archive, settings, int(describe["frameskip"])), cells
+
+
 def run_explore(
     env_id: str,
     out: str | Path,
@@ -301,18 +324,9 @@ def run_explore(
     settings.check()
     out = Path(out).expanduser()
     path = check_out(out, resume)
-    envs = _open_envs(env_id, settings)
+    explorer, cells = open_explorer(env_id, settings, out, resume)
     logger = None
     try:
-        archive, cells, describe = _prepare(env_id, out, settings, resume, envs)
-        envs.call(
-            "explore_setup",
-            cells.to_dict(),
-            settings.repeat_prob,
-            settings.burst_steps,
-            settings.state,
-            settings.game_seed,
-        )
         out.mkdir(parents=True, exist_ok=True)
         logger = _logger(out)
         say = progress or (lambda line: None)
@@ -320,12 +334,11 @@ def run_explore(
             f"exploring {env_id} from {settings.state!r} (game seed {settings.game_seed}) with "
             f"{cells.describe()}, {settings.n_envs} envs; archive {path}"
         )
-        explorer = Explorer(envs, archive, settings, int(describe["frameskip"]))
         return _loop(explorer, path, logger, say)
     finally:
         if logger is not None:
             logger.close()
-        envs.close()
+        explorer.envs.close()
 
 
 def _logger(out: Path) -> Any:

@@ -9,9 +9,9 @@ Writes are atomic: the old archive or the new one, never a mix.
 
 >>> import tempfile
 >>> archive = Archive(meta={"rom_sha1": "ab" * 20, "cells": {"kind": "screen"}})
->>> archive.update((1, 2), 3.0, 10, b"state", np.array([0, 1], np.uint8), False, 40)
+>>> archive.update((1, 2), 3.0, 2, b"state", np.array([0, 1], np.uint8), False, 40)
 True
->>> archive.update((1, 2), 2.0, 5, b"other", np.array([1], np.uint8), False, 80)  # lower score
+>>> archive.update((1, 2), 2.0, 1, b"other", np.array([1], np.uint8), False, 80)  # lower score
 False
 >>> path = Path(tempfile.mkdtemp()) / "archive.npz"
 >>> archive.save(path)
@@ -120,18 +120,15 @@ class Archive:
         if i is None:
             self.index[key] = len(self.keys)
             self.keys.append(tuple(int(k) for k in key))
-            for column, value in (
-                (self.scores, float(score)),
-                (self.lengths, int(length)),
-                (self.chosen, 0),
-                (self.seen, 1),
-                (self.since, 0),
-                (self.found_frame, int(frame)),
-                (self.won, bool(won)),
-                (self.states, bytes(state)),
-                (self.actions, np.asarray(actions, np.uint8)),
-            ):
-                column.append(value)  # type: ignore[attr-defined]
+            self.scores.append(float(score))
+            self.lengths.append(int(length))
+            self.chosen.append(0)
+            self.seen.append(1)
+            self.since.append(0)
+            self.found_frame.append(int(frame))
+            self.won.append(bool(won))
+            self.states.append(bytes(state))
+            self.actions.append(np.asarray(actions, np.uint8))
             return True
         if not better(score, length, self.scores[i], self.lengths[i]):
             return False
@@ -161,7 +158,7 @@ class Archive:
         state_sizes = [len(s) for s in self.states]
         action_sizes = [len(a) for a in self.actions]
         meta = dict(self.meta, version=FORMAT_VERSION, cells_count=n)
-        arrays = {
+        arrays: dict[str, np.ndarray] = {
             "keys": np.asarray(self.keys, np.int64).reshape(n, width),
             "scores": np.asarray(self.scores, np.float64),
             "lengths": np.asarray(self.lengths, np.int64),
@@ -213,7 +210,9 @@ class Archive:
         return cls._from_arrays(path, meta, arrays)
 
     @classmethod
-    def _from_arrays(cls, path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Archive:
+    def _from_arrays(
+        cls, path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]
+    ) -> Archive:
         keys = arrays["keys"]
         n = len(keys)
         if keys.ndim != 2 or meta.get("cells_count") != n:
@@ -271,7 +270,9 @@ def _read_arrays(path: Path) -> dict[str, np.ndarray]:
     except ArchiveError:
         raise
     except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as exc:
-        raise ArchiveError(f"{path} is not a readable archive (corrupt or cut short: {exc})") from None
+        raise ArchiveError(
+            f"{path} is not a readable archive (corrupt or cut short: {exc})"
+        ) from None
     for name, dtype in COLUMNS.items():
         if arrays[name].dtype.str != np.dtype(dtype).str:
             raise ArchiveError(f"{path}: column {name} has dtype {arrays[name].dtype}, not {dtype}")

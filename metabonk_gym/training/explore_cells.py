@@ -114,7 +114,9 @@ class ScreenCells:
         pixels per cell a side is sampled every few pixels first (the means barely change, and
         a full GBA screen costs 6x more)."""
         frame = np.asarray(frame)
-        stride = max(1, min(frame.shape[0] // (5 * self.height), frame.shape[1] // (5 * self.width)))
+        stride = max(
+            1, min(frame.shape[0] // (5 * self.height), frame.shape[1] // (5 * self.width))
+        )
         small = frame[::stride, ::stride]
         unit = 1.0
         if small.ndim == 3 and small.shape[2] == 3:
@@ -228,7 +230,9 @@ def cells_from_dict(data: Mapping[str, Any]) -> Cells:
     if kind == "screen":
         sizes = [data.get(k) for k in ("width", "height", "levels")]
         if not all(isinstance(v, int) and 1 <= v <= 256 for v in sizes):
-            raise ConfigError(f"screen cells need width, height, levels in 1..256, not {dict(data)}")
+            raise ConfigError(
+                f"screen cells need width, height, levels in 1..256, not {dict(data)}"
+            )
         return ScreenCells(int(sizes[0]), int(sizes[1]), int(sizes[2]))  # type: ignore[arg-type]
     if kind == "ram":
         variables = data.get("variables")

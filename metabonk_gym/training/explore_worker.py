@@ -84,6 +84,7 @@ class ExploreWorker(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.known: dict[tuple[int, ...], tuple[float, int]] = {}
         self.explore_job: dict[str, Any] | None = None
         self._specs: list[tuple[int, str]] = []
+        self._names: list[str] | None = None
         self._width = 0
 
     # ------------------------------------------------------------------ set-up
@@ -126,6 +127,8 @@ class ExploreWorker(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if self.cells.score is not None:
             names.append(self.cells.score)
         self._specs = [(variables[n].address, variables[n].type) for n in names]
+        # the env reads its info variables every step anyway: take them from there when it has all
+        self._names = names if set(names) <= set(self._base.info_names) else None
         self.known = {}
 
     # ------------------------------------------------------------------ jobs
@@ -186,7 +189,8 @@ class ExploreWorker(gym.Wrapper, gym.utils.RecordConstructorArgs):
         cell, _, _, length = start
         length = int(length)
         obs, score = self._return(start)
-        read_many, specs, summed = self._base.backend.read_many, self._specs, self.cells.score is None  # type: ignore[union-attr]
+        read_many, specs, names = self._base.backend.read_many, self._specs, self._names
+        summed = self.cells is None or self.cells.score is None
         found: dict[tuple[int, ...], tuple[float, int, int, bytes, bool]] = {}
         if cell == ROOT:  # the start itself is a cell
             key = self._key(read_many(specs), obs)
@@ -203,7 +207,7 @@ class ExploreWorker(gym.Wrapper, gym.utils.RecordConstructorArgs):
             obs, reward, terminated, truncated, info = self.env.step(action)
             actions.append(action)
             length += 1
-            values = read_many(specs)
+            values = [info[n] for n in names] if names is not None else read_many(specs)
             score = score + float(reward) if summed else float(values[-1])
             if info.get("lost"):
                 ended = "lost"

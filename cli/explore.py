@@ -1,0 +1,135 @@
+"""`metabonk explore ENV`, `metabonk robustify RUN` and `metabonk bench explore`: Go-Explore on
+the suite's envs, with no teacher and no game code (a thin typer layer over
+`metabonk_gym.training.explore`, `metabonk_gym.training.backward` and
+`metabonk_gym.bench.explore_speed`).
+
+`explore` writes OUT/archive.npz (data only, checksummed), OUT/explore.json and TensorBoard
+scalars in OUT/tensorboard; Ctrl-C or SIGTERM ends the round, saves the archive and exits
+130 / 143; `--resume` continues it. `robustify` trains a pixel PPO policy from the archive's best
+path with the backward curriculum into a new run directory.
+
+>>> import typer
+>>> app = typer.Typer()
+>>> register(app)
+>>> sorted(c.name for c in app.registered_commands)
+['explore', 'robustify']
+>>> "explore" in {c.name for c in bench_app.registered_commands}
+True
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from metabonk_gym.cli.bench import _print, bench_app, console
+from metabonk_gym.cli.errors import err_console
+from metabonk_gym.cli.train import exit_if_stopped
+
+from metabonk_gym.training.config import parse_key_values, parse_set_options
+
+
+def explore(
+    env_id: str = typer.Argument(..., help="Env id, e.g. MetaBonk/BonkQuest-v0."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder of the archive (new, or --resume)."),
+    frames: int | None = typer.Option(None, min=1, help="Stop after this many emulator frames."),
+    seconds: float | None = typer.Option(None, min=0.001, help="Stop after this long."),
+    stop_when_won: bool = typer.Option(False, "--stop-when-won", help="Stop once a cell wins."),
+    envs: int = typer.Option(2, min=1, help="Envs on the vector engine (one emulator each)."),
+    cells: Path | None = typer.Option(
+        None, help="Cells file (default: the game folder's cells.yaml, else the screen)."
+    ),
+    state: str | None = typer.Option(None, help="The start (default: the env's)."),
+    game_seed: int = typer.Option(0, help="The game's seed at the start."),
+    seed: int = typer.Option(0, help="Random seed of the selection and the bursts."),
+    burst: int = typer.Option(100, min=1, help="Random steps after each return."),
+    repeat_prob: float | None = typer.Option(
+        None,
+        min=0.0,
+        max=0.999,
+        help="Chance a step repeats the last action (default: the "
+        "cells file's repeat_prob, else 0.95).",
+    ),
+    save_every: float = typer.Option(60.0, min=1.0, help="Seconds between archive saves."),
+    env_kwarg: list[str] | None = typer.Option(
+        None, "--env-kwarg", help="KEY=VALUE for gym.make (e.g. integration=FOLDER)."
+    ),
+    resume: bool = typer.Option(False, "--resume", help="Continue the archive in --out."),
+) -> None:
+    """Go-Explore: remember cells, return to promising ones by loading their states, explore
+    from there with repeated random actions; writes OUT/archive.npz."""
+    from metabonk_gym.training.explore import ExploreSettings, run_explore
+
+    if frames is None and seconds is None and not stop_when_won:
+        raise typer.BadParameter("give an end: --frames, --seconds or --stop-when-won")
+    settings = ExploreSettings(
+        n_envs=envs,
+        max_frames=frames,
+        max_seconds=seconds,
+        burst_steps=burst,
+        repeat_prob=repeat_prob,
+        state=state,
+        game_seed=game_seed,
+        seed=seed,
+        save_every_s=save_every,
+        stop_when_won=stop_when_won,
+        cells_file=str(cells) if cells is not None else None,
+        env_kwargs=parse_key_values(env_kwarg, "--env-kwarg"),
+    )
+    result = run_explore(env_id, out, settings, resume=resume, progress=err_console.print)
+    console.print_json(json.dumps(result.to_dict()))
+    exit_if_stopped(f"archive saved: {out / 'archive.npz'}")
+
+
+def robustify(
+    explore_dir: Path = typer.Argument(..., help="An explorer's --out folder (its archive)."),
+    run_dir: Path = typer.Option(..., "--run-dir", help="New run directory of the policy."),
+    total_steps: int = typer.Option(200_000, min=1, help="PPO env steps in all."),
+    every: int = typer.Option(50, min=1, help="Demonstration steps between start points."),
+    threshold: float = typer.Option(
+        0.5, min=0.01, max=1.0, help="Success rate that moves the start back."
+    ),
+    window: int = typer.Option(20, min=1, help="Episodes that decide a move."),
+    sticky: float = typer.Option(0.25, min=0.0, max=0.99, help="Sticky-action probability."),
+    set_: list[str] | None = typer.Option(
+        None, "--set", help="Training config KEY=VALUE (n_envs, learning_rate, ...)."
+    ),
+) -> None:
+    """The backward algorithm (Salimans and Chen 2018): PPO from pixels, starting near the end of
+    the archive's best path and moving the start back as it succeeds."""
+    from metabonk_gym.training.backward import BackwardSettings, run_robustify
+
+    settings = BackwardSettings(
+        every=every,
+        threshold=threshold,
+        window=window,
+        total_steps=total_steps,
+        sticky_action_prob=sticky,
+        overrides=parse_set_options(set_),
+    )
+    result = run_robustify(explore_dir, run_dir, settings, progress=err_console.print)
+    console.print_json(json.dumps(result.to_dict()))
+    exit_if_stopped(f"model saved: {result.model_path}")
+
+
+@bench_app.command("explore")
+def bench_explore(
+    env_id: str = typer.Argument("MetaBonk/BonkQuest-v0", help="Env id to explore."),
+    steps: int = typer.Option(2000, min=100, help="Env steps per env and round."),
+    rounds: int = typer.Option(3, min=1, help="Alternating raw/explorer rounds (medians)."),
+    envs: int = typer.Option(2, min=1, help="Envs of the second explorer (the first has 1)."),
+    warmup: int = typer.Option(5, min=0, help="Explorer rounds before measuring."),
+    out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+) -> None:
+    """Explorer env steps/s vs the raw mGBA core's, same run (target >= 0.8x for one env)."""
+    from metabonk_gym.bench.explore_speed import run
+
+    result = run(env_id, steps=steps, rounds=rounds, n_envs=envs, warmup=warmup)
+    _print(f"metabonk bench explore {env_id}", result, out)
+
+
+def register(app: typer.Typer) -> None:
+    """`explore` and `robustify` join `app`; `bench explore` joined `bench_app` on import."""
+    app.command("explore")(explore)
+    app.command("robustify")(robustify)
