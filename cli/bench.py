@@ -15,7 +15,7 @@ from rich.table import Table
 
 from metabonk_gym.bench import report
 from metabonk_gym.bench.env_speed import run as run_env_speed
-from metabonk_gym.bench.figures import write_group
+from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.utils import atomic_write_text
 
 bench_app = typer.Typer(
@@ -55,7 +55,7 @@ def bench_env(
     result = run_env_speed(env_id, steps=steps, rounds=rounds, vector=vector, retro_env=retro_env)
     _print(command, result, out)
     if figures is not None:
-        write_group(figures, "env", "GBA envs", env_figures(result), command=command, order=10)
+        put_figures(figures, env_figures(result), command=command, title="GBA envs")
 
 
 def env_figures(result: dict) -> list[dict]:

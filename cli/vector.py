@@ -13,7 +13,8 @@ from pathlib import Path
 import typer
 from metabonk_gym.cli.bench import bench_app, console
 
-from metabonk_gym.bench.vector_speed import run
+from metabonk_gym.bench.figures import put_figures
+from metabonk_gym.bench.vector_speed import figure_records, run
 from metabonk_gym.utils import atomic_write_text
 
 
@@ -23,6 +24,9 @@ def bench_vector(
     steps: int = typer.Option(300, help="Vector steps per measurement."),
     collect: bool = typer.Option(True, help="Also measure PPO's collection phase (SB3)."),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures_file: Path | None = typer.Option(
+        None, "--figures", help="Put the figures into this record file (docs/figures/vector.json)."
+    ),
 ) -> None:
     """Main-process CPU per env step, N envs vs one plain env, and PPO collection steps/s."""
     try:
@@ -33,6 +37,14 @@ def bench_vector(
     console.print_json(json.dumps(figures, default=float))
     if out is not None:
         atomic_write_text(out, json.dumps(figures, indent=2, default=float))
+    if figures_file is not None:
+        command = f"metabonk bench vector --counts {counts} --steps {steps}"
+        put_figures(
+            figures_file,
+            figure_records(figures),
+            command=command + " --no-collect" * (not collect),
+            title="Vector envs",
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from metabonk_gym.bench import report
-from metabonk_gym.bench.figures import FiguresError, load_group, load_groups, write_group
+from metabonk_gym.bench.figures import FiguresError, load_group, load_groups, put_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "docs" / "figures"
@@ -111,9 +111,9 @@ def test_a_bench_writes_its_record_in_the_schema(tmp_path: Path) -> None:
 
     result = {"env_fps": 6000.0, "raw_core_fps": 8000.0, "env_vs_raw": 0.75}
     path = tmp_path / "env.json"
-    group = write_group(path, "env", "GBA envs", env_figures(result), command="metabonk bench env")
+    group = put_figures(path, env_figures(result), command="metabonk bench env", title="GBA envs")
     again = load_group(path)
-    assert again == group and again.figures[0].met is False
+    assert again == group and again.title == "GBA envs" and again.figures[0].met is False
     assert again.figures[0].text == "6,000 vs 8,000 frames/s = 0.75x" and again.figures[0].machine
 
 
@@ -153,8 +153,7 @@ def _anchors(text: str) -> set[str]:
     return out
 
 
-def test_put_figure_replaces_one_figure_and_keeps_the_rest(tmp_path: Path) -> None:
-    from metabonk_gym.bench.figures import put_figure
+def test_put_figures_replaces_one_figure_and_keeps_the_rest(tmp_path: Path) -> None:
     from metabonk_gym.bench.megabonk_ppo_from_bc import figure_record
 
     path = tmp_path / "megabonk-video.json"
@@ -166,9 +165,8 @@ def test_put_figure_replaces_one_figure_and_keeps_the_rest(tmp_path: Path) -> No
         "bc": {"mean": 21.0},
         "ppo_from_bc": {"mean": 60.25},
     }
-    after = put_figure(
-        path, figure_record(run, "python -m metabonk_gym.bench.megabonk_ppo_from_bc C O")
-    )
+    command = "python -m metabonk_gym.bench.megabonk_ppo_from_bc C O"
+    after = put_figures(path, [figure_record(run)], command=command)
     assert [f.id for f in after.figures] == [f.id for f in before.figures]
     new = next(f for f in load_group(path).figures if f.id == "ppo-from-bc")
     assert new.value == 60.2 and new.text == "clone 21.0 s -> PPO 60.2 s, random 50.0 s"

@@ -270,7 +270,8 @@ def load_groups(folder: Path) -> list[Group]:
 
 
 def machine_description() -> str:
-    """This machine in one line: CPU cores, OS, Python and (when installed) torch's version."""
+    """This machine in one line: CPU cores, OS, Python, torch's version (when installed) and the
+    1-minute load average now (other work on the machine skews every figure)."""
     parts = [f"{os.cpu_count() or 1}-core CPU", f"{platform.system()} {platform.machine()}"]
     parts.append(f"Python {platform.python_version()}")
     try:
@@ -279,56 +280,42 @@ def machine_description() -> str:
         parts.append(f"torch {version('torch')}")
     except Exception:  # torch not installed: say nothing of it
         pass
+    if hasattr(os, "getloadavg"):
+        parts.append(f"load {os.getloadavg()[0]:.1f}")
     return ", ".join(parts)
 
 
-def write_group(
-    path: Path,
-    group: str,
-    title: str,
-    figures: list[dict[str, Any]],
-    *,
-    command: str,
-    seeds: Any = None,
-    about: str = "",
-    order: int = 100,
-    data: str | None = None,
+def put_figures(
+    path: Path, figures: list[dict[str, Any]], *, command: str, title: str = "", seeds: Any = None
 ) -> Group:
-    """Write a bench's figures to `path` in the schema (this machine, today), checked first.
+    """Put a bench's measured figures into a record file, each replacing the one with its `id`.
 
-    `figures` are figure objects (`id`, `name`, `value`, `unit`, `target`, `met`, ...); the file's
-    name must be `<group>.json`. Returns the parsed group.
+    Each figure gets `command`, `seeds`, this machine and today's date; the file's other figures
+    stay as they are. A missing file is created (its group named after the file, `title` its
+    heading). The result is checked before anything is written; returns the parsed group.
     """
-    raw: dict[str, Any] = {"group": group, "title": title, "order": order}
-    if about:
-        raw["about"] = about
-    if data is not None:
-        raw["data"] = data
-    raw |= {"command": command, "seeds": seeds, "machine": machine_description()}
-    raw |= {"date": _date.today().isoformat(), "figures": figures}
-    parsed = parse_group(raw, Path(path).stem)
-    atomic_write_text(Path(path), json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
-    return parsed
-
-
-def put_figure(path: Path, figure: dict[str, Any]) -> Group:
-    """Put one measured figure into an existing record file, replacing the one with its `id`.
-
-    The figure gets this machine and today's date; the group's other figures stay as they are.
-    Returns the parsed group (checked before anything is written).
-    """
-    blob = Path(path).read_bytes()[: MAX_FILE_BYTES + 1]
-    if len(blob) > MAX_FILE_BYTES:
-        raise FiguresError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
-    raw = json.loads(blob)
-    if not isinstance(raw, dict) or not isinstance(raw.get("figures"), list):
-        raise FiguresError(f"{path}: not a figure record file")
-    figure = {**figure, "machine": machine_description(), "date": _date.today().isoformat()}
-    ids = [f.get("id") if isinstance(f, dict) else None for f in raw["figures"]]
-    if figure["id"] in ids:
-        raw["figures"][ids.index(figure["id"])] = figure
+    path = Path(path)
+    if path.exists():
+        blob = path.read_bytes()[: MAX_FILE_BYTES + 1]
+        if len(blob) > MAX_FILE_BYTES:
+            raise FiguresError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
+        try:
+            raw = json.loads(blob)
+        except ValueError as exc:
+            raise FiguresError(f"{path}: not JSON ({exc})") from exc
+        if not isinstance(raw, dict) or not isinstance(raw.get("figures"), list):
+            raise FiguresError(f"{path}: not a figure record file")
     else:
-        raw["figures"].append(figure)
-    parsed = parse_group(raw, Path(path).stem)
-    atomic_write_text(Path(path), json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
+        raw = {"group": path.stem, "title": title or path.stem, "figures": []}
+    stamp = {"command": command, "seeds": seeds, "machine": machine_description()}
+    stamp["date"] = _date.today().isoformat()
+    for figure in figures:
+        ids = [f.get("id") if isinstance(f, dict) else None for f in raw["figures"]]
+        new = {**figure, **stamp}
+        if figure.get("id") in ids:
+            raw["figures"][ids.index(figure["id"])] = new
+        else:
+            raw["figures"].append(new)
+    parsed = parse_group(raw, path.stem)
+    atomic_write_text(path, json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
     return parsed

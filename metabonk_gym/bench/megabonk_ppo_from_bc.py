@@ -14,8 +14,7 @@ that record file as its `ppo-from-bc` figure (this machine, today).
 
 >>> record = figure_record(
 ...     {"ppo_steps": 150000, "random": {"mean": 51.4}, "bc": {"mean": 20.9},
-...      "ppo_from_bc": {"mean": 57.0}, "ppo_from_scratch": {"mean": 66.0}},
-...     "python -m metabonk_gym.bench.megabonk_ppo_from_bc CLONE.zip OUT --scratch",
+...      "ppo_from_bc": {"mean": 57.0}, "ppo_from_scratch": {"mean": 66.0}}
 ... )
 >>> record["value"], record["text"]
 (57.0, 'clone 20.9 s -> PPO 57.0 s; PPO from scratch 66.0 s, random 51.4 s')
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from metabonk_gym.agents.evaluate import evaluate
-from metabonk_gym.bench.figures import put_figure
+from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.bonklink.sim import SimProcess
 from metabonk_gym.training.ppo import train_ppo
 from metabonk_gym.utils import atomic_write_text
@@ -82,7 +81,7 @@ def ppo(out: Path, steps: int, init_from: Path | None) -> float:
     return round(time.monotonic() - started, 1)
 
 
-def figure_record(figures: dict[str, Any], command: str) -> dict[str, Any]:
+def figure_record(figures: dict[str, Any]) -> dict[str, Any]:
     """The run's figure in the docs' schema (:mod:`metabonk_gym.bench.figures`): PPO's survival."""
     text = f"clone {figures['bc']['mean']:.1f} s -> PPO {figures['ppo_from_bc']['mean']:.1f} s"
     if "ppo_from_scratch" in figures:
@@ -96,7 +95,6 @@ def figure_record(figures: dict[str, Any], command: str) -> dict[str, Any]:
         "text": text,
         "target": None,
         "met": None,
-        "command": command,
     }
 
 
@@ -129,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         command = shlex.join(
             ["python", "-m", __spec__.name if __spec__ else __name__, *sys.argv[1:]]
         )
-        put_figure(args.figures, figure_record(figures, command))
+        put_figures(args.figures, [figure_record(figures)], command=command, seeds=[0])
     return 0
 
 

@@ -14,6 +14,10 @@ Figures:
 >>> figures = main_cpu_per_step("MetaBonk/BonkQuest-v0", [2], steps=20, baseline=False)
 >>> figures["engine_us_per_env_step"][0] > 0
 True
+>>> scaled = {"n_envs": 2, "single_env_steps_per_s": 1783.0, "engine_steps_per_s": 1826.0,
+...           "engine_vs_single": 1.024}
+>>> [(r["id"], r["met"]) for r in figure_records({"scaling": scaled})]
+[('scaling', False)]
 """
 
 from __future__ import annotations
@@ -29,6 +33,12 @@ import gymnasium as gym
 import numpy as np
 
 from metabonk_gym.vector import make_one, make_vec
+
+#: Targets: main-process CPU per env step (lean, at 8 envs), N envs' speed as a multiple of one
+#: env's per env (N = cores), PPO collection on the engine as a multiple of `SubprocVecEnv`'s.
+LEAN_US_TARGET = 15.0
+SCALING_TARGET = 0.9
+COLLECTION_TARGET = 1.5
 
 
 def load() -> dict[str, Any]:
@@ -185,3 +195,69 @@ def run(
         )
     figures["load_after"] = load()
     return figures
+
+
+def _per_count(counts: Sequence[int], values: Sequence[float], unit: str) -> str:
+    shown = " / ".join(f"{v:.1f}" for v in values)
+    return f"{shown} {unit} at {' / '.join(map(str, counts))} envs"
+
+
+def _main_cpu_records(main: dict[str, Any]) -> list[dict[str, Any]]:
+    counts = main["counts"]
+    at = counts.index(8) if 8 in counts else len(counts) - 1
+    lean, full = main.get("engine_lean_us_per_env_step"), main["engine_us_per_env_step"]
+    rows: list[dict[str, Any]] = []
+    if lean is not None:
+        name = (
+            "main-process CPU per env step, `info_keys=()`, `copy=False` (what training asks for)"
+        )
+        met = lean[at] <= LEAN_US_TARGET if counts[at] == 8 else None
+        rows.append(
+            {"id": "main-cpu-lean", "name": name, "value": round(lean[at], 1), "unit": "us"}
+        )
+        rows[-1] |= {"text": _per_count(counts, lean, "us"), "met": met}
+        rows[-1]["target"] = f"<= {LEAN_US_TARGET:g} us at 8 envs" if met is not None else None
+    name = "the same with `make_vec`'s defaults (game variables in `infos`, observations copied)"
+    rows.append(
+        {"id": "main-cpu-defaults", "name": name, "value": round(full[at], 1), "unit": "us"}
+    )
+    rows[-1] |= {"text": _per_count(counts, full, "us"), "target": None, "met": None}
+    if "cpu_ratio_async_over_engine" in main:
+        ratios = main["cpu_ratio_async_over_engine"]
+        text = " / ".join(f"{r:.1f}x" for r in ratios) + " the engine's defaults"
+        name = "gymnasium's `AsyncVectorEnv`, same envs, main-process CPU vs the engine's defaults"
+        rows.append({"id": "vs-async", "name": name, "value": round(ratios[at], 2), "unit": "x"})
+        rows[-1] |= {"text": text, "target": None, "met": None}
+    return rows
+
+
+def figure_records(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    """`run`'s figures as records for `docs/figures/vector.json` (:mod:`metabonk_gym.bench.figures`)."""
+    rows = _main_cpu_records(figures["main_cpu"]) if "main_cpu" in figures else []
+    if "scaling" in figures:
+        s = figures["scaling"]
+        n, ratio = s["n_envs"], s["engine_vs_single"]
+        rows.append(
+            {
+                "id": "scaling",
+                "name": f"vector envs: {n} envs (= cores) vs one plain env in-process",
+                "value": round(ratio, 2),
+                "unit": "x",
+                "text": f"{s['engine_steps_per_s']:,.0f} vs {s['single_env_steps_per_s']:,.0f} steps/s = {ratio:.2f}x",
+                "target": f">= {SCALING_TARGET * n:.1f}x",
+                "met": ratio >= SCALING_TARGET * n,
+                "headline": f"{n} vector envs vs 1 env, on {n} cores",
+                "short": f"{ratio:.2f}x",
+            }
+        )
+    kinds = [("collection_mlp_arena_state", "MLP on BonkArena's state vector")]
+    kinds.append(("collection_cnn_quest_pixels", "CNN on BonkQuest pixels"))
+    found = [(figures[k]["engine_vs_subproc"], words) for k, words in kinds if k in figures]
+    if found:
+        name = "PPO collection (policy inference, no update), engine vs SB3 `SubprocVecEnv`, 4 envs"
+        text = "; ".join(f"{words} {r:.2f}x" for r, words in found)
+        best = min(r for r, _ in found)
+        rows.append({"id": "ppo-collection", "name": name, "value": round(best, 2), "unit": "x"})
+        rows[-1] |= {"text": text, "target": f">= {COLLECTION_TARGET:g}x"}
+        rows[-1]["met"] = best >= COLLECTION_TARGET
+    return rows
