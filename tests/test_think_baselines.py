@@ -60,6 +60,7 @@ def test_a_game_without_options_gets_the_fallback() -> None:
 def test_the_rules_are_agents_without_a_file() -> None:
     assert think_options("think:first") == {"engine": "first"}
     assert think_options("think:random") == {"engine": "random"}
+    assert think_options("think:fallback") == {"engine": "fallback"}
     assert check_agent_spec("think:random") == "think:random"
 
 
@@ -67,13 +68,19 @@ def test_think_first_and_random_run_in_the_ladder_beside_the_oracle(tmp_path: Pa
     out = tmp_path / "ladder"
     cli = runner.invoke(
         app,
-        ["ladder", QUEST, "--agents", "oracle,think:first,think:random", "--state", "riddles"]
+        ["ladder", QUEST, "--agents", "oracle,think:first,think:random,think:fallback"]
+        + ["--state", "riddles"]
         + ["--episodes", "3", "--max-steps", "600", "--no-video", "--out", str(out)],
     )
     assert cli.exit_code == 0, cli.output
     data = json.loads((out / "ladder.json").read_text())
     rates = {c["agent"]: c["win_rate"] for c in data["cells"]}
-    assert rates == {"think:oracle": 1.0, "think:first": 0.0, "think:random": 0.0}
+    assert rates == {
+        "think:oracle": 1.0,
+        "think:first": 0.0,
+        "think:random": 0.0,
+        "think:fallback": 0.0,  # the follower alone
+    }
     for cell in data["cells"]:
         assert cell["state"] == "riddles" and cell["seeds"] == [0, 1, 2]
         assert cell["kind"] == "think"

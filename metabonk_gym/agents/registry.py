@@ -3,9 +3,9 @@ RUN_DIR, env)` (a model zip of any trainer, or a run directory of any trainer: `
 
 `think:MODEL` is the think agent with its strategist given in the name (`think:oracle`,
 `think:M.gguf`, `think:policy.pt` from `metabonk distill`, `think:http://HOST:PORT` a model
-server, or the rule baselines `think:first` and `think:random`: the first or a random option,
-seeded by the agent's seed), so one string names an oracle + follower or model thinker +
-follower (the ladder).
+server, the rule baselines `think:first` and `think:random`: the first or a random option,
+seeded by the agent's seed, or `think:fallback`: the follower alone on its fallback
+directives), so one string names an oracle + follower or model thinker + follower (the ladder).
 
 The scripted expert of an env is its game folder's `Expert` (the folder's `game.py`, found
 through `env.unwrapped.game_data`), so a user's game folder can ship one too; no game is named
@@ -60,7 +60,7 @@ def think_options(spec: str) -> dict[str, Any]:
         )
     if model.startswith(("http://", "https://")):
         return {"base_url": model}
-    if model in RULE_STRATEGISTS:  # no file: the strategist itself (`think.baselines`)
+    if model in (*RULE_STRATEGISTS, "fallback"):  # no file: the strategist itself
         return {"engine": model}
     return {"model_path": model}
 
