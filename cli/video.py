@@ -20,6 +20,7 @@ from metabonk_gym.cli.bench import bench_app
 from metabonk_gym.cli.errors import plain_console
 from metabonk_gym.cli.train import train_app
 
+from metabonk_gym.bench.figures import invoked_command, put_figures
 from metabonk_gym.contract import DOWNSCALES
 from metabonk_gym.utils import atomic_write_text, check_number
 from metabonk_gym.video.dataset import to_dataset
@@ -252,6 +253,11 @@ def bench_video(
     window: int = typer.Option(1, "--window", min=0, help="IDM window k: frames t-k .. t+k+1."),
     bc: bool = typer.Option(True, "--bc/--no-bc", help="Also BC from IDM labels vs true labels."),
     out: Path | None = typer.Option(None, "--out", help="Write the figures as JSON here."),
+    figures_file: Path | None = typer.Option(
+        None,
+        "--figures",
+        help="Megabonk: put the figures into this record file (docs/figures/megabonk-video.json).",
+    ),
     work: Path | None = typer.Option(None, "--work", help="Keep videos and models here."),
     noise: float = typer.Option(0.25, "--noise", help="Fraction of the expert's steps random."),
     game: list[str] | None = typer.Option(
@@ -338,6 +344,9 @@ def bench_video(
         console.print_json(json.dumps(figures, default=str))
         if out is not None:
             atomic_write_text(out, json.dumps(figures, indent=2, default=str))
+        if figures_file is not None:
+            records = megabonk_video.figure_records(figures)
+            put_figures(figures_file, records, command=invoked_command(), seeds=list(range(seeds)))
         return
     unknown = [g for g in game or [] if g not in GAMES]
     if unknown:

@@ -174,3 +174,14 @@ def test_put_figures_replaces_one_figure_and_keeps_the_rest(tmp_path: Path) -> N
     assert [f for f in after.figures if f.id != "ppo-from-bc"] == [
         f for f in before.figures if f.id != "ppo-from-bc"
     ]
+
+
+def test_megabonk_video_records_agree_with_the_raw_output_they_came_from() -> None:
+    from metabonk_gym.bench.megabonk_video import figure_records
+
+    raw = json.loads((FIGURES / "raw" / "megabonk-video.json").read_text())
+    records = {f.id: f for f in load_group(FIGURES / "megabonk-video.json").figures}
+    computed = figure_records(raw)
+    assert len(computed) == 4
+    for row in computed:
+        assert (records[row["id"]].value, records[row["id"]].met) == (row["value"], row["met"])

@@ -37,6 +37,8 @@ import json
 import os
 import platform
 import re
+import shlex
+import sys
 from dataclasses import dataclass, field
 from datetime import date as _date
 from pathlib import Path
@@ -283,6 +285,12 @@ def machine_description() -> str:
     if hasattr(os, "getloadavg"):
         parts.append(f"load {os.getloadavg()[0]:.1f}")
     return ", ".join(parts)
+
+
+def invoked_command(program: str = "metabonk") -> str:
+    """The command line this process was started with, as `program` and its arguments (the
+    `command` a bench stamps on its figures; paths stay as the user typed them)."""
+    return shlex.join([program, *sys.argv[1:]])
 
 
 def put_figures(
