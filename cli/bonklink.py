@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import time
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import typer
 from metabonk_gym.cli.bench import bench_app
 
-from metabonk_gym.bench.bonklink_speed import report, run
+from metabonk_gym.bench.bonklink_speed import figure_records, report, run
+from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.bonklink.player import HUMAN_PLAYERS
 from metabonk_gym.bonklink.render import LOOKS
 from metabonk_gym.bonklink.sim import BonkLinkSim, SimProcess
@@ -36,9 +38,19 @@ def bench_bonklink(
     realtime_ticks: int = typer.Option(300, help="Ticks per realtime round."),
     frame_format: FrameFormatChoice = typer.Option(FrameFormatChoice.jpeg, help="Frame encoding."),
     rounds: int = typer.Option(2, help="Alternating env/bare-client rounds (best counts)."),
+    figures: Path | None = typer.Option(
+        None, help="Put the figures into this record file (docs/figures/bonklink.json)."
+    ),
 ) -> None:
     """Megabonk env steps/s vs a bare protocol client (lockstep) and added latency (realtime)."""
-    typer.echo(report(run(steps, realtime_ticks, frame_format.value, rounds)))
+    result = run(steps, realtime_ticks, frame_format.value, rounds)
+    typer.echo(report(result))
+    if figures is not None:
+        command = f"metabonk bench bonklink --steps {steps} --realtime-ticks {realtime_ticks}"
+        command += f" --frame-format {frame_format.value} --rounds {rounds}"
+        put_figures(
+            figures, figure_records(result), command=command, title="Megabonk over BonkLink"
+        )
 
 
 def register(app: typer.Typer) -> None:

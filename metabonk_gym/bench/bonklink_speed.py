@@ -38,6 +38,9 @@ from metabonk_gym.bonklink.sim import SimProcess
 from metabonk_gym.bonklink.transport import PacketReader, connect_with_backoff
 
 FRAME_SIZE = (90, 160)
+#: Targets: lockstep env steps per second, and the p95 CPU the env adds per realtime tick (ms).
+STEPS_TARGET = 2000
+ADDED_MS_TARGET = 1.0
 ACTION = make_box_action(move=(0.3, 0.1))  # the same play for the env and the bare client
 
 
@@ -169,8 +172,39 @@ def run(
     return {
         "lockstep": lockstep_throughput(steps, frame_format, rounds),
         "realtime": realtime_latency(realtime_ticks, rounds=rounds),
-        "targets": {"env_steps_per_s": 2000, "added_ms_p95": 1.0},
+        "targets": {"env_steps_per_s": STEPS_TARGET, "added_ms_p95": ADDED_MS_TARGET},
     }
+
+
+def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """`run`'s figures as records for `docs/figures/bonklink.json` (`metabonk_gym.bench.figures`).
+
+    >>> real = {"added_ms_p50": 0.16, "added_ms_p95": 0.14, "env_round_trip_ms_p50": 0.33,
+    ...         "env_round_trip_ms_p95": 0.86, "baseline_round_trip_ms_p50": 0.19,
+    ...         "baseline_round_trip_ms_p95": 0.66}
+    >>> lock = {"frame_format": "jpeg", "env_steps_per_s": 3864.0,
+    ...         "baseline_steps_per_s": 5477.0, "ratio": 0.71}
+    >>> [(r["text"], r["met"]) for r in figure_records({"lockstep": lock, "realtime": real})]  # doctest: +NORMALIZE_WHITESPACE
+    [('3,864 (bare protocol client: 5,477; 0.71x)', True), ('0.16 ms / 0.14 ms', True),
+     ('0.33 ms / 0.86 ms (bare client 0.19 / 0.66)', None)]
+    """
+    lock, real = result["lockstep"], result["realtime"]
+    rate, bare = lock["env_steps_per_s"], lock["baseline_steps_per_s"]
+    name = f"lockstep env steps/s, {lock['frame_format']} frames every 6th tick"
+    text = f"{rate:,.0f} (bare protocol client: {bare:,.0f}; {lock['ratio']:.2f}x)"
+    rows = [{"id": "lockstep", "name": name, "value": round(rate), "unit": "steps/s", "text": text}]
+    rows[0] |= {"target": f">= {STEPS_TARGET:,}", "met": rate >= STEPS_TARGET}
+    p50, p95 = real["added_ms_p50"], real["added_ms_p95"]
+    name = "realtime: CPU the env adds per tick, p50 / p95"
+    rows.append({"id": "realtime-cpu", "name": name, "value": round(p95, 2), "unit": "ms"})
+    rows[-1] |= {"text": f"{p50:.2f} ms / {p95:.2f} ms", "target": f"p95 < {ADDED_MS_TARGET:g} ms"}
+    rows[-1]["met"] = p95 < ADDED_MS_TARGET
+    trip = [real[f"{who}_round_trip_ms_p{q}"] for who in ("env", "baseline") for q in (50, 95)]
+    text = f"{trip[0]:.2f} ms / {trip[1]:.2f} ms (bare client {trip[2]:.2f} / {trip[3]:.2f})"
+    name = "realtime: packet-to-action round trip, p50 / p95"
+    rows.append({"id": "round-trip", "name": name, "value": round(trip[0], 2), "unit": "ms"})
+    rows[-1] |= {"text": text, "target": None, "met": None}
+    return rows
 
 
 def report(result: dict[str, Any]) -> str:
