@@ -10,6 +10,9 @@ on request and starts the dashboard in a process of its own; the command runs as
 >>> result = CliRunner().invoke(app, ["watch", "/no/such/dir"])
 >>> result.exit_code, "not a directory" in result.output
 (2, True)
+>>> result = CliRunner().invoke(app, ["watch", ".", "--address", "0.0.0.0:0", "--token", ""])
+>>> result.exit_code, "would let anyone in" in result.output
+(2, True)
 """
 
 from __future__ import annotations
@@ -82,7 +85,16 @@ def watch_command(
         "127.0.0.1:8765", "--address", help="[HOST:]PORT to listen on (port 0: any free one)."
     ),
     token: str | None = typer.Option(
-        None, "--token", help="Access token (default: none on 127.0.0.1, a random one elsewhere)."
+        None,
+        "--token",
+        help="Access token, 16 characters or more (default: none on 127.0.0.1, a random one "
+        "elsewhere).",
+    ),
+    allow_host: list[str] = typer.Option(
+        [],
+        "--allow-host",
+        help="A host name browsers may reach the dashboard by, beside its address, localhost "
+        "and this machine's name (a DNS name, a proxy's); repeatable. Others get 421.",
     ),
     seconds: float | None = typer.Option(
         None, "--seconds", help="Stop after this many seconds (default: until Ctrl-C)."
@@ -92,7 +104,9 @@ def watch_command(
     try:
         root = _root_of(target)
         host, port = parse_address(address)
-        server = WatchServer(root, None, host=host, port=port, token=token).start()
+        server = WatchServer(
+            root, None, host=host, port=port, token=token, allowed_hosts=tuple(allow_host)
+        ).start()
     except MetabonkError as exc:
         exit_with_error(exc)
         return

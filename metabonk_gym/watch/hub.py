@@ -33,6 +33,7 @@ import numpy as np
 
 from metabonk_gym.think.log import LOG_NAME, DecisionLogNotFoundError, read_decisions
 from metabonk_gym.vector.view import encode_jpeg, view_sources
+from metabonk_gym.watch.replays import MAX_LOG_BYTES
 from metabonk_gym.watch.worldmap import MapSpec, load_map_spec
 
 #: Decisions kept per env in its timeline, and how many of them keep their frame.
@@ -40,8 +41,6 @@ TIMELINE_LEN = 200
 TIMELINE_FRAMES = 40
 #: Up to this many envs every frame is whole; past it, grid tiles are every other pixel.
 FULL_UP_TO = 4
-#: A decision log larger than this is not read for the live timeline.
-MAX_LOG_BYTES = 32_000_000
 
 
 def _directive_key(directive: Any) -> str | None:

@@ -5,7 +5,9 @@ Why the same interface (`num_envs`, `poll`, `wanted`, `request`): `LiveHub` samp
 alike, so a Ray trial's or a pool worker's envs join the grid, the overlays, the timeline and the
 map with no branch of their own. `request` only notes the shrink and the time; the server's
 publish socket tells the publisher to sample (`control`) while requests keep coming, which the
-hub makes only while a viewer is connected.
+hub makes only while a viewer is connected. What a publisher sends is shown, never followed: an
+overlay's `decisions` (a log folder) is dropped and its `game_folder` kept only when it is a
+bundled game's (`published_meta`), so a publisher cannot make the server read a file.
 
 >>> src = RemoteSource("host pid 1")
 >>> src.set_envs(2); src.request(1, 2); src.control(10.0)
@@ -14,21 +16,43 @@ hub makes only while a viewer is connected.
 >>> jpeg, meta = src.poll(1, 0)
 >>> meta["return"], meta["seq"], meta["source"], src.poll(1, 5)
 (3.0, 5, 'host pid 1', None)
+>>> published_meta({"return": 1, "decisions": {"folder": "/"}, "game_folder": "/etc"})
+{'return': 1}
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
 from typing import Any
 
+from metabonk_gym.gamedata import is_bundled_folder
 from metabonk_gym.vector.publish import MAX_ENVS
 
 #: A publisher samples while the hub asked within this many seconds.
 ACTIVE_S = 1.5
 #: Publishers one dashboard takes at once.
 MAX_PUBLISHERS = 64
+
+
+@functools.lru_cache(maxsize=64)
+def _bundled(folder: str) -> bool:
+    try:
+        return is_bundled_folder(folder)
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
+def published_meta(data: dict[str, Any]) -> dict[str, Any]:
+    """A published overlay with nothing the server would read: no decision log folder, and a
+    game folder only when it is a bundled game's (its map then shows)."""
+    data.pop("decisions", None)
+    folder = data.get("game_folder")
+    if folder is not None and not (isinstance(folder, str) and _bundled(folder[:4096])):
+        del data["game_folder"]
+    return data
 
 
 class RemoteSource:
@@ -63,8 +87,7 @@ class RemoteSource:
             data = json.loads(meta) if meta else {}
         except ValueError:
             data = {}
-        if not isinstance(data, dict):
-            data = {}
+        data = published_meta(data) if isinstance(data, dict) else {}
         with self._lock:
             if 0 <= index < self.num_envs:
                 self._frames[index] = (int(seq), bytes(jpeg), data)

@@ -3,7 +3,10 @@ run state (curriculum stages, PBT members), eval videos, Minari datasets step by
 decision logs, memory graphs and ladder pages; every path stays inside the directory.
 
 Why: one read-only view of everything a run, an eval or a recording leaves behind, served to
-the page as JSON. `inside(root, rel)` is the one gate for paths from the page (`../` gets None).
+the page as JSON. The directory is data someone may have shared: `inside(root, rel)` is the one
+gate for every path a route reads (`../` and symlinks out of it get None; `inside_file` also
+refuses what is not a regular file, a FIFO that would block a read), and every file is read up
+to a cap (`read_head`, `read_tail`), never whole.
 
 >>> import tempfile
 >>> root = Path(tempfile.mkdtemp())
@@ -12,14 +15,18 @@ the page as JSON. `inside(root, rel)` is the one gate for paths from the page (`
 ('a.mp4', None, None)
 >>> scan(root)["videos"]
 ['a.mp4']
+>>> read_head(inside_file(root, "a.mp4"), 10), inside_file(root, ".")
+(b'0', None)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +42,20 @@ MAX_DEPTH = 8
 MAX_POINTS = 400
 #: Decision records sent at most.
 MAX_DECISIONS = 1000
+#: The most bytes read of a run's `run.json`, its `plan.yaml`, the end of a `pbt_global.txt`,
+#: and a decision log (a larger log is refused: `read_decisions` reads it whole).
+MAX_RUN_JSON = 1_000_000
+MAX_PLAN = 20_000
+MAX_PBT_TAIL = 256_000
+MAX_LOG_BYTES = 32_000_000
+#: Files a dataset or memory-graph folder may hold for `confined` to look at them all.
+MAX_CONFINED_FILES = 4096
+
+
+class TooLargeError(ValueError):
+    """A file the page asked for is larger than the dashboard reads."""
+
+
 VIDEO_SUFFIXES = (".mp4", ".webm", ".gif")
 
 
@@ -50,6 +71,65 @@ def inside(root: Path, rel: str) -> Path | None:
     if path != base and base not in path.parents:
         return None
     return path if path.exists() else None
+
+
+def inside_file(root: Path, rel: str) -> Path | None:
+    """`inside(root, rel)` when it is a regular file (not a folder, FIFO or device), else None."""
+    path = inside(root, rel)
+    try:
+        return path if path is not None and stat.S_ISREG(path.stat().st_mode) else None
+    except OSError:
+        return None
+
+
+def confined(root: Path, path: Path) -> bool:
+    """Whether `path` (a folder: everything below it, up to `MAX_CONFINED_FILES` entries) lies
+    inside `root` with symlinks resolved: a dataset or graph folder linking out is refused."""
+    base = root.resolve()
+    entries: list[Path] = [path]
+    if path.is_dir():
+        for dirpath, dirnames, filenames in os.walk(path):
+            entries += [Path(dirpath) / name for name in (*dirnames, *filenames)]
+            if len(entries) > MAX_CONFINED_FILES:
+                return False
+    for entry in entries:
+        try:
+            real = entry.resolve()
+        except (OSError, RuntimeError):
+            return False
+        if real != base and base not in real.parents:
+            return False
+    return True
+
+
+def _open_regular(path: Path) -> int:
+    """A read-only descriptor of `path` if it is still a regular file (a link or FIFO swapped in
+    since it was checked gets OSError: no open blocks, no link is followed)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return fd
+
+
+def read_head(path: Path | None, limit: int) -> bytes | None:
+    """The first `limit` bytes of `path` and whether there was more: None for a missing path;
+    a file longer than `limit` gives its first `limit` bytes and one more (callers check)."""
+    if path is None:
+        return None
+    fd = _open_regular(path)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(limit + 1)
+
+
+def read_tail(path: Path, limit: int) -> bytes:
+    """The last `limit` bytes of `path`, from its first whole line on."""
+    fd = _open_regular(path)
+    with os.fdopen(fd, "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, size - limit))
+        data = handle.read(limit)
+    return data if size <= limit else data.partition(b"\n")[2]
 
 
 def _rel(root: Path, path: Path) -> str:
@@ -68,6 +148,7 @@ def scan(root: Path) -> dict[str, Any]:
         "pages": [],
         "tensorboard": [],
         "runs": [],
+        "pbt": [],
     }
     seen = 0
     for dirpath, dirnames, filenames in os.walk(root):
@@ -84,6 +165,8 @@ def scan(root: Path) -> dict[str, Any]:
             found["decisions"].append(rel_folder)
         if "run.json" in filenames:
             found["runs"].append(rel_folder)
+        if "pbt_global.txt" in filenames:
+            found["pbt"].append(_rel(root, folder / "pbt_global.txt"))
         if any(f.startswith("events.out.tfevents") for f in filenames):
             found["tensorboard"].append(rel_folder)
         for d in list(dirnames):
@@ -131,37 +214,59 @@ def scalars(root: Path, folders: list[str]) -> dict[str, dict[str, list[list[flo
     return out
 
 
-def run_state(root: Path, folders: list[str]) -> dict[str, Any]:
-    """Each run's `run.json` (status, curriculum stage, milestones, PBT's best member) and its
-    PBT exploits (`pbt_global.txt` lines)."""
+def run_state(root: Path, folders: list[str], pbt_logs: Sequence[str] = ()) -> dict[str, Any]:
+    """Each run's `run.json` (status, curriculum stage, milestones, PBT's best member), the start
+    of its `plan.yaml` and its PBT exploits (the last lines of the `pbt_global.txt` files below
+    it, `pbt_logs` as `scan` lists them); every file through `inside_file`, read up to a cap."""
     out: dict[str, Any] = {}
     for rel in folders[:64]:
-        folder = inside(root, rel) if rel != "." else root.resolve()
-        if folder is None:
-            continue
+        prefix = "" if rel == "." else rel.rstrip("/") + "/"
         try:
-            state = json.loads((folder / "run.json").read_text()[:1_000_000])
+            raw = read_head(inside_file(root, prefix + "run.json"), MAX_RUN_JSON)
+            if raw is None or len(raw) > MAX_RUN_JSON:
+                continue  # (a run.json past the cap is no run's state)
+            state = json.loads(raw)
         except (OSError, ValueError):
             continue
         exploits = []
-        for log in sorted(folder.rglob("pbt_global.txt"))[:4]:
-            for line in log.read_text(errors="replace").splitlines()[-200:]:
+        for log in [p for p in pbt_logs if p.startswith(prefix)][:4]:
+            path = inside_file(root, log)
+            try:
+                lines = read_tail(path, MAX_PBT_TAIL).splitlines()[-200:] if path else []
+            except OSError:
+                continue
+            for line in lines:
                 try:
                     exploits.append(json.loads(line))
                 except ValueError:
                     continue
-        plan = folder / "plan.yaml"
+        try:
+            plan = read_head(inside_file(root, prefix + "plan.yaml"), MAX_PLAN)
+        except OSError:
+            plan = None
         out[rel] = {
             "state": state,
             "exploits": exploits,
-            "plan": plan.read_text()[:20000] if plan.is_file() else None,
+            "plan": plan[:MAX_PLAN].decode("utf-8", "replace") if plan is not None else None,
         }
     return out
 
 
-def decisions(folder: Path) -> list[dict[str, Any]]:
-    """The newest decision records of a think log folder (calls joined with outcomes)."""
-    return read_decisions(folder)[-MAX_DECISIONS:]
+def decisions(root: Path, rel: str) -> list[dict[str, Any]]:
+    """The newest decision records of the think log folder `rel` under `root` (calls joined
+    with outcomes); FileNotFoundError without a log inside `root`, `TooLargeError` past
+    `MAX_LOG_BYTES`."""
+    prefix = "" if rel in ("", ".") else rel.rstrip("/") + "/"
+    path = inside_file(root, prefix + LOG_NAME)
+    if path is None or path.name != LOG_NAME:  # (a link inside root to another name: refused)
+        raise FileNotFoundError(f"no {LOG_NAME} in {rel}")
+    size = path.stat().st_size
+    if size > MAX_LOG_BYTES:
+        raise TooLargeError(
+            f"{prefix}{LOG_NAME} is {size / 1e6:.0f} MB; the dashboard reads decision logs of "
+            f"up to {MAX_LOG_BYTES // 1_000_000} MB"
+        )
+    return read_decisions(path.parent)[-MAX_DECISIONS:]
 
 
 class DatasetView:

@@ -3,16 +3,22 @@
 What it serves: the page (static files in this package: no CDN, nothing built at install), a
 WebSocket with every env's newest JPEG and overlay (`LiveHub`), the run's curves and state, and
 the replays under its root directory (`metabonk_gym.watch.replays`). Why these rules: it runs
-beside a training job, so it binds 127.0.0.1 unless told otherwise, wants a token from any other
-host (the printed URL carries it; none: 401, a wrong one: 403), answers GET only, serves files
-only from inside its root (anything else: 404), and caps connections, viewers, incoming
-message sizes and each viewer's bandwidth. With `publish=True` it also takes frames from envs
-in other processes of the job (`/publish`, `metabonk_gym.vector.publish`): only with its key
-(`publish_key`: the token when there is one, else a random secret the job hands its processes).
+beside a training job, so it binds 127.0.0.1 unless told otherwise, answers only requests whose
+`Host` names where it listens (DNS rebinding: a web page's own name pointed at 127.0.0.1 gets
+421), wants a token from any other host (the printed URL carries it; none: 401, a wrong one: 403;
+at least `MIN_TOKEN_CHARS` characters), answers GET only, serves files only from inside its root
+(anything else: 404), caps every file it reads, serves the root's files sandboxed (an HTML page
+there runs in an origin of its own and never sees the token), and caps connections, viewers,
+header sizes and the time to send them, incoming message sizes and each viewer's bandwidth. With
+`publish=True` it also takes frames from envs in other processes of the job (`/publish`,
+`metabonk_gym.vector.publish`): only with its key (`publish_key`, a secret of its own, never the
+page's token), and their overlays name no file the server would read.
 
 >>> parse_address("8765"), parse_address("0.0.0.0:9000")
 (('127.0.0.1', 8765), ('0.0.0.0', 9000))
 >>> is_loopback("127.0.0.1"), is_loopback("0.0.0.0")
+(True, False)
+>>> host_allowed("localhost:8765", "127.0.0.1"), host_allowed("evil.example:8765", "127.0.0.1")
 (True, False)
 """
 
@@ -24,6 +30,7 @@ import hmac
 import ipaddress
 import json
 import secrets
+import socket
 import struct
 import threading
 import time
@@ -40,7 +47,17 @@ from metabonk_gym.vector.publish import MAX_MESSAGE, unpack_published
 from metabonk_gym.vector.view import encode_jpeg
 from metabonk_gym.watch.hub import LiveHub
 from metabonk_gym.watch.remote import Publishers, RemoteSource
-from metabonk_gym.watch.replays import DatasetView, decisions, inside, run_state, scalars, scan
+from metabonk_gym.watch.replays import (
+    DatasetView,
+    TooLargeError,
+    confined,
+    decisions,
+    inside,
+    inside_file,
+    run_state,
+    scalars,
+    scan,
+)
 
 COOKIE = "metabonk_watch_token"
 STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css", "index.html": "text/html"}
@@ -49,6 +66,25 @@ MAX_CONNECTIONS = 32
 MAX_VIEWERS = 8
 MAX_INCOMING_BYTES = 4096
 BANDWIDTH_BYTES_S = 6_000_000
+#: A request's line and headers: at most this many bytes, sent within this many seconds (an
+#: idle keep-alive connection closes after `KEEP_ALIVE_S`).
+MAX_HEADER_BYTES = 16384
+HEADER_TIMEOUT_S = 10.0
+KEEP_ALIVE_S = 5
+TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain\r\n"
+    b"content-length: 25\r\nconnection: close\r\n\r\nrequest headers too large"
+)
+#: The shortest token taken (`secrets.token_urlsafe(18)`, the default, has 24 characters).
+MIN_TOKEN_CHARS = 16
+#: Headers of every file served from the root: a page there runs sandboxed (an opaque origin:
+#: no cookie, no reading the dashboard's answers), nothing is sniffed into another type.
+FILE_HEADERS = {
+    "content-security-policy": "sandbox allow-scripts",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+}
 
 
 class WatchError(MetabonkError, ValueError):
@@ -81,6 +117,77 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_token(token: str | None, host: str) -> None:
+    """Refuse a token that opens nothing or opens to a guess (`WatchError`): an empty one (on
+    any host: leave it out for none on loopback), one shorter than `MIN_TOKEN_CHARS`, or one
+    with characters a URL or cookie would change.
+
+    >>> check_token(None, "127.0.0.1"); check_token("a" * 16, "0.0.0.0")
+    >>> check_token("", "0.0.0.0")
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.watch.server.WatchError: --token '' would let anyone in on 0.0.0.0: leave --token out for a random one, or give one of at least 16 characters
+    """
+    if token is None:
+        return
+    if not token:
+        where = "" if is_loopback(host) else f" would let anyone in on {host}"
+        raise WatchError(
+            f"--token ''{where or ' is no token'}: leave --token out for a random one, or give "
+            f"one of at least {MIN_TOKEN_CHARS} characters"
+        )
+    if len(token) < MIN_TOKEN_CHARS:
+        raise WatchError(
+            f"--token has {len(token)} characters, too few to resist guessing: give at least "
+            f"{MIN_TOKEN_CHARS}, or leave --token out for a random one"
+        )
+    if not all(c.isascii() and (c.isalnum() or c in "-_.~") for c in token):
+        raise WatchError("--token may hold only letters, digits and - _ . ~ (it goes in URLs)")
+
+
+def _host_name(value: str) -> str:
+    """The name of a `Host` header (no port, no brackets, lower case, no final dot)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        name = value[1:].partition("]")[0]
+    elif value.count(":") == 1:
+        name = value.partition(":")[0]
+    else:
+        name = value
+    return name.rstrip(".")
+
+
+def host_names(host: str, extra: tuple[str, ...] = ()) -> frozenset[str]:
+    """The names a request's `Host` may give for a server bound to `host` (beside an IP
+    address of it, see `host_allowed`): `localhost`, the bound name, and on a bind beyond
+    loopback this machine's name; `extra`: names the user allows (a DNS name, a proxy's)."""
+    names = {"localhost", _host_name(host)}
+    if not is_loopback(host):
+        with contextlib.suppress(OSError):
+            names.add(socket.gethostname().lower())
+    return frozenset(n for n in names | {_host_name(e) for e in extra} if n)
+
+
+def host_allowed(value: str, bound: str, names: frozenset[str] | None = None) -> bool:
+    """Whether a request's `Host` header names the server bound to `bound`: a name of
+    `host_names` or an IP address it answers on (any one for a wildcard bind, a loopback one
+    for a loopback bind). A web page's own name never passes: DNS rebinding gets nothing."""
+    name = _host_name(value)
+    if name in (names if names is not None else host_names(bound)):
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    if bound in ("", "0.0.0.0", "::"):
+        return True
+    if is_loopback(bound):
+        return address.is_loopback
+    with contextlib.suppress(ValueError):
+        return address == ipaddress.ip_address(bound)
+    return False
+
+
 def pack_frame(index: int, seq: int, jpeg: bytes) -> bytes:
     """One frame of a live binary message: u16 env, u32 sequence number, u32 length, the JPEG
     (little-endian); a message holds one or more.
@@ -106,13 +213,22 @@ def _static(name: str) -> bytes:
 
 
 class _Gate:
-    """ASGI middleware: the token check and the connection cap."""
+    """ASGI middleware: the Host check, the token check (`/publish` checks its own key) and
+    the connection cap."""
 
-    def __init__(self, app: Any, token: str | None, max_connections: int) -> None:
+    def __init__(
+        self, app: Any, token: str | None, max_connections: int, host: str, names: frozenset[str]
+    ) -> None:
         self.app = app
         self.token = token
         self.max_connections = max_connections
+        self.host = host
+        self.names = names
         self.active = 0
+
+    def _host_ok(self, scope: dict[str, Any]) -> bool:
+        hosts = [value for name, value in scope.get("headers", []) if name == b"host"]
+        return len(hosts) == 1 and host_allowed(hosts[0].decode("latin-1"), self.host, self.names)
 
     def _given(self, scope: dict[str, Any]) -> str | None:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
@@ -140,7 +256,12 @@ class _Gate:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        if self.token is not None:
+        if not self._host_ok(scope):
+            await self._refuse(
+                scope, send, 421, "this dashboard answers only to the host names it listens on"
+            )
+            return
+        if self.token is not None and scope.get("path") != "/publish":
             given = self._given(scope)
             if given is None:
                 await self._refuse(
@@ -160,6 +281,74 @@ class _Gate:
             self.active -= 1
 
 
+def guarded_h11(header_timeout_s: float) -> type:
+    """uvicorn's h11 protocol with limits before any request is read: a connection that has not
+    sent a whole request line and headers `header_timeout_s` after it opened (or after its last
+    answer) is closed, so half-open and idle sockets cannot pile up, and one that sends more
+    than `MAX_HEADER_BYTES` before its headers end gets 431 and is closed (h11's own limit
+    counts only what it has not parsed yet)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+        _pending = 0  # bytes received since the last request's headers
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._sync()
+
+        def data_received(self, data: bytes) -> None:
+            if self.conn.their_state is h11.IDLE:
+                self._pending += len(data)
+                if self._pending > MAX_HEADER_BYTES:
+                    self._cancel()
+                    self.transport.write(TOO_LARGE)
+                    self.transport.close()
+                    return
+            super().data_received(data)
+            self._sync()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._sync()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel()
+            super().connection_lost(exc)
+
+        def _waiting(self) -> bool:
+            """Whether the connection owes a request's headers (and is still this protocol's:
+            an upgraded WebSocket is not)."""
+            transport = self.transport
+            return (
+                transport is not None
+                and transport.get_protocol() is self
+                and not transport.is_closing()
+                and self.conn.their_state is h11.IDLE
+            )
+
+        def _sync(self) -> None:
+            if not self._waiting():
+                self._cancel()
+                if self.conn.their_state is not h11.IDLE:
+                    self._pending = 0
+            elif self._deadline is None:  # (more bytes do not move the deadline)
+                self._deadline = self.loop.call_later(header_timeout_s, self._expire)
+
+        def _cancel(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self) -> None:
+            self._deadline = None
+            if self._waiting():
+                self.transport.close()
+
+    return GuardedH11
+
+
 class WatchServer:
     """The dashboard and replay viewer (see the module docstring).
 
@@ -174,6 +363,9 @@ class WatchServer:
         bandwidth: bytes per second of frames sent to one viewer at most.
         publish: take frames from the job's other processes (`/publish`, with `publish_key`);
             their envs join `hub`'s after its own.
+        allowed_hosts: host names the `Host` header may give beside those of `host_names`
+            (a DNS name of this machine, a proxy's).
+        header_timeout_s: seconds a connection has to send a request's headers.
     """
 
     def __init__(
@@ -188,7 +380,10 @@ class WatchServer:
         max_viewers: int = MAX_VIEWERS,
         bandwidth: int = BANDWIDTH_BYTES_S,
         publish: bool = False,
+        allowed_hosts: tuple[str, ...] = (),
+        header_timeout_s: float = HEADER_TIMEOUT_S,
     ) -> None:
+        check_token(token, host)
         self.root = Path(root).expanduser().resolve() if root is not None else None
         if self.root is not None and self.root.exists() and not self.root.is_dir():
             raise WatchError(f"{root} is not a directory")  # (a run dir may come later)
@@ -198,6 +393,8 @@ class WatchServer:
         if token is None and not is_loopback(host):
             token = secrets.token_urlsafe(18)
         self.token = token
+        self.host_names = host_names(host, tuple(allowed_hosts))
+        self.header_timeout_s = float(header_timeout_s)
         self.max_viewers = int(max_viewers)
         self.bandwidth = int(bandwidth)
         self.max_connections = int(max_connections)
@@ -205,7 +402,7 @@ class WatchServer:
         self.publish_key: str | None = None
         if publish and hub is not None:
             self.publishers = Publishers()
-            self.publish_key = token or secrets.token_urlsafe(18)
+            self.publish_key = secrets.token_urlsafe(24)  # never the page's token
             own, publishers = hub.sources, self.publishers
             hub.sources = lambda: [*own(), *publishers.sources()]
         self._datasets: dict[str, DatasetView] = {}
@@ -218,12 +415,13 @@ class WatchServer:
         rel = request.query_params.get("path", "")
         if self.root is None or not self.root.is_dir():
             return None
-        return self.root if rel in ("", ".") else inside(self.root, rel)
+        path = self.root if rel in ("", ".") else inside(self.root, rel)
+        return path if path is not None and confined(self.root, path) else None
 
     def _build(self) -> Any:
         from starlette.applications import Starlette
         from starlette.exceptions import HTTPException
-        from starlette.responses import FileResponse, JSONResponse, Response
+        from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
         from starlette.routing import Route, WebSocketRoute
 
         def not_found() -> HTTPException:
@@ -235,6 +433,7 @@ class WatchServer:
             if given:
                 response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
             response.headers["cache-control"] = "no-store"
+            response.headers["referrer-policy"] = "no-referrer"  # (its URL may hold the token)
             return response
 
         async def static(request: Any) -> Response:
@@ -304,7 +503,7 @@ class WatchServer:
 
             def read() -> dict[str, Any]:
                 found = scan(base)
-                out: dict[str, Any] = {"runs": run_state(base, found["runs"])}
+                out: dict[str, Any] = {"runs": run_state(base, found["runs"], found["pbt"])}
                 try:
                     out["scalars"] = scalars(base, found["tensorboard"])
                 except ImportError:
@@ -355,13 +554,13 @@ class WatchServer:
             return Response(await asyncio.to_thread(encode_jpeg, image), media_type="image/jpeg")
 
         async def decisions_route(request: Any) -> Response:
-            folder = self._path(request)
-            if folder is None or not folder.is_dir():
-                raise not_found()
+            rel = request.query_params.get("path", "")
             try:
-                records = await asyncio.to_thread(decisions, folder)
-            except FileNotFoundError:
+                records = await asyncio.to_thread(decisions, root(), rel)
+            except (FileNotFoundError, NotADirectoryError):
                 raise not_found() from None
+            except TooLargeError as exc:
+                raise HTTPException(413, str(exc)) from None
             return JSONResponse(json.loads(json.dumps(records, default=str)))
 
         def open_graph(request: Any) -> Any:
@@ -393,10 +592,17 @@ class WatchServer:
             return Response(await asyncio.to_thread(draw), media_type="image/jpeg")
 
         async def files(request: Any) -> Response:
-            path = inside(root(), request.path_params["path"])
-            if path is None or not path.is_file():
+            path = inside_file(root(), request.path_params["path"])
+            if path is None:
                 raise not_found()
-            return FileResponse(path)
+            given = request.query_params.get("token")
+            if given:  # a page must not read the token from its own URL: the cookie carries it
+                response: Response = RedirectResponse(request.url.path, status_code=303)
+                response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
+            else:
+                response = FileResponse(path)
+            response.headers.update(FILE_HEADERS)
+            return response
 
         routes = [
             Route("/", index),
@@ -422,7 +628,7 @@ class WatchServer:
             WebSocketRoute("/publish", self._publish),
         ]
         app = Starlette(routes=routes)
-        return _Gate(app, self.token, self._connection_cap())
+        return _Gate(app, self.token, self._connection_cap(), self.host, self.host_names)
 
     async def _stream(self, websocket: Any) -> None:
         """Every env's newest frame at the view's rate within the bandwidth cap (binary
@@ -561,8 +767,12 @@ class WatchServer:
             log_level="warning",
             access_log=False,
             ws_max_size=MAX_MESSAGE if self.publishers is not None else MAX_INCOMING_BYTES,
-            h11_max_incomplete_event_size=16384,
-            limit_concurrency=self._connection_cap() + 8,
+            # h11 (httptools has no header size limit), with a deadline for the headers; open
+            # sockets are not capped here (idle ones would turn every request into a 503): the
+            # gate caps requests in progress, the deadline the sockets that send nothing
+            http=guarded_h11(self.header_timeout_s),
+            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+            timeout_keep_alive=KEEP_ALIVE_S,
             lifespan="off",
         )
 

@@ -2,6 +2,9 @@
 "use strict";
 const TOKEN = new URLSearchParams(location.search).get("token");
 const q = (p) => TOKEN ? p + (p.includes("?") ? "&" : "?") + "token=" + encodeURIComponent(TOKEN) : p;
+// files of the watched directory: no token in their URLs (the cookie set with the page carries
+// it); a page among them is served sandboxed, in an origin of its own (docs/trust.md)
+const fileUrl = (p) => "/files/" + p.split("/").map(encodeURIComponent).join("/");
 const $ = (id) => document.getElementById(id);
 const el = (tag, attrs = {}, text) => {
   const e = document.createElement(tag);
@@ -249,12 +252,12 @@ async function loadReplays() {
   section("decision logs", found.decisions, showDecisions);
   section("memory", found.memory, showMemory);
   section("ladders", found.ladders, showLadder);
-  section("pages", found.pages, (p) => window.open(q("/files/" + p), "_blank"));
+  section("pages", found.pages, (p) => window.open(fileUrl(p), "_blank", "noopener,noreferrer"));
   if (!list.children.length) list.textContent = "nothing to replay here";
   return found;
 }
 function view() { const v = $("replay-view"); v.textContent = ""; return v; }
-function showVideo(p) { const v = view(); v.append(el("h3", {}, p)); const vid = el("video", { id: "replay-video", src: q("/files/" + p), controls: "", width: 480 }); v.append(vid); }
+function showVideo(p) { const v = view(); v.append(el("h3", {}, p)); const vid = el("video", { id: "replay-video", src: fileUrl(p), controls: "", width: 480 }); v.append(vid); }
 async function showDataset(p) {
   const v = view(); v.append(el("h3", {}, "dataset " + p));
   const data = await getJSON("/api/dataset?path=" + encodeURIComponent(p));
@@ -288,7 +291,7 @@ async function showDecisions(p) {
   const head = el("tr"); ["id", "step", "frame", "prompt", "answer", "directive", "latency s", "fallback", "outcome"].forEach((h) => head.append(el("th", {}, h))); t.append(head);
   for (const r of records) {
     const tr = el("tr");
-    const frame = el("td"); if (r.frame) frame.append(el("img", { src: q("/files/" + (p === "." ? "" : p + "/") + r.frame), width: 120 }));
+    const frame = el("td"); if (r.frame) frame.append(el("img", { src: fileUrl((p === "." ? "" : p + "/") + r.frame), width: 120 }));
     const d = r.directive || {};
     tr.append(el("td", {}, fmt(r.id)), el("td", {}, fmt(r.step)), frame, el("td", {}, (r.user || "").slice(0, 400)), el("td", {}, (r.raw || "").slice(0, 400)),
       el("td", {}, directiveText(d) + " " + (d.reasoning || "")), el("td", {}, fmt(r.latency_s)), el("td", {}, r.fallback || ""), el("td", {}, r.outcome ? r.outcome.status : "-"));
@@ -305,7 +308,7 @@ async function showMemory(p) {
 }
 async function showLadder(p) {
   const v = view(); v.append(el("h3", {}, "ladder " + p));
-  const r = await fetch(q("/files/" + p)); const data = await r.json();
+  const r = await fetch(fileUrl(p)); const data = await r.json();
   const rows = Array.isArray(data) ? data : (data.cells || data.entries || data.rows || []);
   const t = el("table", { id: "ladder-table" }); v.append(t);
   if (rows.length) {
