@@ -16,8 +16,9 @@ from pathlib import Path
 import typer
 from metabonk_gym.cli.bench import _print, bench_app, console
 
+from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.bench.wrappers_speed import DEFAULT_ENVS as BENCH_ENVS
-from metabonk_gym.bench.wrappers_speed import run_predictors, run_tiles
+from metabonk_gym.bench.wrappers_speed import run_predictors, run_tiles, tile_records
 from metabonk_gym.training.predictor import DEFAULT_ENVS as PREDICTOR_ENVS
 from metabonk_gym.training.predictor import train_predictor
 
@@ -28,9 +29,18 @@ def bench_tiles(
     steps: int = typer.Option(2000, help="Env steps (each timed: env, VRAM tokens, pixel tokens)."),
     seed: int = typer.Option(0, help="Reset seed and policy seed."),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures: Path | None = typer.Option(
+        None, help="Put the figures into this record file (docs/figures/wrappers.json)."
+    ),
 ) -> None:
     """TileTokens cost per step (VRAM and pixel paths) as ratios to the env step."""
-    _print(f"metabonk bench tiles {env_id}", run_tiles(env_id, steps=steps, seed=seed), out)
+    command = f"metabonk bench tiles {env_id}"
+    result = run_tiles(env_id, steps=steps, seed=seed)
+    _print(command, result, out)
+    if figures is not None:
+        put_figures(
+            figures, tile_records(result), command=f"{command} --steps {steps} --seed {seed}"
+        )
 
 
 @bench_app.command("predictors")

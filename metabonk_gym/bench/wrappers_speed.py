@@ -50,6 +50,34 @@ HELDOUT_SEED = 20_000
 TILE_BUDGET_MS = {"vram": 0.3, "pixels": 2.0}
 
 
+def tile_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """`run_tiles`'s figures as records for `docs/figures/wrappers.json`, ids named by game.
+
+    >>> rows = tile_records({"env_id": "MetaBonk/BonkArena-v0", "env_step_ms": 0.62,
+    ...                      "vram_ms": 0.24, "pixels_ms": 0.19})
+    >>> [(r["id"], r["met"]) for r in rows]
+    [('env-step-bonkarena', None), ('tiles-vram-bonkarena', True), ('tiles-pixels-bonkarena', True)]
+    """
+    game = result["env_id"].split("/")[-1].split("-v")[0]
+    slug, env_ms = game.lower(), result["env_step_ms"]
+    rows: list[dict[str, Any]] = [
+        {
+            "id": f"env-step-{slug}",
+            "name": f"env step (the baseline the wrappers are timed against), {game}",
+        }
+    ]
+    rows[0] |= {"value": round(env_ms, 3), "unit": "ms", "target": None, "met": None}
+    for path, words in (("vram", "from VRAM"), ("pixels", "from pixels")):
+        ms, budget = result[f"{path}_ms"], TILE_BUDGET_MS[path]
+        name = f"`TileTokens` {words}, per step, {game}"
+        text = f"{ms:.3f} ms ({ms / env_ms:.2f}x of an env step)"
+        rows.append(
+            {"id": f"tiles-{path}-{slug}", "name": name, "value": round(ms, 3), "unit": "ms"}
+        )
+        rows[-1] |= {"text": text, "target": f"<= {budget:g} ms", "met": ms <= budget}
+    return rows
+
+
 def run_tiles(
     env_id: str = "MetaBonk/BonkQuest-v0", steps: int = 2000, seed: int = 0
 ) -> dict[str, Any]:
