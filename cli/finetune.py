@@ -32,6 +32,7 @@ from metabonk_gym.think.calibrate import calibrate_model
 from metabonk_gym.think.examples import oracle_choice_examples, oracle_examples, write_examples
 from metabonk_gym.think.finetune import FinetuneConfig, finetune, load_pairs
 from metabonk_gym.think.models import check_gguf, resolve_model
+from metabonk_gym.utils import check_number
 
 console = Console(markup=False)  # print text as given: no markup in user text
 think_app = typer.Typer(
@@ -105,6 +106,7 @@ def pairs_command(
     show: int = typer.Option(1, help="How many pairs to print."),
 ) -> None:
     """Count the (prompt, directive) pairs of decision logs and print the first ones."""
+    guarded(lambda: check_number("--show", show, 0, 1_000_000, integer=True))
     game, pairs = guarded(lambda: load_pairs(logdirs))
     console.print(f"{len(pairs)} pairs of {game}")
     for pair in pairs[:show]:
@@ -125,6 +127,7 @@ def examples_command(
     """The compact or choice prompt's worked examples, from an oracle episode of ENV_ID."""
     if profile not in ("compact", "choice"):
         exit_with_error(ValueError(f"--profile must be compact or choice, not {profile!r}"))
+    guarded(lambda: check_number("--count", count, 1, 64, integer=True))
     env = guarded(lambda: gym.make(env_id))
     try:
         if profile == "choice":

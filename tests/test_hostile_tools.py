@@ -5,6 +5,7 @@ log may hold junk), in bounded memory and time."""
 
 from __future__ import annotations
 
+import json
 import struct
 import subprocess
 import sys
@@ -76,3 +77,127 @@ def test_other_counts_past_the_file_are_refused(tmp_path: Path, change, problem:
     assert gguf_layout_problem(path) is None
     path.write_bytes(change(sound))
     assert problem in str(gguf_layout_problem(path))
+
+
+# ------------------------------------------------------------------ decision logs
+DIRECTIVE = {
+    "goal": "key",
+    "reasoning": "",
+    "action": "collect",
+    "target": {"x": 1, "y": 2},
+    "duration_frames": 60,
+    "confidence": 1.0,
+    "source": "oracle",
+}
+
+
+def decision_log(folder: Path, junk: bytes = b"", hole: int = 0) -> Path:
+    """A decision log of one game with two calls, `junk` lines between them and a `hole` of
+    that many zero bytes (a sparse region: one endless line) before the second."""
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {"type": "meta", "run": "r", "game": "BonkQuest", "system_prompt": "You play."}
+
+    def call(i: int) -> bytes:
+        record = {"type": "call", "run": "r", "id": i, "user": f"room {i}", "directive": DIRECTIVE}
+        return json.dumps(record).encode() + b"\n"
+
+    path = folder / "decisions.jsonl"
+    with open(path, "wb") as handle:
+        handle.write(json.dumps(meta).encode() + b"\n" + call(1) + junk)
+        if hole:
+            handle.seek(hole, 1)
+            handle.write(b"\n")
+        handle.write(call(2))
+    return folder
+
+
+def test_lines_that_are_not_objects_are_skipped(tmp_path: Path) -> None:
+    """Issue 36 item 5: `[1]`, `5` or a string on a line ended `think pairs` in a traceback
+    (the reader called `.get` on every line); an id that is a list made the key unhashable."""
+    from metabonk_gym.cli.main import app
+    from typer.testing import CliRunner
+
+    junk = b'[1, 2]\n5\n"call"\nnull\n{"type": "call", "run": "r", "id": [1], "directive": 3}\n'
+    log = decision_log(tmp_path / "log", junk)
+    result = CliRunner().invoke(app, ["think", "pairs", str(log), "--show", "0"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "2 pairs of BonkQuest"
+
+
+def test_think_pairs_streams_a_log_with_a_huge_line(tmp_path: Path) -> None:
+    """The trial's 3 GiB log took `think pairs` to 6 GB (read whole, then split). A 512 MiB
+    sparse hole (one endless line) now costs a bounded line buffer; the calls around it count."""
+    log = decision_log(tmp_path / "log", hole=512 << 20)
+    script = (
+        "import resource, sys\n"
+        "from metabonk_gym.think.finetune import load_pairs\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "game, pairs = load_pairs([sys.argv[1]])\n"
+        "grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before\n"
+        "print(game, len(pairs), grown // 1024)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(log)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    game, n, grown_mb = done.stdout.split()
+    assert (game, n) == ("BonkQuest", "2")
+    assert int(grown_mb) < 64, f"{grown_mb} MB"
+
+
+# ------------------------------------------------------------------ think finetune / pairs
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--steps", "0"], "--steps must be a whole number in [1, 10000000], not 0"),
+        (["--steps", "-5"], "--steps must be a whole number in [1, 10000000], not -5"),
+        (["--max-minutes", "-1"], "--max-minutes must be a number in [0, 525600], not -1.0"),
+        (["--rank", "0"], "--rank must be a whole number in [1, 4096], not 0"),
+        (["--batch-size", "0"], "--batch-size must be a whole number in [1, 4096], not 0"),
+        (["--quant", "q3"], "--quant must be one of q8_0, f16, f32, not 'q3'"),
+        (["--device", "gpu9"], "--device must be cpu or cuda (cuda:N for one GPU), not 'gpu9'"),
+    ],
+)
+def test_finetune_options_are_checked_before_anything(
+    tmp_path: Path, flags: list[str], message: str
+) -> None:
+    """`--steps 0` wrote an untrained model, `--max-minutes -1` meant no limit, and a bad rank
+    or quant failed in a traceback after the base model had loaded."""
+    log = decision_log(tmp_path / "log")
+    out = tmp_path / "out"
+    assert _error(["think", "finetune", str(log), "--out", str(out), *flags]) == f"error: {message}"
+    assert not out.exists()
+
+
+def test_finetune_never_writes_into_a_folder_of_other_files(tmp_path: Path) -> None:
+    log = decision_log(tmp_path / "log")
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "README.md").write_text("my notes")
+    (out / "checkpoint.pt").write_bytes(b"my weights")
+    assert _error(["think", "finetune", str(log), "--out", str(out), "--steps", "1"]) == (
+        f"error: --out {out} already holds files (README.md, checkpoint.pt) and is not a "
+        "fine-tune run; choose a new or empty folder"
+    )
+    assert (out / "README.md").read_text() == "my notes"
+    assert (out / "checkpoint.pt").read_bytes() == b"my weights"
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "checkpoint.pt"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["think", "pairs", "LOG", "--show", "-3"],
+            "--show must be a whole number in [0, 1000000], not -3",
+        ),
+        (
+            ["think", "examples", "MetaBonk/BonkQuest-v0", "--count", "-1"],
+            "--count must be a whole number in [1, 64], not -1",
+        ),
+    ],
+)
+def test_negative_counts_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    log = decision_log(tmp_path / "log")
+    args = [str(log) if a == "LOG" else a for a in args]
+    assert _error(args) == f"error: {message}"

@@ -33,7 +33,7 @@ from metabonk_gym.errors import MetabonkError
 from metabonk_gym.gamedata import GameData, check_folder_code
 from metabonk_gym.think.directive import Directive, DirectiveError, DirectiveSpec
 from metabonk_gym.think.games import GameAdapter, adapter_for_game, adapter_for_name
-from metabonk_gym.think.log import read_decisions
+from metabonk_gym.think.log import LOG_NAME, log_records, read_decisions
 from metabonk_gym.think.prompts import HistoryItem
 from metabonk_gym.think.strategist import Strategist, ThinkResult, done_future
 from metabonk_gym.think.view import GameView
@@ -94,7 +94,13 @@ def load_dataset(
     records = read_decisions(logdir)
     adapter = adapter or _log_adapter(logdir, integration, trust_game_folder)
     spec = adapter.spec
-    usable = [r for r in records if r.get("frame") and r["directive"]["source"] != "fallback"]
+    usable = [
+        r
+        for r in records
+        if isinstance(r.get("frame"), str)
+        and isinstance(r.get("directive"), dict)
+        and r["directive"].get("source") != "fallback"
+    ]
     if not usable:
         raise MetabonkError(
             f"{logdir} has no learnable calls (non-fallback directives with frames); record with "
@@ -104,24 +110,36 @@ def load_dataset(
         {
             k
             for r in usable
-            for k, v in (r.get("info") or {}).items()
+            for k, v in (r["info"] if isinstance(r.get("info"), dict) else {}).items()
             if isinstance(v, (int, float)) and k not in IGNORED_KEYS
         }
     )
     images, vectors, actions, xs, ys, options = [], [], [], [], [], []
     for record in usable:
         d = record["directive"]
-        if d["action"] not in spec.actions:
+        if d.get("action") not in spec.actions:
+            continue
+        info = record.get("info") or {}
+        target = d.get("target") or {}
+        try:
+            vector = [float(info.get(k, 0.0)) for k in keys]
+            x, y, option = (
+                int(target.get(k, default))
+                for k, default in (
+                    ("x", spec.grid_w),
+                    ("y", spec.grid_h),
+                    ("option", spec.n_options),
+                )
+            )
+        except (AttributeError, TypeError, ValueError):  # a tampered line: not learnable
             continue
         with Image.open(logdir / record["frame"]) as img:
             images.append(frame_input(np.asarray(img.convert("RGB"))))
-        info = record.get("info") or {}
-        vectors.append([float(info.get(k, 0.0)) for k in keys])
+        vectors.append(vector)
         actions.append(spec.actions.index(d["action"]))
-        target = d.get("target") or {}
-        xs.append(int(target.get("x", spec.grid_w)))
-        ys.append(int(target.get("y", spec.grid_h)))
-        options.append(int(target.get("option", spec.n_options)))
+        xs.append(x)
+        ys.append(y)
+        options.append(option)
     return Dataset(
         spec.game,
         np.stack(images),
@@ -141,11 +159,7 @@ def _log_adapter(
     """The adapter of the game a decision log was recorded on: its game folder's (the log's
     meta `game_folder`, so a user's game folder works too; `check_folder_code` refuses a folder
     with code the user did not name or trust), else the bundled game's by name."""
-    for line in (logdir / "decisions.jsonl").read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    for record in log_records(logdir / LOG_NAME):
         if record.get("type") != "meta":
             continue
         folder = record.get("game_folder")

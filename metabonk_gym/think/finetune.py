@@ -40,9 +40,9 @@ import numpy as np
 
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.think.directive import DIRECTIVE_KEYS
-from metabonk_gym.think.log import LOG_NAME, read_decisions
+from metabonk_gym.think.log import LOG_NAME, log_records, read_decisions
 from metabonk_gym.think.models import DEFAULT_MODEL, check_gguf, resolve_model
-from metabonk_gym.utils import atomic_write_bytes
+from metabonk_gym.utils import atomic_write_bytes, check_number
 
 RUN_FORMAT = "metabonk-finetune-v1"
 #: llama-architecture GGUF tensor names -> transformers' (per block: `blk.N.` -> layers.N).
@@ -158,12 +158,8 @@ def pick_answer(raw: Any) -> str | None:
 
 def _metas(folder: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    for line in (folder / LOG_NAME).read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and record.get("type") == "meta":
+    for record in log_records(folder / LOG_NAME):
+        if record.get("type") == "meta":
             out[str(record.get("run", ""))] = record
     return out
 
@@ -188,9 +184,10 @@ def load_pairs(logdirs: Sequence[str | Path], game: str | None = None) -> tuple[
                     f"{folder} is a decision log of {log_game or 'an unknown game'}, not {game}: "
                     "fine-tune on logs of one game (pass --game to choose)"
                 )
-            directive = record.get("directive") or {}
+            directive = record.get("directive")
             if (
-                not record.get("user")
+                not isinstance(directive, dict)
+                or not record.get("user")
                 or not meta.get("system_prompt")
                 or directive.get("source") == "fallback"
                 or any(k not in directive for k in DIRECTIVE_KEYS)
@@ -438,6 +435,58 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())
 
 
+#: Devices `FinetuneConfig.device` may name (torch's CPU and GPU back ends, with an index).
+_DEVICE = re.compile(r"^(cpu|cuda|mps|xpu)(:\d{1,2})?$")
+
+
+def check_config(config: FinetuneConfig) -> FinetuneConfig:
+    """`config` when every option is in range, else a one-line `BadNumberError` or
+    `FinetuneError` naming the option: checked before the base model loads (a minute on a CPU),
+    so a typo costs nothing.
+
+    >>> check_config(FinetuneConfig(steps=0))
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.errors.BadNumberError: --steps must be a whole number in [1, 10000000], not 0
+    """
+    check_number("--steps", config.steps, 1, 10_000_000, integer=True)
+    check_number("--batch-size", config.batch_size, 1, 4096, integer=True)
+    check_number("--lr", config.lr, 0, 1, low_open=True)
+    check_number("--rank", config.rank, 1, 4096, integer=True)
+    check_number("alpha", config.alpha, 0, 1e6, low_open=True)
+    check_number("dropout", config.dropout, 0, 1)
+    check_number("--top-layers", config.top_layers, 0, 10_000, integer=True)
+    check_number("max_len", config.max_len, 1, 1 << 20, integer=True)
+    check_number("--seed", config.seed, 0, 2**32 - 1, integer=True)
+    check_number("--save-every", config.save_every, 1, 10_000_000, integer=True)
+    check_number("--threads", config.threads, 1, 4096, integer=True)
+    check_number("val_fraction", config.val_fraction, 0, 0.9)
+    check_number("--max-minutes", config.max_minutes, 0, 525_600)  # 0: no limit; a year at most
+    if config.quant not in QUANTS:
+        raise FinetuneError(f"--quant must be one of {', '.join(QUANTS)}, not {config.quant!r}")
+    if not isinstance(config.device, str) or not _DEVICE.match(config.device):
+        raise FinetuneError(
+            f"--device must be cpu or cuda (cuda:N for one GPU), not {config.device!r}"
+        )
+    return config
+
+
+def check_out(out: Path, resume: bool) -> None:
+    """Refuse an `--out` folder that holds files but is not a fine-tune run: writing the run
+    there would replace files of the same names (README.md, checkpoint.pt, model.gguf)."""
+    if out.exists() and not out.is_dir():
+        raise FinetuneError(f"--out {out} is a file, not a folder: choose a new folder")
+    if (out / "run.json").is_file() or not out.is_dir():
+        return
+    held = sorted(p.name for p in out.iterdir())
+    if held:
+        shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+        what = "has no run.json to resume from" if resume else "is not a fine-tune run"
+        raise FinetuneError(
+            f"--out {out} already holds files ({shown}) and {what}; choose a new or empty folder"
+        )
+
+
 def finetune(
     logdirs: Sequence[str | Path],
     out: str | Path,
@@ -451,9 +500,11 @@ def finetune(
     dir `out` (see the module docstring) and return the figures (pairs, steps, losses, the
     held-out answer-token accuracy, seconds, the GGUF's path). Tensors are made on
     `config.device` (torch's default device for the run)."""
+    config = check_config(config or FinetuneConfig())
+    check_out(Path(out), resume)
     import torch
 
-    with torch.device((config or FinetuneConfig()).device):
+    with torch.device(config.device):
         return _finetune(logdirs, out, base, config, game, resume, progress)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,9 @@ from metabonk_gym.think.view import GameView
 from metabonk_gym.utils import atomic_write_bytes
 
 LOG_NAME = "decisions.jsonl"
+#: The longest line a decision log is read with (a call's prompt, RAM state and answer fit many
+#: times over); longer lines are skipped, so memory stays bounded on any file.
+MAX_LINE_BYTES = 4 << 20
 
 
 class DecisionLogNotFoundError(MetabonkError, FileNotFoundError):
@@ -127,6 +131,39 @@ class DecisionLog:
         )
 
 
+def log_records(path: str | Path, max_line: int = MAX_LINE_BYTES) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSONL file, read line by line (memory bounded by `max_line`, however
+    large the file). Lines that are broken (a crash mid-write), not JSON objects, or longer than
+    `max_line` bytes are skipped.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "log.jsonl"
+    >>> _ = path.write_bytes(b'{"a": 1}\\n[1, 2]\\n5\\nnot json\\n' + b"x" * 50 + b'\\n{"b": 2}')
+    >>> list(log_records(path, max_line=40))
+    [{'a': 1}, {'b': 2}]
+    """
+    with open(path, "rb") as handle:
+        while True:
+            line = handle.readline(max_line + 1)
+            if not line:
+                return
+            if len(line) > max_line and not line.endswith(b"\n"):
+                while line and not line.endswith(b"\n"):  # skip the rest of an overlong line
+                    line = handle.readline(1 << 20)
+                continue
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+                continue
+            if isinstance(record, dict):
+                yield record
+
+
+def _call_id(value: Any) -> int:
+    """A record's call id (-1 when it is not a whole number: a tampered line)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+
 def read_decisions(folder: str | Path) -> list[dict[str, Any]]:
     """Every `call` record of `folder/decisions.jsonl` with its `outcome` (None if it never
     ended); several runs may share a folder. Broken lines (a crash mid-write) are skipped."""
@@ -138,12 +175,8 @@ def read_decisions(folder: str | Path) -> list[dict[str, Any]]:
         )
     calls: dict[tuple[str, int], dict[str, Any]] = {}
     outcomes: dict[tuple[str, int], dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        key = (record.get("run", ""), record.get("id", -1))
+    for record in log_records(path):
+        key = (str(record.get("run", "")), _call_id(record.get("id")))
         if record.get("type") == "call":
             calls[key] = record
         elif record.get("type") == "outcome":
