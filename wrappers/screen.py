@@ -2,7 +2,8 @@
 and the player's cell, read straight from VRAM.
 
 Why one place: `TileTokens`, `TextMap` and `GridOverlay` all need the same decoding; each keeps
-its own reader (so any of them works alone) and a reader costs ~0.1 ms per step.
+its own reader (so any of them works alone), and a reader is cheap beside the env step
+(`TileTokens`' VRAM path in docs/benchmarks.md#wrappers).
 
 >>> import gymnasium as gym, metabonk_gym
 >>> env = gym.make("MetaBonk/BonkQuest-v0"); _ = env.reset(seed=0)

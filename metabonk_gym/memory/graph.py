@@ -7,7 +7,8 @@ and player, the player to where it is) and one `UNWIND ... MATCH ... SET` for kn
 runs Cypher; `export_cypher(path)` writes a script of `CREATE` statements that loads the graph
 into Neo4j (cypher-shell) or, through `load_cypher`, into a fresh embedded database. Why: each
 statement costs milliseconds in the embedded database whatever its size, so rows are batched:
-a flush every few hundred steps costs well under 0.2 ms per step on average.
+a flush every few hundred steps keeps the cost per step within the memory's budget
+(docs/benchmarks.md#memory).
 
 >>> g = KnowledgeGraph(None)
 >>> g.upsert("Area", {"id": "0:1", "world": "0", "number": 1, "name": "1", "first_step": 0,

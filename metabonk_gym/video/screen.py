@@ -4,8 +4,9 @@ A frame `k` times the screen's size for `k` a power of two is scaled by the same
 envs use (`metabonk_gym.preprocess.downscale`, bit-exact); other sizes go through Pillow (box
 filter down, nearest up). The look-alike check compares colour histograms (4 levels a channel)
 with frames of the real env: histogram intersection 1.0 is the same colours, 0.0 none shared.
-Four levels a channel keep the check blind to a lossy codec's small colour shifts (a game's
-H.264 video scores ~0.97 against its lossless frames, noise ~0.2).
+Four levels a channel keep the check blind to a lossy codec's small colour shifts, so a game's
+H.264 video scores near 1 against its lossless frames and noise far below
+(docs/benchmarks.md#design).
 
 >>> import numpy as np
 >>> fit_to_screen(np.zeros((320, 480, 3), np.uint8), (160, 240)).shape
