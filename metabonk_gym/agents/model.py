@@ -29,6 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 from metabonk_gym.experts.base import AgentError
+from metabonk_gym.training.config import FIELDS, validate
 from metabonk_gym.training.envs import FrameStacker
 from metabonk_gym.training.rundir import read_model_metadata
 from metabonk_gym.training.safeload import load_ppo, policy_venv
@@ -41,6 +42,7 @@ def model_config(path: Path, env_id: str | None = None) -> dict[str, Any]:
     if env_id is not None and theirs and theirs != env_id.split(":")[-1]:
         raise AgentError(f"{path} was trained on {theirs}, not {env_id}")
     config: dict[str, Any] = dict(meta["config"])
+    validate({k: v for k, v in config.items() if k in FIELDS}, str(path))  # bounded numbers
     return config
 
 

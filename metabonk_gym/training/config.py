@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metabonk_gym.configfile import ConfigFileError, find_file
+from metabonk_gym.configfile import ConfigFileError, find_file, parse_yaml
 from metabonk_gym.configfile import load_config_file as read_config_file
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.gamedata import DEFAULTS_SECTIONS, GameData
@@ -181,6 +181,31 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "bc_value_coef": (0.0, _INF, False),
     "sticky_action_prob": (0.0, 1.0, False),
 }
+#: Upper bounds of whole-number keys, generous for training yet far from what would exhaust
+#: memory when a shared run or model zip sets them (`frame_stack: 4000000` stacks that many
+#: frames; `n_steps` sizes the rollout buffer, `features_dim` and `net_arch` the network).
+MAX_VALUES: dict[str, int] = {
+    "frame_stack": 64,
+    "n_steps": 1 << 16,
+    "batch_size": 1 << 20,
+    "n_epochs": 10_000,
+    "features_dim": 1 << 14,
+    "frameskip": 1024,
+    "max_episode_steps": 10**9,
+    "total_steps": 10**13,
+    "torch_threads": 1024,
+    "checkpoint_every": 10**12,
+    "keep_checkpoints": 10**6,
+    "video_every": 10**12,
+    "video_length": 1 << 20,
+    "win_window": 1 << 20,
+    "bc_epochs": 1 << 20,
+    "bc_batch_size": 1 << 20,
+}
+#: `net_arch`: at most this many layers of at most `features_dim`'s bound units each.
+MAX_NET_LAYERS = 16
+#: `game_seeds`: at most this many seeds.
+MAX_GAME_SEEDS = 1 << 16
 _HINTS = typing.get_type_hints(TrainConfig)
 
 #: The policies each obs_type takes unless the game's defaults.yaml says otherwise (`policies:`).
@@ -235,7 +260,7 @@ def validate(data: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
         hint = _HINTS[key]
         if not _type_ok(value, hint):
             raise ConfigError(
-                f"config key {key!r} must be {_hint_name(hint)}, not {value!r} [{source}]"
+                f"config key {key!r} must be {_hint_name(hint)}, not {_short(value)} [{source}]"
             )
         if hint is float and isinstance(value, int):
             value = float(value)
@@ -264,6 +289,7 @@ def validate(data: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
     steps = out.get("max_episode_steps")
     if steps is not None and steps < 1:
         raise ConfigError(f"config key 'max_episode_steps' must be >= 1, not {steps} [{source}]")
+    _check_upper_bounds(out, source)
     if out.get("n_envs", 1) > MAX_N_ENVS:
         raise ConfigError(
             f"config key 'n_envs' must be <= {MAX_N_ENVS} (each env runs in a process), "
@@ -297,6 +323,38 @@ def validate(data: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
         if key in out and out[key] < 0:
             raise ConfigError(f"config key {key!r} must be >= 0, not {out[key]} [{source}]")
     return out
+
+
+def _check_upper_bounds(out: Mapping[str, Any], source: str) -> None:
+    """`ConfigError` for a whole number above its `MAX_VALUES` bound, or a `net_arch` or
+    `game_seeds` list too long or too wide.
+
+    >>> _check_upper_bounds({"frame_stack": 4_000_000}, "run/model.zip")
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.training.errors.ConfigError: config key 'frame_stack' must be <= 64, not 4000000 [run/model.zip]
+    """
+    for key, high in MAX_VALUES.items():
+        value = out.get(key)
+        if value is not None and value > high:
+            raise ConfigError(f"config key {key!r} must be <= {high}, not {value} [{source}]")
+    arch = out.get("net_arch") or []
+    width = MAX_VALUES["features_dim"]
+    if len(arch) > MAX_NET_LAYERS or any(not 1 <= n <= width for n in arch):
+        raise ConfigError(
+            f"config key 'net_arch' must be at most {MAX_NET_LAYERS} layers of 1..{width} "
+            f"units, not {_short(arch)} [{source}]"
+        )
+    if len(out.get("game_seeds") or []) > MAX_GAME_SEEDS:
+        raise ConfigError(
+            f"config key 'game_seeds' holds more than {MAX_GAME_SEEDS} seeds [{source}]"
+        )
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """`repr(value)`, cut to `limit` characters (a hostile list can be long)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_goal(goal: Mapping[str, Any], source: str = "config") -> None:
@@ -508,8 +566,8 @@ def parse_key_values(items: list[str] | None, flag: str) -> dict[str, Any]:
             raise ConfigError(f"{flag} takes KEY=VALUE, not {item!r}")
         key = key.strip()
         try:
-            out[key] = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
+            out[key] = parse_yaml(raw)
+        except (yaml.YAMLError, ConfigFileError) as exc:
             raise ConfigError(f"{flag} {key}: cannot parse {raw!r}: {exc}") from exc
     return out
 

@@ -184,6 +184,11 @@ def load_ppo(
             "_last_original_obs": None,
             "ep_info_buffer": None,  # recreated empty by the next learn()
             "ep_success_buffer": None,
+            # sizes of the rollout buffer loading builds: the checked config's, never the
+            # file's own numbers (an n_steps of 10^9 would allocate gigabytes)
+            "n_steps": cfg.n_steps,
+            "batch_size": cfg.batch_size,
+            "n_epochs": cfg.n_epochs,
         }
     try:
         return PPO.load(path, env=wrap_for_sb3(venv), device=device, custom_objects=custom)

@@ -1,0 +1,264 @@
+"""A shared run directory is data, never authority (issue 36, item 1; item 5's `--resume`).
+
+Each test builds the hostile run itself from one tiny real run (PPO on a copy of BonkQuest's
+game folder): a run holding only `run.json` and a checkpoint that names a game folder with a
+`game.py`; `env_kwargs` that start a program; a thinking wrapper that would send the user's API
+key to the run's URL; wrapper paths outside the run; a model zip whose `data` entry inflates to
+1.5 GiB, one with an unknown ~4 GiB entry; `frame_stack: 4000000`; a YAML alias bomb; a
+tampered `run.json`. Every one is a single `error:` line with exit code 2, the canary file is
+never written, the listener never called, and memory and time stay bounded.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from one_line import one_line_error
+
+from metabonk_gym.gamedata import bundled_game_folder
+from metabonk_gym.training.ppo import train_ppo
+
+GBA = "MetaBonk/GBA-v0"
+FAST = {
+    "n_envs": 1,
+    "n_steps": 32,
+    "batch_size": 32,
+    "n_epochs": 1,
+    "features_dim": 32,
+    "max_episode_steps": 20,
+    "checkpoint_every": 0,
+    "video_every": 0,
+    "total_steps": 32,
+}
+SHORT = ["--episodes", "1", "--max-steps", "5"]
+#: A YAML "billion laughs": ten short lines that expand to 9 ** 10 (~3.5e9) items.
+BOMB = "a: &a [1,1,1,1,1,1,1,1,1]\n" + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefghi", "bcdefghij")
+)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(run directory, its game folder): PPO for 32 steps on a copy of BonkQuest's data."""
+    root = tmp_path_factory.mktemp("trained")
+    game = root / "Game"
+    game.mkdir()
+    source = bundled_game_folder("BonkQuest")
+    for name in ("data.json", "scenario.json", "metadata.json", "metabonk.json", "rom.gba"):
+        shutil.copy(source / name, game / name)
+    run = root / "run"
+    train_ppo(GBA, run, overrides={**FAST, "env_kwargs": {"integration": str(game)}})
+    return run, game
+
+
+def _rewrite_zip(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """Rewrite a model zip's `data` entry: `change` edits the parsed JSON in place."""
+    with zipfile.ZipFile(path) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    data = json.loads(entries["data"])
+    change(data)
+    entries["data"] = json.dumps(data).encode()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, blob in entries.items():
+            archive.writestr(name, blob)
+
+
+def shared(
+    trained: tuple[Path, Path], where: Path, change: Callable[[dict[str, Any]], None]
+) -> Path:
+    """A copy of the trained run whose `config.yaml` and model zip's config `change` edits."""
+    run = where / "shared-run"
+    shutil.copytree(trained[0], run)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    change(config)
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    _rewrite_zip(run / "model.zip", lambda data: change(data["metabonk"]["config"]))
+    return run
+
+
+def _commands(run: Path, out: Path) -> dict[str, list[str]]:
+    return {
+        "eval": ["eval", GBA, str(run), *SHORT],
+        "zip": ["eval", GBA, str(run / "model.zip"), *SHORT],
+        "play": ["play", GBA, "--agent", str(run), "--no-window", *SHORT],
+        "record": ["record", GBA, "--dataset", "metabonk/shared-v0", "--agent", str(run), *SHORT],
+        "ladder": ["ladder", GBA, "--agents", f"random,{run}", "--out", str(out), "--no-video"]
+        + SHORT,
+        "resume": ["train", "ppo", GBA, "--run-dir", str(run), "--resume", "--total-steps", "64"],
+    }
+
+
+# ------------------------------------------------------------------ game folder
+
+
+# ------------------------------------------------------------------ programs, URLs, paths
+@pytest.fixture
+def canary(tmp_path: Path) -> tuple[Path, Path]:
+    """(a program that writes a marker when it runs, the marker)."""
+    marker = tmp_path / "program-ran.txt"
+    program = tmp_path / "skyemu"
+    program.write_text(f"#!/bin/sh\necho ran > {marker}\nsleep 30\n")
+    program.chmod(0o755)
+    return program, marker
+
+
+class _Listener(http.server.BaseHTTPRequestHandler):
+    calls: list[dict[str, str]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        type(self).calls.append(dict(self.headers))
+        self.send_response(500)
+        self.end_headers()
+
+    do_GET = do_POST  # noqa: N815
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[str, list[dict[str, str]]]]:
+    """(URL of a loopback HTTP server, the headers of every request it got)."""
+    _Listener.calls = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Listener)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", _Listener.calls
+    server.shutdown()
+    server.server_close()
+
+
+# ------------------------------------------------------------------ sizes and numbers
+def _write_bomb_zip(
+    path: Path, base: Path, name: str, size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`base`'s entries plus `name` inflating to `size` zero bytes, written in seconds: the
+    deflate block of one zero chunk is computed once and repeated (zipfile still computes the
+    real CRC, so the zip is whole)."""
+    import zlib
+
+    chunk = bytes(64 << 20)
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = packer.compress(chunk) + packer.flush(zlib.Z_FULL_FLUSH)
+
+    class Repeat:
+        def compress(self, data: bytes) -> bytes:
+            assert data == chunk[: len(data)]
+            if len(data) == len(chunk):
+                return block
+            small = zlib.compressobj(9, zlib.DEFLATED, -15)
+            return small.compress(data) + small.flush(zlib.Z_FULL_FLUSH)
+
+        def flush(self) -> bytes:
+            return b"\x03\x00"  # an empty final block
+
+    with zipfile.ZipFile(base) as archive:
+        entries = {n: archive.read(n) for n in archive.namelist() if n != name}
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for entry, blob in entries.items():
+            archive.writestr(entry, blob)
+        monkeypatch.setattr(zipfile, "_get_compressor", lambda *a, **k: Repeat())
+        with archive.open(name, "w", force_zip64=True) as member:
+            left = size
+            while left:
+                member.write(chunk[: min(left, len(chunk))])
+                left -= min(left, len(chunk))
+        monkeypatch.undo()
+
+
+def _peak_growth_mb(setup: str, code: str) -> tuple[str, float]:
+    """Run `setup` then `code` in a fresh Python; (its output, how far `code` raised the
+    process's peak resident memory above what `setup`, the imports, left, in MB)."""
+    rss = "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss"
+    probe = f"import resource\n{setup}\nbase = {rss}\n{code}\nprint('GROWTH', {rss} - base)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    out, _, growth = done.stdout.rpartition("GROWTH ")
+    return out, int(growth) / 1024
+
+
+def test_a_frame_stack_of_four_million_is_refused(
+    trained: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """`frame_stack: 4000000` in a zip's config grew `eval` past 6 GB."""
+    run = shared(trained, tmp_path, lambda config: config.update(frame_stack=4_000_000))
+    for target in (run, run / "model.zip"):
+        line = one_line_error(["eval", GBA, str(target), *SHORT])
+        assert "config key 'frame_stack' must be <= 64, not 4000000" in line
+
+
+def test_a_huge_n_steps_in_the_zips_own_data_is_not_allocated(
+    trained: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Loading rebuilt the rollout buffer from the file's own `n_steps`: 10^9 steps of frames
+    failed to allocate. The checked config's value is used instead, and the model plays."""
+    model = tmp_path / "model.zip"
+    shutil.copy(trained[0] / "model.zip", model)
+    _rewrite_zip(model, lambda data: data.update(n_steps=10**9, batch_size=10**9))
+    from metabonk_gym.cli.main import app
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["eval", GBA, str(model), *SHORT])
+    assert result.exit_code == 0, result.output
+
+
+# ------------------------------------------------------------------ YAML alias bombs
+def test_a_yaml_alias_bomb_in_a_runs_config_is_refused_at_once(
+    trained: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A 700-byte bomb inside `env_kwargs` hung the game-folder check (~10^9 nodes walked)."""
+    run = tmp_path / "run"
+    shutil.copytree(trained[0], run)
+    text = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(
+        BOMB + text.replace("env_kwargs:\n", "env_kwargs:\n  lol: *j\n")
+    )
+    assert len(BOMB) < 700
+    code = "import sys; from metabonk_gym.cli.main import app; app(sys.argv[1:])"
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", code, "eval", GBA, str(run), *SHORT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert time.monotonic() - start < 60
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "YAML aliases expand this document past 100000 nodes" in done.stdout + done.stderr
+
+
+def test_a_yaml_alias_bomb_in_a_config_file_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "bomb.yaml"
+    config.write_text(BOMB + "env_kwargs: {lol: *j}\n")
+    run = tmp_path / "run"
+    line = one_line_error(
+        ["train", "ppo", "MetaBonk/BonkQuest-v0", "--run-dir", str(run), "--config", str(config)]
+    )
+    assert "bomb.yaml: YAML aliases expand this document past 100000 nodes" in line
+    assert not run.exists()
+    line = one_line_error(["eval", "MetaBonk/BonkQuest-v0", "random", "--config", str(config)])
+    assert "YAML aliases expand" in line
+
+
+def test_a_recursive_yaml_alias_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "loop.yaml"
+    config.write_text("env_kwargs: &x {self: *x}\n")
+    line = one_line_error(["eval", "MetaBonk/BonkQuest-v0", "random", "--config", str(config)])
+    assert "a YAML alias refers to itself" in line
+
+
+# ------------------------------------------------------------------ run.json
