@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -28,7 +29,9 @@ import yaml
 from one_line import one_line_error
 
 from metabonk_gym.gamedata import bundled_game_folder
+from metabonk_gym.training.errors import CheckpointError
 from metabonk_gym.training.ppo import train_ppo
+from metabonk_gym.training.rundir import read_model_metadata
 
 GBA = "MetaBonk/GBA-v0"
 FAST = {
@@ -101,6 +104,37 @@ def _commands(run: Path, out: Path) -> dict[str, list[str]]:
 
 
 # ------------------------------------------------------------------ game folder
+@pytest.mark.parametrize("layout", ["sb3", "rllib"])
+@pytest.mark.parametrize("command", ["eval", "play", "record", "ladder"])
+def test_a_run_of_only_run_json_and_a_checkpoint_is_checked_for_game_code(
+    trained: tuple[Path, Path], tmp_path: Path, layout: str, command: str
+) -> None:
+    """The trial's run held `run.json` and `checkpoints/step_N.zip` (or RLlib's
+    `step_N/model.zip`) only: the game-folder check found no `config.yaml` or `model.zip` to
+    read, and the folder's `game.py` ran."""
+    game = tmp_path / "Foreign"
+    shutil.copytree(trained[1], game)
+    marker = tmp_path / "game-py-ran.txt"
+    (game / "game.py").write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
+    )
+    run = tmp_path / "run"
+    checkpoint = (
+        run
+        / "checkpoints"
+        / ("step_000000032.zip" if layout == "sb3" else "step_000000032/model.zip")
+    )
+    checkpoint.parent.mkdir(parents=True)
+    shutil.copy(trained[0] / "model.zip", checkpoint)
+    _rewrite_zip(
+        checkpoint,
+        lambda data: data["metabonk"]["config"]["env_kwargs"].update(integration=str(game)),
+    )
+    (run / "run.json").write_text(json.dumps({"env_id": GBA, "algo": "ppo", "status": "stopped"}))
+    line = one_line_error(_commands(run, tmp_path / "ladder")[command])
+    assert f"names the game folder {game}, whose game.py is Python code" in line
+    assert str(checkpoint) in line
+    assert not marker.exists() and not (tmp_path / "ladder").exists()
 
 
 # ------------------------------------------------------------------ programs, URLs, paths
@@ -191,6 +225,35 @@ def _peak_growth_mb(setup: str, code: str) -> tuple[str, float]:
     return out, int(growth) / 1024
 
 
+def test_a_model_zip_whose_data_entry_inflates_to_gigabytes_is_refused_in_bounded_memory(
+    trained: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trial's 2.6 MB model.zip whose `data` entry inflates to 1.5 GiB was read whole (4.9
+    GB resident): now refused from the zip's directory, before inflating anything."""
+    bomb = tmp_path / "model.zip"
+    _write_bomb_zip(bomb, trained[0] / "model.zip", "data", 3 << 29, monkeypatch)
+    assert bomb.stat().st_size < 4 << 20
+    setup = "from metabonk_gym.training.rundir import read_model_metadata"
+    code = f"try:\n    read_model_metadata({str(bomb)!r})\nexcept Exception as exc:\n    print(exc)"
+    out, growth = _peak_growth_mb(setup, code)
+    assert "entry 'data' inflates to 1610612736 bytes (at most 16777216)" in out
+    assert growth < 50, f"reading the zip took {growth:.0f} MB more"
+    line = one_line_error(["eval", GBA, str(bomb), *SHORT])
+    assert "entry 'data' inflates to 1610612736 bytes" in line
+
+
+def test_an_unknown_four_gigabyte_entry_is_refused_at_once(
+    trained: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trial's unknown 4 GiB entry was CRC-checked for 100 s, then the model was accepted."""
+    bomb = tmp_path / "model.zip"
+    _write_bomb_zip(bomb, trained[0] / "model.zip", "notes.bin", (4 << 30) - 2, monkeypatch)
+    start = time.monotonic()
+    with pytest.raises(CheckpointError, match=r"entry 'notes.bin' inflates to 4294967294 bytes"):
+        read_model_metadata(bomb)
+    assert time.monotonic() - start < 5
+
+
 def test_a_frame_stack_of_four_million_is_refused(
     trained: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -262,3 +325,35 @@ def test_a_recursive_yaml_alias_is_refused(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ run.json
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        (
+            {"status": "running", "pid": 1 << 70, "host": os.uname().nodename},
+            "field 'pid' is out of range",
+        ),
+        ({"env_id": 5}, "field 'env_id' must be str, not 5"),
+        ({"status": ["running"]}, "field 'status' must be str"),
+    ],
+)
+def test_resume_checks_run_json_fields(
+    trained: tuple[Path, Path], tmp_path: Path, state: dict[str, Any], message: str
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(trained[0], run)
+    before = {**json.loads((run / "run.json").read_text()), **state}
+    (run / "run.json").write_text(json.dumps(before))
+    line = one_line_error(_commands(run, tmp_path)["resume"])
+    assert message in line and "restore run.json from a backup or delete it" in line
+    assert json.loads((run / "run.json").read_text()) == before  # nothing rewritten
+
+
+def test_a_huge_run_json_is_refused_before_reading(
+    trained: tuple[Path, Path], tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(trained[0], run)
+    with (run / "run.json").open("r+b") as file:
+        file.truncate(3 << 30)  # sparse: 3 GiB on paper, nothing on disk
+    line = one_line_error(_commands(run, tmp_path)["resume"])
+    assert "run.json is 3221225472 bytes; a run's run.json is at most 1048576" in line

@@ -20,7 +20,6 @@ metabonk_gym.experts.base.AgentError: ... is a folder but not a metabonk run dir
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +45,6 @@ RUN_KINDS: tuple[str, ...] = (
     "dreamer",
     "model",
 )
-
-_RLLIB_STEP = re.compile(r"^step_(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -108,12 +105,7 @@ def _zip_kind(zip_path: Path, run_dir: Path | None) -> tuple[str, str]:
 def _newest_checkpoint(run: RunDir) -> Path | None:
     """The newest model zip among a run's checkpoints: SB3's `checkpoints/step_N.zip` or
     RLlib's `checkpoints/step_N/model.zip` (a run stopped before its final `model.zip`)."""
-    found: list[tuple[int, Path]] = [(step, path) for step, path in run.list_checkpoints()]
-    if run.checkpoints.is_dir():
-        for folder in run.checkpoints.iterdir():
-            match = _RLLIB_STEP.match(folder.name)
-            if match and (folder / "model.zip").is_file():
-                found.append((int(match.group(1)), folder / "model.zip"))
+    found = run.all_checkpoints()
     return max(found)[1] if found else None
 
 

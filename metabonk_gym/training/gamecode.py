@@ -1,6 +1,6 @@
 """Game code named by a shared file: a run directory or model zip whose game folder has a `game.py`.
 
-A run's `config.yaml` (and the training config inside its model zip) records
+A run's `config.yaml` (and the training config inside its model zip and every checkpoint) records
 `env_kwargs.integration`, the game folder it trained on. Resuming, evaluating, playing or ranking
 the run makes that env, and a game folder's `game.py` is Python code that runs with your rights.
 Run directories get shared, so `check_game_code` refuses a folder that only such a file names:
@@ -30,7 +30,7 @@ from typing import Any
 from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.gamedata import check_folder_code
 from metabonk_gym.training.errors import CheckpointError
-from metabonk_gym.training.rundir import read_model_metadata
+from metabonk_gym.training.rundir import RunDir, read_model_metadata
 
 #: Files of a run directory (or `tune pbt`'s `best/`) that record the run's env arguments.
 RUN_FILES: tuple[str, ...] = ("config.yaml", "best/config.yaml", "model.zip", "best/model.zip")
@@ -62,16 +62,33 @@ def _config_of(path: Path) -> Any:
         return None
 
 
+def run_files(source: str | Path) -> list[Path]:
+    """The files of a run directory (or the model zip itself) that record its config: what
+    any command that takes the run may read (`RUN_FILES` and every checkpoint, SB3's
+    `checkpoints/step_N.zip` and RLlib's `checkpoints/step_N/model.zip`), so a directory
+    holding only `run.json` and a checkpoint is checked like a whole run."""
+    source = Path(source).expanduser()
+    if source.is_file():
+        return [source]
+    files = [source / name for name in RUN_FILES]
+    files += [path for _, path in RunDir(source).all_checkpoints()]
+    return [path for path in files if path.is_file()]
+
+
+def run_configs(source: str | Path) -> Iterator[tuple[Any, Path]]:
+    """(config, file) for every file of `run_files(source)` whose config can be read."""
+    for path in run_files(source):
+        config = _config_of(path)
+        if config is not None:
+            yield config, path
+
+
 def named_game_folders(source: str | Path) -> list[tuple[Path, Path]]:
     """(game folder, the file naming it) for every game folder a run directory or model zip
     records (`env_kwargs.integration`; a relative path is taken from here, as the env takes it)."""
-    source = Path(source).expanduser()
-    files = [source] if source.is_file() else [source / name for name in RUN_FILES]
     found: list[tuple[Path, Path]] = []
-    for path in files:
-        if not path.is_file():
-            continue
-        for folder in _integrations(_config_of(path)):
+    for config, path in run_configs(source):
+        for folder in _integrations(config):
             found.append((Path(folder).expanduser(), path))
     return found
 

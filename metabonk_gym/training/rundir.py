@@ -31,6 +31,17 @@ from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
 
 METADATA_KEY = "metabonk"
 _STEP_RE = re.compile(r"^step_(\d+)\.zip$")
+_RLLIB_STEP_RE = re.compile(r"^step_(\d+)$")
+#: At most this many entries of `checkpoints/` are looked at (a run keeps a few).
+MAX_CHECKPOINT_ENTRIES = 10_000
+#: Caps on a model zip, checked from its directory before any entry is inflated: entries, the
+#: JSON `data` entry, each tensor file (`.pth`), any other entry, and how much an entry of
+#: more than a MiB may inflate (weights barely compress; a bomb inflates thousands of times).
+MAX_ZIP_ENTRIES = 64
+MAX_DATA_BYTES = 16 << 20
+MAX_TENSOR_BYTES = 1 << 30
+MAX_OTHER_BYTES = 1 << 20
+MAX_INFLATION = 50
 
 
 def model_metadata(env_id: str, algo: str, config: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -54,6 +65,7 @@ def read_model_data(path: Path) -> dict[str, Any]:
         raise CheckpointError(f"model file not found: {path}")
     try:
         with zipfile.ZipFile(path) as archive:
+            check_zip_sizes(archive, path)
             bad = archive.testzip()
             if bad is not None:
                 raise CheckpointError(
@@ -64,7 +76,8 @@ def read_model_data(path: Path) -> dict[str, Any]:
                 raise CheckpointError(
                     f"{path} is corrupt or not a stable-baselines3 model zip (it lacks 'data' or 'policy.pth')"
                 )
-            data = json.loads(archive.read("data"))
+            with archive.open("data") as member:
+                data = json.loads(member.read(MAX_DATA_BYTES + 1)[:MAX_DATA_BYTES])
     except CheckpointError:
         raise
     except (zipfile.BadZipFile, OSError, EOFError, json.JSONDecodeError, ValueError) as exc:
@@ -72,6 +85,50 @@ def read_model_data(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise CheckpointError(f"model file {path} has a malformed 'data' entry")
     return data
+
+
+def _entry_cap(name: str) -> int:
+    if name == "data":
+        return MAX_DATA_BYTES
+    return MAX_TENSOR_BYTES if name.endswith(".pth") else MAX_OTHER_BYTES
+
+
+def check_zip_sizes(archive: zipfile.ZipFile, path: Path) -> None:
+    """`CheckpointError` for a model zip with too many entries, an entry that declares more
+    than its cap, or one that would inflate more than `MAX_INFLATION` times: checked from the
+    zip's directory, before anything is read (zipfile never inflates past a declared size, so
+    the declared sizes bound what is read).
+
+    >>> import io
+    >>> buffer = io.BytesIO()
+    >>> with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as out:
+    ...     out.writestr("data", b" " * (MAX_DATA_BYTES + 1))
+    >>> check_zip_sizes(zipfile.ZipFile(buffer), Path("model.zip"))
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.training.errors.CheckpointError: model.zip: entry 'data' inflates to 16777217 bytes (at most 16777216); refused: not a model metabonk wrote
+    """
+    entries = archive.infolist()
+    if len(entries) > MAX_ZIP_ENTRIES:
+        raise CheckpointError(
+            f"{path} holds {len(entries)} entries (a model zip has at most {MAX_ZIP_ENTRIES}); "
+            "refused: not a model metabonk wrote"
+        )
+    for info in entries:
+        cap = _entry_cap(info.filename)
+        name = info.filename[:80]
+        if info.file_size > cap:
+            raise CheckpointError(
+                f"{path}: entry {name!r} inflates to {info.file_size} bytes (at most {cap}); "
+                "refused: not a model metabonk wrote"
+            )
+        if info.file_size > MAX_OTHER_BYTES and info.file_size > MAX_INFLATION * max(
+            info.compress_size, 1
+        ):
+            raise CheckpointError(
+                f"{path}: entry {name!r} inflates {info.file_size // max(info.compress_size, 1)} "
+                f"times ({info.compress_size} to {info.file_size} bytes); refused as a zip bomb"
+            )
 
 
 def read_model_metadata(path: Path) -> dict[str, Any]:
@@ -83,9 +140,66 @@ def read_model_metadata(path: Path) -> dict[str, Any]:
             f"{path} is a stable-baselines3 model but not one written by metabonk (no 'metabonk' entry "
             "with its env and preprocessing); train it with `metabonk train ppo` or `train bc`"
         )
+    if not isinstance(meta["config"], dict):
+        raise CheckpointError(f"{path} has a malformed 'metabonk' entry (its config is no mapping)")
+    steps = data.get("num_timesteps", 0) or 0
+    if not isinstance(steps, int) or isinstance(steps, bool) or not 0 <= steps < 1 << 62:
+        raise CheckpointError(f"{path} has a malformed 'num_timesteps' ({str(steps)[:40]})")
     meta = dict(meta)
-    meta["num_timesteps"] = int(data.get("num_timesteps", 0) or 0)
+    meta["num_timesteps"] = steps
     return meta
+
+
+#: `run.json` is small: refuse a larger one before reading it.
+MAX_STATE_BYTES = 1 << 20
+_TEXT = (str,)
+#: Fields of `run.json` the commands read, with their types (None allowed where listed) and,
+#: for whole numbers, their range.
+STATE_FIELDS: dict[str, tuple[tuple[type, ...], tuple[int, int] | None]] = {
+    "env_id": (_TEXT, None),
+    "algo": (_TEXT, None),
+    "engine": (_TEXT, None),
+    "status": (_TEXT, None),
+    "host": (_TEXT, None),
+    "error": ((str, type(None)), None),
+    "init_from": ((str, type(None)), None),
+    "dataset": ((str, type(None)), None),
+    "updated": (_TEXT, None),
+    "stale": ((bool,), None),
+    "pid": ((int, type(None)), (1, (1 << 31) - 1)),
+    "pid_start": ((int, type(None)), (0, 1 << 62)),
+    "total_steps": ((int,), (0, 1 << 62)),
+    "rounds_done": ((int,), (0, 1 << 31)),
+    "env_steps": ((int,), (0, 1 << 62)),
+    "wall_s": ((int, float), None),
+    "stages": ((list,), None),
+    "milestones": ((list,), None),
+    "dagger": ((dict,), None),
+}
+
+
+def check_state_field(path: Path, key: str, value: Any) -> None:
+    """`RunDirError` when `run.json`'s field `key` has the wrong type or range.
+
+    >>> check_state_field(Path("run.json"), "pid", 1 << 70)
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.training.errors.RunDirError: run.json: field 'pid' is out of range (1..2147483647), not 1180591620717411303424; restore run.json from a backup or delete it
+    """
+    spec = STATE_FIELDS.get(key)
+    if spec is None:
+        return
+    types, bounds = spec
+    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+    fix = f"restore {path.name} from a backup or delete it"
+    if not ok:
+        names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+        raise RunDirError(f"{path}: field {key!r} must be {names}, not {str(value)[:60]}; {fix}")
+    if bounds is not None and isinstance(value, int) and not bounds[0] <= value <= bounds[1]:
+        raise RunDirError(
+            f"{path}: field {key!r} is out of range ({bounds[0]}..{bounds[1]}), not "
+            f"{str(value)[:60]}; {fix}"
+        )
 
 
 def _start_time(pid: int | None) -> int | None:
@@ -219,13 +333,26 @@ class RunDir:
         return data
 
     def read_state(self) -> dict[str, Any]:
+        """`run.json` as a mapping (`{}` when missing or not JSON); `RunDirError` when it is
+        larger than `MAX_STATE_BYTES` or a field the commands read has the wrong type or an
+        out-of-range value (`STATE_FIELDS`), so a resume never acts on a tampered field."""
         if not self.state_file.is_file():
             return {}
+        size = self.state_file.stat().st_size
+        if size > MAX_STATE_BYTES:
+            raise RunDirError(
+                f"{self.state_file} is {size} bytes; a run's run.json is at most "
+                f"{MAX_STATE_BYTES}: restore it from a backup or delete it"
+            )
         try:
-            data = json.loads(self.state_file.read_text())
-        except json.JSONDecodeError:
+            data = json.loads(self.state_file.read_bytes()[:MAX_STATE_BYTES])
+        except (ValueError, RecursionError):  # not JSON, too deep, a number too long
             return {}
-        return data if isinstance(data, dict) else {}
+        if not isinstance(data, dict):
+            return {}
+        for key, value in data.items():
+            check_state_field(self.state_file, key, value)
+        return data
 
     def write_state(self, **updates: Any) -> dict[str, Any]:
         state = self.read_state()
@@ -247,6 +374,20 @@ class RunDir:
             match = _STEP_RE.match(path.name)
             if match:
                 found.append((int(match.group(1)), path))
+        return sorted(found)
+
+    def all_checkpoints(self) -> list[tuple[int, Path]]:
+        """(step, model zip) of every checkpoint, oldest first: SB3's `checkpoints/step_N.zip`
+        and RLlib's `checkpoints/step_N/model.zip` (what an agent or a check of the run reads
+        when it has no `model.zip` yet)."""
+        found = list(self.list_checkpoints())
+        if self.checkpoints.is_dir():
+            for index, folder in enumerate(self.checkpoints.iterdir()):
+                if index >= MAX_CHECKPOINT_ENTRIES:
+                    break
+                match = _RLLIB_STEP_RE.match(folder.name)
+                if match and (folder / "model.zip").is_file():
+                    found.append((int(match.group(1)), folder / "model.zip"))
         return sorted(found)
 
     def prune_checkpoints(self, keep: int) -> None:
