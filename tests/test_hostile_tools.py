@@ -201,3 +201,45 @@ def test_negative_counts_are_one_line(tmp_path: Path, args: list[str], message: 
     log = decision_log(tmp_path / "log")
     args = [str(log) if a == "LOG" else a for a in args]
     assert _error(args) == f"error: {message}"
+
+
+# ------------------------------------------------------------------ calibration cache
+@pytest.mark.llm
+@pytest.mark.parametrize(
+    "tamper, problem",
+    [
+        ({"p50_s": -1.0, "p95_s": -1.0}, "p50_s -1.0"),
+        ({"cold_s": 1e12}, "cold_s 1000000000000.0"),
+        ({"p50_s": 5.0, "p95_s": 0.1}, "p50_s 5.0 above p95_s 0.1"),
+        ({"calls": -3}, "calls -3"),
+        ({"p95_s": "fast"}, "p95_s 'fast'"),
+    ],
+)
+def test_impossible_cached_latencies_are_measured_again(
+    make_env, tmp_path: Path, tamper: dict, problem: str
+) -> None:
+    """The trial's negative or absurd values in think-latency.json were used as measurements
+    (a deadline of 1 s from a p50 of -1 s, a cooldown from 10^12 s)."""
+    from metabonk_gym.think.calibrate import calibrated_timing
+    from metabonk_gym.think.engines import LlamaCppEngine
+    from metabonk_gym.think.games import adapter_for
+    from metabonk_gym.think.prompts import PromptBuilder
+    from metabonk_gym.think.testing import write_tiny_llama
+
+    env = make_env("MetaBonk/BonkQuest-v0")
+    builder = PromptBuilder.for_env(env, adapter_for(env), None, profile="choice")
+    engine = LlamaCppEngine(write_tiny_llama(tmp_path / "tiny.gguf"), n_ctx=4096)
+    try:
+        _, measured, cached = calibrated_timing(engine, builder, 4, cache_home=tmp_path)
+        assert not cached
+        path = tmp_path / "metabonk" / "think-latency.json"
+        cache = json.loads(path.read_text())
+        (key,) = cache
+        cache[key].update(tamper)
+        path.write_text(json.dumps(cache))
+        with pytest.warns(UserWarning, match=f"states {problem}, which no measurement gives"):
+            _, again, cached = calibrated_timing(engine, builder, 4, cache_home=tmp_path)
+    finally:
+        engine.close()
+    assert not cached and 0 < again.p50_s <= again.p95_s
+    assert json.loads(path.read_text())[key]["p50_s"] == again.p50_s  # rewritten

@@ -36,6 +36,7 @@ import math
 import os
 import statistics
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -170,6 +171,54 @@ def cache_key(engine: LlamaCppEngine, builder: PromptBuilder) -> str:
     )
 
 
+#: The largest seconds a cached latency may state (a model slower than this is not usable).
+MAX_CACHED_S = 3600.0
+
+
+def cached_latency(entry: Any, where: str | os.PathLike[str] = CACHE_NAME) -> Latency | None:
+    """The `Latency` a cache entry states, or None (then it is measured again) when it is of
+    another version or states what no measurement gives: a negative, infinite or absurd time,
+    p50 above p95, a call count that is not a small whole number. An impossible entry is said
+    in a warning: someone edited the file, and a deadline from it would be wrong.
+
+    >>> cached_latency({"cold_s": 2.0, "p50_s": 0.5, "p95_s": 0.7, "calls": 5})
+    Latency(cold_s=2.0, p50_s=0.5, p95_s=0.7, calls=5, load_avg_1m=0.0)
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     cached_latency({"cold_s": 2.0, "p50_s": -1.0, "p95_s": 0.7, "calls": 5})
+    >>> str(caught[0].message)
+    'think-latency.json: a cached latency states p50_s -1.0, which no measurement gives; measuring again'
+    """
+    if not isinstance(entry, dict):
+        return None
+    try:
+        latency = Latency(**entry)
+    except TypeError:
+        return None  # an entry of another version: measure again
+    problem = None
+    for name in ("cold_s", "p50_s", "p95_s", "load_avg_1m"):
+        value = getattr(latency, name)
+        number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+        if number is None or not math.isfinite(number) or not 0 <= number <= MAX_CACHED_S:
+            problem = f"{name} {value!r}"
+            break
+    calls = latency.calls
+    whole = isinstance(calls, int) and not isinstance(calls, bool)
+    if problem is None and not (whole and 1 <= calls <= 1000):
+        problem = f"calls {calls!r}"
+    elif problem is None and latency.p50_s > latency.p95_s:
+        problem = f"p50_s {latency.p50_s!r} above p95_s {latency.p95_s!r}"
+    if problem is not None:
+        warnings.warn(
+            f"{where}: a cached latency states {problem}, which no measurement gives; "
+            "measuring again",
+            stacklevel=3,
+        )
+        return None
+    return latency
+
+
 def calibrated_timing(
     engine: LlamaCppEngine,
     builder: PromptBuilder,
@@ -190,14 +239,10 @@ def calibrated_timing(
         except (OSError, ValueError):
             cache = {}  # a broken cache is measured again and rewritten
     entry = cache.get(key) if isinstance(cache, dict) else None
-    if isinstance(entry, dict) and not refresh:
-        try:
-            latency = Latency(**entry)
-        except TypeError:
-            pass  # an entry of another version: measure again
-        else:
-            warm_up(engine, builder)
-            return think_timing(latency, frameskip), latency, True
+    latency_or_none = cached_latency(entry, path) if entry is not None and not refresh else None
+    if latency_or_none is not None:
+        warm_up(engine, builder)
+        return think_timing(latency_or_none, frameskip), latency_or_none, True
     latency = measure_latency(engine, builder)
     cache = cache if isinstance(cache, dict) else {}
     cache[key] = asdict(latency)
