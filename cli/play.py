@@ -130,7 +130,7 @@ def play_command(
         reward=reward,
         max_episode_steps=max_steps,
     )
-    check_run_game_code(agent, trust_game_folder, flags)
+    check_run_game_code(agent, trust_game_folder, flags, config)
     live_watch(watch, None, f"play {agent} on {env_id}")
     if n_envs != 1:
         many = guarded(
@@ -210,7 +210,7 @@ def record_command(
         obs_type=obs_type,
         downscale=downscale,
     )
-    check_run_game_code(agent, trust_game_folder, flags)
+    check_run_game_code(agent, trust_game_folder, flags, config)
     result = guarded(
         lambda: record(
             env_id,

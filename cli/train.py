@@ -38,6 +38,7 @@ from rich.table import Table
 from metabonk_gym.agents.evaluate import evaluate, read_ladder
 from metabonk_gym.agents.many import evaluate_many
 from metabonk_gym.agents.proof import PARTS, SEEDED_PARTS
+from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.process import stop_exit_code, stop_on_signals, stop_signal
 from metabonk_gym.training.config import (
@@ -49,6 +50,7 @@ from metabonk_gym.training.config import (
 )
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.gamecode import check_game_code
+from metabonk_gym.training.runtrust import check_run_options
 
 console = plain_console()
 err_console = plain_console(stderr=True)
@@ -178,10 +180,16 @@ TRUST_GAME_FOLDER_OPTION: Any = typer.Option(
 )
 
 
-def check_run_game_code(source: str | Path | None, trust: bool, flags: dict[str, Any]) -> None:
-    """Refuse (one line, exit code 2) a run directory or model zip `source` that names a game
-    folder whose `game.py` the command line neither names (`--integration`, `--env-kwarg`,
-    `--set`) nor trusts (`--trust-game-folder`); other agents (random, think:M.gguf) pass.
+def check_run_game_code(
+    source: str | Path | None, trust: bool, flags: dict[str, Any], config: Path | None = None
+) -> None:
+    """The one check of a run directory or model zip `source` that a command reads (docs/trust.md,
+    "A shared run directory"): refuse (one line, exit code 2) one that names a game folder whose
+    `game.py` the command line neither names (`--integration`, `--env-kwarg`, `--set`) nor
+    trusts (`--trust-game-folder`), or that sets options a shared run may not set
+    (`training.runtrust`: programs, URLs, paths outside the run, numbers past their caps) and
+    the user did not give (`--env-kwarg`, `--set wrappers=`, the `--config` file's `wrappers`);
+    other agents (random, think:M.gguf) pass.
 
     >>> check_run_game_code("random", False, {})
     """
@@ -191,6 +199,23 @@ def check_run_game_code(source: str | Path | None, trust: bool, flags: dict[str,
     env_kwargs = flags.get("env_kwargs")
     named = [env_kwargs.get("integration")] if isinstance(env_kwargs, dict) else []
     guarded(lambda: check_game_code(path, trust=trust, named=named))
+    wrappers = "wrappers" in flags or (config is not None and _config_sets_wrappers(config))
+    given = env_kwargs if isinstance(env_kwargs, dict) else None
+    guarded(lambda: check_run_options(path, given_env_kwargs=given, given_wrappers=wrappers))
+
+
+def _config_sets_wrappers(config: Path) -> bool:
+    """Whether the user's `--config` file sets `wrappers` (flat or in a section); an unreadable
+    file is the command's own error later."""
+    try:
+        data = load_config_file(config)
+    except ConfigFileError:
+        return False
+    if not isinstance(data, dict):
+        return False
+    return "wrappers" in data or any(
+        isinstance(section, dict) and "wrappers" in section for section in data.values()
+    )
 
 
 def _print_result(result: Any, as_json: bool) -> None:
@@ -536,7 +561,7 @@ def eval_command(
         max_episode_steps=max_steps,
         base_port=base_port,
     )
-    check_run_game_code(model, trust_game_folder, flags)
+    check_run_game_code(model, trust_game_folder, flags, config)
     live_watch(watch, video, f"eval {model} on {env_id}")
     agent_kwargs = parse_agent_options(agent_opt) | trust_kwargs(model, trust_model)
     if server is not None:

@@ -32,6 +32,7 @@ from metabonk_gym.gamedata import bundled_game_folder
 from metabonk_gym.training.errors import CheckpointError
 from metabonk_gym.training.ppo import train_ppo
 from metabonk_gym.training.rundir import read_model_metadata
+from metabonk_gym.training.runtrust import SharedRunError, check_run_options
 
 GBA = "MetaBonk/GBA-v0"
 FAST = {
@@ -148,6 +149,34 @@ def canary(tmp_path: Path) -> tuple[Path, Path]:
     return program, marker
 
 
+@pytest.mark.parametrize("command", ["eval", "zip", "play", "ladder", "resume"])
+def test_env_kwargs_that_name_a_program_are_refused(
+    trained: tuple[Path, Path], tmp_path: Path, canary: tuple[Path, Path], command: str
+) -> None:
+    program, marker = canary
+
+    def change(config: dict[str, Any]) -> None:
+        config["env_kwargs"].update(backend="skyemu", skyemu_binary=str(program))
+
+    run = shared(trained, tmp_path, change)
+    line = one_line_error(_commands(run, tmp_path / "ladder")[command])
+    assert "sets env_kwargs.skyemu_binary; a shared run may set only data options" in line
+    assert "--env-kwarg skyemu_binary=VALUE" in line
+    time.sleep(0.2)
+    assert not marker.exists(), "the run's program ran"
+
+
+@pytest.mark.parametrize("key", ["skyemu_url", "host", "rom", "no_such_option"])
+def test_only_allow_listed_env_kwargs_pass_and_the_users_own_replace_them(
+    trained: tuple[Path, Path], tmp_path: Path, key: str
+) -> None:
+    run = shared(trained, tmp_path, lambda config: config["env_kwargs"].update({key: "x"}))
+    with pytest.raises(SharedRunError, match=f"sets env_kwargs.{key};"):
+        check_run_options(run)
+    check_run_options(run, given_env_kwargs={"integration": str(trained[1])})
+    check_run_options(trained[0])  # the run as trained: integration, nothing else
+
+
 class _Listener(http.server.BaseHTTPRequestHandler):
     calls: list[dict[str, str]] = []
 
@@ -172,6 +201,76 @@ def listener() -> Iterator[tuple[str, list[dict[str, str]]]]:
     yield f"http://127.0.0.1:{server.server_address[1]}/v1", _Listener.calls
     server.shutdown()
     server.server_close()
+
+
+@pytest.mark.parametrize("command", ["eval", "resume"])
+@pytest.mark.parametrize("with_url", [True, False], ids=["base_url", "default_url"])
+def test_a_thinking_wrapper_of_a_run_never_gets_the_users_api_key(
+    trained: tuple[Path, Path],
+    tmp_path: Path,
+    listener: tuple[str, list[dict[str, str]]],
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    with_url: bool,
+) -> None:
+    url, calls = listener
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-openai")
+    monkeypatch.setenv("METABONK_API_KEY", "sk-canary-metabonk")
+    # a stack the model fits (no directive in the observation), so before the change the
+    # episode ran and the listener got "Bearer sk-canary-metabonk" on eval and on --resume
+    think: dict[str, Any] = {
+        "name": "pause_to_think",
+        "engine": "openai",
+        "directive_in_obs": False,
+        "timeout_s": 1.0,
+    }
+    if with_url:
+        think["base_url"] = url
+    run = shared(trained, tmp_path, lambda config: config.update(wrappers=[think]))
+    line = one_line_error(_commands(run, tmp_path / "ladder")[command])
+    field = "base_url" if with_url else "engine"
+    assert f"wrappers.pause_to_think.{field} to " in line
+    assert "may not name a server (your METABONK_API_KEY / OPENAI_API_KEY would go to it)" in line
+    time.sleep(0.2)
+    assert calls == [], "the run's server was called"
+
+
+@pytest.mark.parametrize(
+    ("wrapper", "option"),
+    [("memory", "path"), ("pause_to_think", "log_dir"), ("pause_to_think", "model_path")],
+)
+def test_wrapper_paths_outside_the_run_are_refused(
+    trained: tuple[Path, Path], tmp_path: Path, wrapper: str, option: str
+) -> None:
+    outside = tmp_path / "outside"
+    spec = {"name": wrapper, option: str(outside / "file")}
+    if wrapper == "pause_to_think":
+        spec["engine"] = "oracle"
+    run = shared(trained, tmp_path, lambda config: config.update(wrappers=[spec]))
+    line = one_line_error(_commands(run, tmp_path / "ladder")["eval"])
+    assert f"wrappers.{wrapper}.{option} to {outside / 'file'}, outside the run's folder" in line
+    assert not outside.exists()
+
+
+def test_a_symlink_out_of_the_run_counts_as_outside(
+    trained: tuple[Path, Path], tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(trained[0], run)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (run / "logs").mkdir()
+    (run / "link").symlink_to(outside)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    for target, inside in ((run / "logs" / "memory.db", True), (run / "link" / "memory.db", False)):
+        config["wrappers"] = [{"name": "memory", "path": str(target)}]
+        (run / "config.yaml").write_text(yaml.safe_dump(config))
+        if inside:
+            check_run_options(run)
+        else:
+            with pytest.raises(SharedRunError, match="outside the run's folder"):
+                check_run_options(run)
+    check_run_options(run, given_wrappers=True)  # a stack the user spelled out is theirs
 
 
 # ------------------------------------------------------------------ sizes and numbers
@@ -277,6 +376,26 @@ def test_a_huge_n_steps_in_the_zips_own_data_is_not_allocated(
 
     result = CliRunner().invoke(app, ["eval", GBA, str(model), *SHORT])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "frame_size",
+            [4_000_000, 160],
+            "env_kwargs.frame_size to 4000000; a number there must be at most 4096",
+        ),
+        ("reward", "x" * 5000, "env_kwargs.reward to a 5000-character text"),
+        ("menu_clicks", [[0.5, 0.5]] * 5000, "env_kwargs.menu_clicks to 5000 items"),
+    ],
+)
+def test_numbers_and_lengths_read_from_a_run_are_capped(
+    trained: tuple[Path, Path], tmp_path: Path, key: str, value: Any, message: str
+) -> None:
+    run = shared(trained, tmp_path, lambda config: config["env_kwargs"].update({key: value}))
+    line = one_line_error(["eval", GBA, str(run), *SHORT])
+    assert message in line
 
 
 # ------------------------------------------------------------------ YAML alias bombs
