@@ -460,7 +460,7 @@ def bench_integrate(
     ),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
 ) -> None:
-    """RAM-search step time vs a per-address Python loop, and the issue's search figures."""
+    """RAM-search step time vs a per-address Python loop, and the bring-your-own-ROM search figures."""
     _print("metabonk bench integrate", run_integrate_bench(steps=steps, figures=figures), out)
 
 
