@@ -130,7 +130,7 @@ def check_run_options(
         for where, kwargs in _env_kwargs(config):
             if where == "env_kwargs" and given_env_kwargs:
                 continue  # replaced by the user's
-            _check_env_kwargs(kwargs, where, path)
+            _check_env_kwargs(kwargs, where, path, given_env_kwargs or {})
         if not given_wrappers:
             for where, specs in _wrapper_lists(config):
                 _check_wrappers(specs, where, path, folder)
@@ -185,13 +185,17 @@ def _refuse(path: Path, what: str, fix: str) -> SharedRunError:
     return SharedRunError(f"{path} sets {what}; {fix}")
 
 
-def _check_env_kwargs(kwargs: Any, where: str, path: Path) -> None:
+def _check_env_kwargs(kwargs: Any, where: str, path: Path, given: Mapping[str, Any]) -> None:
+    """The run's `env_kwargs` at `where`: allow-listed keys with capped values, or keys the
+    user gives too (`given`; theirs are used)."""
     if kwargs is None:
         return
     if not isinstance(kwargs, Mapping):
         raise _refuse(path, f"{where} to {_short(kwargs)}", "it must be a mapping")
     allowed = ", ".join(sorted(RUN_ENV_KWARGS))
     for key, value in kwargs.items():
+        if key in given:
+            continue
         if key not in RUN_ENV_KWARGS:
             raise _refuse(
                 path,
