@@ -168,6 +168,12 @@ def test_every_route_refuses_symlinks_out_of_the_folder(tmp_path: Path) -> None:
     (root / "linked").symlink_to(outside, target_is_directory=True)
     (root / "logs").mkdir()
     (root / "logs" / "decisions.jsonl").symlink_to(outside / "decisions.jsonl")
+    (outside / "data").mkdir()
+    (outside / "data" / "metadata.json").write_text("{}")
+    (root / "ds").mkdir()
+    (root / "ds" / "data").symlink_to(outside / "data", target_is_directory=True)
+    (root / "mem.lbdb").mkdir()
+    (root / "mem.lbdb" / "db").symlink_to(outside / "run.json")
     with WatchServer(root) as server:
         base = f"http://127.0.0.1:{server.port}"
         status, body, _ = _get(base + "/api/train")
@@ -178,6 +184,8 @@ def test_every_route_refuses_symlinks_out_of_the_folder(tmp_path: Path) -> None:
             assert status == 404 and b"SECRET" not in body, (path, status, body[:200])
         for path in ("run/run.json", "linked/plan.yaml"):
             assert _get(f"{base}/files/{path}")[0] == 404
+        for route in ("dataset?path=ds", "memory?path=mem.lbdb", "memory/map?path=mem.lbdb"):
+            assert _get(f"{base}/api/{route}")[0] == 404, route
         status, body, _ = _get(base + "/api/scan")
         assert status == 200 and b"SECRET" not in body
 
@@ -371,3 +379,26 @@ def test_empty_short_and_odd_tokens_are_refused(tmp_path: Path) -> None:
         app, ["watch", str(tmp_path), "--address", "0.0.0.0:0", "--token", "abc"]
     )
     assert result.exit_code == 2 and result.output.startswith("error: --token has 3 characters")
+
+
+@pytest.mark.browser
+def test_a_ladder_page_shows_an_agent_named_like_markup(tmp_path: Path) -> None:
+    """An agent path holding `<!--<script>` (a run folder's name) is text in `ladder.html`: the
+    page's table still draws every row (it drew none: the data block swallowed the script)."""
+    from browser import dump_dom
+
+    from metabonk_gym.agents.ladder import html_page, run_ladder
+
+    out = tmp_path / "ladder"
+    run_ladder(
+        ["MetaBonk/BonkQuest-v0"], ["random"], out, episodes=1, overrides={"max_episode_steps": 20}
+    )
+    ladder = json.loads((out / "ladder.json").read_text())
+    name = "runs/<!--<script>/x</script><b>"
+    ladder["cells"][0]["agent"] = name
+    page = tmp_path / "page.html"
+    page.write_text(html_page(ladder))
+    data = page.read_text().split('id="ladder-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data  # nothing in the data block a parser reads as markup
+    dom = dump_dom(page)
+    assert "<td" in dom and "&lt;!--&lt;script&gt;" in dom, dom[-2000:]

@@ -415,8 +415,7 @@ class WatchServer:
         rel = request.query_params.get("path", "")
         if self.root is None or not self.root.is_dir():
             return None
-        path = self.root if rel in ("", ".") else inside(self.root, rel)
-        return path if path is not None and confined(self.root, path) else None
+        return self.root if rel in ("", ".") else inside(self.root, rel)
 
     def _build(self) -> Any:
         from starlette.applications import Starlette
@@ -518,6 +517,8 @@ class WatchServer:
                 raise not_found()
             key = str(folder)
             if key not in self._datasets:
+                if self.root is None or not confined(self.root, folder / "data"):
+                    raise not_found()  # (a file in it links out of the root)
                 if len(self._datasets) >= 4:
                     self._datasets.pop(next(iter(self._datasets)))
                 self._datasets[key] = DatasetView(folder)
@@ -565,7 +566,7 @@ class WatchServer:
 
         def open_graph(request: Any) -> Any:
             path = self._path(request)
-            if path is None:
+            if path is None or self.root is None or not confined(self.root, path):
                 raise not_found()
             return KnowledgeGraph(str(path), read_only=True)
 
