@@ -1,0 +1,275 @@
+"""Go-Explore (issue 34): the explorer on the real core finds BonkQuest's room 2 and resumes; its
+archive is data only, checksummed and tied to its ROM; bad input is one line and overwrites
+nothing; Ctrl-C keeps the archive; the backward curriculum moves its start back on a toy; the
+explorer and the robustifier run with no game code importable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from metabonk_gym.cli.errors import guard_commands
+from metabonk_gym.cli.explore import register
+from metabonk_gym.gamedata import bundled_game_folder
+from metabonk_gym.training.backward import BackwardCallback, BackwardSettings, Demo
+from metabonk_gym.training.explore import ExploreSettings, run_explore
+from metabonk_gym.training.explore_archive import Archive, ArchiveError
+
+QUEST = "MetaBonk/BonkQuest-v0"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cli() -> typer.Typer:
+    """The explore commands as `metabonk` has them (errors guarded: one line, exit code 2)."""
+    app = typer.Typer()
+    register(app)
+    guard_commands(app)
+    return app
+
+
+def room2_frame(archive: Archive) -> int | None:
+    """The frames explored when the first cell in room 2 was found (cells: room first)."""
+    found = [f for key, f in zip(archive.keys, archive.found_frame) if key[0] == 2]
+    return min(found) if found else None
+
+
+def test_explorer_finds_room_2_within_a_few_thousand_frames_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "quest"
+    first = run_explore(QUEST, out, ExploreSettings(n_envs=2, max_frames=16_000, seed=0))
+    archive = Archive.load(out / "archive.npz")
+    frame = room2_frame(archive)
+    assert frame is not None and frame <= 16_000, (first, archive.keys)
+    assert first.best_score >= 80  # key 10 + door 20 + a new room 50
+    assert (out / "tensorboard").is_dir() and (out / "explore.json").is_file()
+    # the best cell's actions replay to it: they are the path from the start
+    best = archive.best()
+    assert len(archive.actions[best]) == archive.lengths[best] > 0
+
+    again = run_explore(QUEST, out, ExploreSettings(n_envs=2, max_frames=3_200), resume=True)
+    resumed = Archive.load(out / "archive.npz")
+    assert again.frames >= first.frames + 3_200
+    assert len(resumed) >= len(archive) and resumed.meta["rounds"] > archive.meta["rounds"]
+    assert resumed.keys[: len(archive)] == archive.keys  # the old cells, in their order
+
+
+def small_archive(rom_sha1: str = "ab" * 20) -> Archive:
+    archive = Archive(meta={"env_id": QUEST, "rom_sha1": rom_sha1, "cells": {"kind": "screen"}})
+    archive.update((1, 2), 10.0, 2, b"state", np.array([1, 4], np.uint8), False, 8)
+    archive.update((2, 2), 50.0, 3, b"other", np.array([1, 4, 4], np.uint8), True, 16)
+    return archive
+
+
+def test_the_archive_is_data_only_checksummed_and_refuses_another_rom(tmp_path: Path) -> None:
+    path = tmp_path / "archive.npz"
+    small_archive().save(path)
+    with zipfile.ZipFile(path) as bundle:  # plain .npy arrays, none of them objects
+        assert all(name.endswith(".npy") for name in bundle.namelist())
+    with np.load(path, allow_pickle=False) as data:
+        assert all(data[name].dtype != object for name in data.files)
+    loaded = Archive.load(path, rom_sha1="ab" * 20)
+    assert loaded.keys == [(1, 2), (2, 2)] and loaded.won == [False, True]
+    assert loaded.best() == 1
+    with pytest.raises(ArchiveError, match="made on the ROM"):
+        Archive.load(path, rom_sha1="cd" * 20)
+    # a byte flipped on disk: the zip's CRC refuses it
+    raw = bytearray(path.read_bytes())
+    raw[raw.find(b"other")] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ArchiveError, match="not a readable archive"):
+        Archive.load(path)
+    path.write_bytes(bytes(raw[: len(raw) // 2]))  # cut short
+    with pytest.raises(ArchiveError, match="not a readable archive"):
+        Archive.load(path)
+    # edited and zipped again (a valid file): the archive's own checksum refuses it
+    small_archive().save(path)
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays["scores"] = arrays["scores"] * 10
+    np.savez(path, **arrays)
+    with pytest.raises(ArchiveError, match="checksum"):
+        Archive.load(path)
+
+
+def run_cli(*args: str) -> Any:
+    return CliRunner().invoke(cli(), list(args))
+
+
+def one_line_error(result: Any, *words: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    for word in words:
+        assert word in lines[0], result.output
+
+
+def test_bad_cells_files_are_one_line_errors_and_write_nothing(tmp_path: Path) -> None:
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("variables: {room: 1, player_z: 3}\n")
+    zero = tmp_path / "zero.yaml"
+    zero.write_text("variables: {room: 1, player_x: 0}\n")
+    out = tmp_path / "out"
+    result = run_cli("explore", QUEST, "--out", str(out), "--frames", "400", "--cells", str(unknown))
+    one_line_error(result, "player_z", "not a RAM variable", "player_x")  # the nearest name
+    result = run_cli("explore", QUEST, "--out", str(out), "--frames", "400", "--cells", str(zero))
+    one_line_error(result, "bucket of 'player_x'", ">= 1")
+    assert not out.exists()
+
+
+def test_a_corrupt_or_foreign_archive_is_refused_and_kept(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    path = out / "archive.npz"
+    path.write_bytes(b"PK\x03\x04 not really a zip")
+    before = path.read_bytes()
+    result = run_cli("explore", QUEST, "--out", str(out), "--frames", "400", "--resume")
+    one_line_error(result, "not a readable archive")
+    assert path.read_bytes() == before
+    # an archive made on another ROM (its header says so): refused, untouched
+    small_archive(rom_sha1="00" * 20).save(path)
+    before = path.read_bytes()
+    result = run_cli("explore", QUEST, "--out", str(out), "--frames", "400", "--resume")
+    one_line_error(result, "made on the ROM")
+    assert path.read_bytes() == before
+    # without --resume an archive is never overwritten
+    result = run_cli("explore", QUEST, "--out", str(out), "--frames", "400")
+    one_line_error(result, "--resume")
+    assert path.read_bytes() == before
+
+
+def test_ctrl_c_ends_the_round_and_keeps_the_archive(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metabonk_gym.cli.main", "explore", QUEST, "--out", str(out),
+         "--seconds", "300", "--save-every", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    path = out / "archive.npz"
+    try:
+        deadline = time.monotonic() + 180
+        while not path.is_file():
+            assert proc.poll() is None, proc.communicate()[0].decode()[-3000:]
+            assert time.monotonic() < deadline, "no archive saved within 180 s"
+            time.sleep(0.2)
+        first = Archive.load(path)
+        time.sleep(1.5)
+        os.kill(proc.pid, signal.SIGINT)
+        output = proc.communicate(timeout=60)[0].decode()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, output
+    assert "stopped by SIGINT" in output and "archive saved" in output, output
+    kept = Archive.load(path)  # whole, checksummed, at least what the first save had
+    assert kept.meta["frames"] >= first.meta["frames"] and len(kept) >= len(first)
+
+
+class Corridor(gym.Env):
+    """A toy for the backward curriculum: walk right from a start to the end of a corridor.
+
+    A start is a "state" whose file name is the position (as the demonstration's points are)."""
+
+    LENGTH = 12
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.start = 0
+        self.position = 0
+        self.steps = 0
+        self._max_episode_steps = 100
+
+    def set_start(self, state: str | None, game_seeds: Any = None) -> None:
+        self.start = int(Path(state).name) if state else 0
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.position / self.LENGTH], np.float32)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        self.position, self.steps = self.start, 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        self.position = max(0, self.position + (1 if int(action) == 1 else -1))
+        self.steps += 1
+        success = self.position >= self.LENGTH
+        truncated = self.steps >= self._max_episode_steps
+        return self._obs(), float(success), success, truncated, {"success": success}
+
+
+def test_the_backward_curriculum_moves_its_start_back_on_a_toy() -> None:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    points = list(range(0, Corridor.LENGTH + 1, 2))  # a demo walking right, a point per 2 steps
+    demo = Demo(
+        paths=[Path(str(p)) for p in points],
+        steps=points,
+        scores=[float(p == Corridor.LENGTH) for p in points],
+        won=True,
+        goal=None,
+        state="0",
+        game_seed=0,
+    )
+    moves: list[str] = []
+    callback = BackwardCallback(demo, BackwardSettings(threshold=0.6, window=8), moves.append)
+    venv = DummyVecEnv([Corridor, Corridor])
+    model = PPO("MlpPolicy", venv, n_steps=64, batch_size=64, seed=0, learning_rate=3e-3)
+    model.learn(6_000, callback=callback)
+    assert callback.point < len(points) - 2, moves  # moved back from the point before the end
+    assert callback.history and callback.history[0]["success_rate"] >= 0.6
+    assert [h["point"] for h in callback.history] == sorted(
+        (h["point"] for h in callback.history), reverse=True
+    )
+    assert venv.get_attr("start")[0] == (0 if callback.fresh_seeds else points[callback.point])
+
+
+NO_GAME_CODE = """
+import sys, shutil, json
+from pathlib import Path
+from metabonk_gym.gamedata import BUNDLED_GAMES
+for game in BUNDLED_GAMES:  # any import of a game's code fails
+    sys.modules[f"metabonk_gym.games.{game}.game"] = None
+from metabonk_gym.training.explore import ExploreSettings, run_explore
+from metabonk_gym.training.backward import BackwardSettings, run_robustify
+
+tmp = Path(sys.argv[1])
+folder = tmp / "BonkQuestCopy"
+shutil.copytree(sys.argv[2], folder, ignore=shutil.ignore_patterns("game.py", "__init__.py", "__pycache__"))
+assert not (folder / "game.py").exists()
+env_kwargs = {"integration": str(folder)}
+explored = run_explore("MetaBonk/GBA-v0", tmp / "explore",
+    ExploreSettings(n_envs=1, max_frames=3200, env_kwargs=env_kwargs))
+robust = run_robustify(tmp / "explore", tmp / "robust", BackwardSettings(every=10, total_steps=128,
+    overrides={"n_envs": 2, "n_steps": 32, "batch_size": 32, "n_epochs": 1}))
+loaded = [name for name, module in sys.modules.items() if name.endswith(".game") and module]
+print(json.dumps({"cells": explored.cells, "steps": robust.num_timesteps, "loaded": loaded}))
+"""
+
+
+def test_the_explorer_and_the_robustifier_run_without_game_code(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(NO_GAME_CODE), str(tmp_path),
+         str(bundled_game_folder("BonkQuest"))],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    import json
+
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["cells"] > 1 and result["steps"] >= 128 and result["loaded"] == []
+    assert (tmp_path / "robust" / "model.zip").is_file()
