@@ -83,6 +83,7 @@ def ladder_command(
     ),
     trust_model: bool = TRUST_MODEL_OPTION,
     trust_game_folder: bool = TRUST_GAME_FOLDER_OPTION,
+    force: bool = typer.Option(False, "--force", help="Replace a ladder already in --out."),
 ) -> None:
     """Rank agents on envs: win rate (95% Wilson interval), mean return, steps to win."""
     flags = overrides_from(
@@ -118,6 +119,7 @@ def ladder_command(
             trust=trust_model,
             command=command,
             on_cell=progress,
+            force=force,
         )
     )
     table = Table(title=f"ladder ({episodes} episodes each, --goal {goal})")
@@ -127,6 +129,11 @@ def ladder_command(
     for cell in ladder["cells"]:
         table.add_row(*cell_fields(cell))
     console.print(table)
+    for cell in ladder["cells"]:
+        if cell.get("note"):
+            console.print(
+                f"warning: {cell['agent']} on {cell['env_id']} is not ranked: {cell['note']}"
+            )
     for env_id, what in ladder["scoring"].items():
         console.print(f"{env_id}: won scores {what['won_means']}")
     console.print(f"ladder: {out / 'ladder.html'} (and ladder.json, ladder.md)")

@@ -129,6 +129,7 @@ def evaluate(
     results: list[EpisodeResult] = []
     actor: Any = None
     videos: dict[str, Any] = {}
+    think: dict[str, Any] | None = None
     kwargs = dict(agent_kwargs or {})
     is_model = Path(agent).expanduser().is_file()
     if is_model:
@@ -158,10 +159,13 @@ def evaluate(
                 on_episode(result)
         if video_dir is not None:
             videos = _publish_videos(kept, results, Path(video_dir))
+        think = think_counts(actor)
     finally:
         close_agent(actor)
         env.close()
     report = make_report(env_id, spec, cfg.to_dict(), seed, results)
+    if think is not None:
+        report["think"] = think
     report["run"] = run_info
     report["scoring"] = scoring(cfg, goal)
     report["deterministic"] = bool(kwargs.get("deterministic", False)) if is_model else None
@@ -171,6 +175,27 @@ def evaluate(
     if ladder is not None:
         report["ladder_rank"] = update_ladder(Path(ladder), report)
     return report
+
+
+def think_counts(actor: Any) -> dict[str, Any] | None:
+    """A thinking agent's strategist counters over the evaluation (calls, how many answered,
+    fallbacks by reason, requests dropped unanswered); None for an agent that does not think.
+
+    >>> think_counts(object()) is None
+    True
+    """
+    info = getattr(actor, "info", None)
+    counters = info() if callable(info) else None
+    if not isinstance(counters, dict) or "calls" not in counters:
+        return None
+    calls, fallbacks = int(counters.get("calls") or 0), int(counters.get("fallbacks") or 0)
+    return {
+        "calls": calls,
+        "answered": calls - fallbacks,
+        "fallbacks": fallbacks,
+        "fallback_reasons": dict(counters.get("fallback_reasons") or {}),
+        "dropped": int(counters.get("dropped") or 0),
+    }
 
 
 def _seed_torch(seed: int) -> None:

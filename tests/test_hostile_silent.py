@@ -1,0 +1,73 @@
+"""What was silently accepted (issue 36, item 4), now a one-line error or a warning: one run
+spelled three ways in a ladder, a ladder over an existing one, a strategist that never answered
+ranked like any agent, a ROM title's control bytes, a start state or a session folder
+overwritten, a bogus backend stored, a variable named `won` or `lost` added without a word."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from metabonk_gym.cli.main import app
+from one_line import one_line_error as _error
+from typer.testing import CliRunner
+
+QUEST = "MetaBonk/BonkQuest-v0"
+runner = CliRunner()
+
+
+# ------------------------------------------------------------------ ladder
+def test_one_run_spelled_three_ways_is_one_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`./runs/x`, `runs/x/` and its absolute path were ranked as three agents."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "x").mkdir(parents=True)
+    spelled = f"./runs/x,runs/x/,{tmp_path / 'runs' / 'x'}"
+    assert _error(["ladder", QUEST, "--agents", f"random,{spelled}", "--out", "lad"]) == (
+        f"error: --agents names one agent as ./runs/x, runs/x/, {tmp_path / 'runs' / 'x'} "
+        "more than once"
+    )
+    assert not (tmp_path / "lad").exists()
+
+
+def test_a_ladder_is_not_replaced_without_force(tmp_path: Path) -> None:
+    out = tmp_path / "lad"
+    out.mkdir()
+    (out / "ladder.json").write_text('{"mine": true}')
+    args = ["ladder", QUEST, "--agents", "random", "--episodes", "1", "--max-steps", "5"]
+    args += ["--no-video", "--out", str(out)]
+    assert _error(args) == (
+        f"error: --out {out} already holds a ladder (ladder.json): pass --force to replace it, "
+        "or choose another --out"
+    )
+    assert (out / "ladder.json").read_text() == '{"mine": true}'
+    result = runner.invoke(app, [*args, "--force"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "ladder.json").read_text())["cells"][0]["agent"] == "random"
+
+
+@pytest.mark.net
+def test_a_strategist_that_never_answered_is_not_ranked(tmp_path: Path) -> None:
+    """A think agent whose server never answered played on fallback directives and was ranked
+    like any agent; now it has no rank, a note, and the command says so."""
+    with socket.socket() as probe:  # a loopback port with nothing listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    agent = f"think:http://127.0.0.1:{port}/v1"
+    out = tmp_path / "lad"
+    result = runner.invoke(
+        app,
+        ["ladder", QUEST, "--agents", f"random,{agent}", "--episodes", "1", "--max-steps", "30"]
+        + ["--no-video", "--out", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    cells = {c["agent"]: c for c in json.loads((out / "ladder.json").read_text())["cells"]}
+    assert cells["random"]["rank"] == 1
+    think = cells[agent]
+    assert think["rank"] is None and think["think"]["answered"] == 0
+    assert think["note"].startswith("the strategist never answered (")
+    assert "is not ranked: the strategist never answered" in " ".join(result.output.split())
+    assert "| - | think:" in (out / "ladder.md").read_text()
