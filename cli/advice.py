@@ -18,7 +18,8 @@ from metabonk_gym.cli.bench import _print, bench_app, console
 from metabonk_gym.cli.train import guarded
 
 from metabonk_gym.bench.advice_learning import run_advice_bench
-from metabonk_gym.bench.train_wrappers import run_train_wrappers
+from metabonk_gym.bench.figures import put_figures
+from metabonk_gym.bench.train_wrappers import figure_records, run_train_wrappers
 
 
 @bench_app.command("advice")
@@ -74,11 +75,18 @@ def bench_train_wrappers(
     rounds: int = typer.Option(5, min=1, help="Rounds (variants alternate; medians)."),
     n_envs: int = typer.Option(4, min=1, help="Training envs."),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures: Path | None = typer.Option(
+        None, help="Put the figure into this record file (docs/figures/train-wrappers.json)."
+    ),
 ) -> None:
     """PPO training env steps/s with wrappers [tile_tokens] plus the frame stack vs no wrappers
     (same frame stack), and their ratio (target >= 0.8)."""
     result = guarded(lambda: run_train_wrappers(env_id, steps=steps, rounds=rounds, n_envs=n_envs))
-    _print(f"metabonk bench train-wrappers {env_id}", result, out)
+    command = f"metabonk bench train-wrappers {env_id}"
+    _print(command, result, out)
+    if figures is not None:
+        command += f" --steps {steps} --rounds {rounds} --n-envs {n_envs}"
+        put_figures(figures, figure_records(result), command=command)
 
 
 def register(app: typer.Typer) -> None:
