@@ -178,8 +178,14 @@ def check_command(
 
 
 def bench_think_model(
-    model: str = typer.Option("default", help="The GGUF to measure (default: the default model)."),
+    model: str = typer.Option(
+        "default",
+        help="The GGUF to measure (default: the default model), or a rule: first, random.",
+    ),
     episodes: int = typer.Option(2, help="Oracle episodes whose decision points are asked."),
+    state: str = typer.Option(
+        "start", help="Start of the oracle's episodes (riddles: the riddle quest)."
+    ),
     profile: str = typer.Option(
         "auto",
         help="Prompt profile: auto (choice where the game offers options), choice, compact or full.",
@@ -193,15 +199,24 @@ def bench_think_model(
     cached), latency p50/p95 at 1 env, schema-valid, sensible, agreement with the oracle."""
     figures = guarded(
         lambda: model_figures(
-            model, episodes=episodes, profile=profile, progress=console.print, n_threads=n_threads
+            model,
+            episodes=episodes,
+            profile=profile,
+            progress=console.print,
+            n_threads=n_threads,
+            state=state,
         )
     )
     _print("metabonk bench think-model", figures, out)
 
 
 def bench_think_play(
-    model: str = typer.Option("default", help="A GGUF, oracle (ceiling) or fallback (floor)."),
-    starts: str = typer.Option(",".join(STARTS), help="Start states (roomN: leave room N)."),
+    model: str = typer.Option(
+        "default", help="A GGUF, oracle (ceiling), first or random (rules) or fallback (floor)."
+    ),
+    starts: str = typer.Option(
+        ",".join(STARTS), help="Start states (roomN: leave room N; riddles: the riddle quest)."
+    ),
     seeds: int = typer.Option(20, help="Seeds per start."),
     max_steps: int = typer.Option(600, help="Step limit per episode."),
     timeout_s: float | None = typer.Option(
