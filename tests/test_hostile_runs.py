@@ -476,3 +476,31 @@ def test_a_huge_run_json_is_refused_before_reading(
         file.truncate(3 << 30)  # sparse: 3 GiB on paper, nothing on disk
     line = one_line_error(_commands(run, tmp_path)["resume"])
     assert "run.json is 3221225472 bytes; a run's run.json is at most 1048576" in line
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        (
+            {"milestones": [{"value": 3, "state": "/etc/passwd"}]},
+            "is not in the run's swarm/ folder",
+        ),
+        ({"milestones": [{"value": "3", "state": "swarm/x.state"}]}, "a milestone needs a whole"),
+        ({"stages": [1, 2]}, "field 'stages' must list mappings"),
+    ],
+)
+def test_a_swarm_resume_reads_only_its_own_milestone_states(
+    tmp_path: Path, state: dict[str, Any], message: str
+) -> None:
+    """`curriculum --swarm --resume` starts every env from the last milestone's state file:
+    one named anywhere on the machine, or an entry of the wrong shape (a traceback before), is
+    refused."""
+    from metabonk_gym.training.errors import RunDirError
+    from metabonk_gym.training.rundir import RunDir
+
+    (tmp_path / "run.json").write_text(json.dumps(state))
+    with pytest.raises(RunDirError, match=message):
+        RunDir(tmp_path).read_state()
+    inside = {"milestones": [{"value": 3, "state": str(tmp_path / "swarm" / "rooms_0003.state")}]}
+    (tmp_path / "run.json").write_text(json.dumps(inside))
+    assert RunDir(tmp_path).read_state() == inside

@@ -352,7 +352,29 @@ class RunDir:
             return {}
         for key, value in data.items():
             check_state_field(self.state_file, key, value)
+        self._check_entries(data)
         return data
+
+    def _check_entries(self, data: dict[str, Any]) -> None:
+        """`stages` and `milestones` of `run.json` are lists of mappings; a milestone's start
+        state (a resumed swarm starts from the last one) is a file in the run's `swarm/`."""
+        fix = f"restore {self.state_file.name} from a backup or delete it"
+        for key in ("stages", "milestones"):
+            if not all(isinstance(entry, dict) for entry in data.get(key) or []):
+                raise RunDirError(f"{self.state_file}: field {key!r} must list mappings; {fix}")
+        swarm = (self.path / "swarm").resolve()
+        for entry in data.get("milestones") or []:
+            value, state = entry.get("value"), entry.get("state")
+            if not isinstance(value, int) or not isinstance(state, str):
+                raise RunDirError(
+                    f"{self.state_file}: a milestone needs a whole-number value and a state "
+                    f"file; {fix}"
+                )
+            if swarm not in Path(state).expanduser().resolve().parents:
+                raise RunDirError(
+                    f"{self.state_file}: milestone state {state[:120]} is not in the run's "
+                    f"swarm/ folder; {fix}"
+                )
 
     def write_state(self, **updates: Any) -> dict[str, Any]:
         state = self.read_state()
