@@ -78,10 +78,32 @@ def parse_agents(text: str | Sequence[str]) -> list[str]:
     agents = [ALIASES.get(a.strip(), a.strip()) for a in items if a.strip()]
     if not agents:
         raise ConfigError("--agents names no agent; e.g. --agents random,scripted,oracle,RUN_DIR")
-    repeated = sorted({a for a in agents if agents.count(a) > 1})
+    spellings: dict[str, list[str]] = {}
+    for agent in agents:
+        spellings.setdefault(agent_key(agent), []).append(agent)
+    repeated = [names for names in spellings.values() if len(names) > 1]
     if repeated:
-        raise ConfigError(f"--agents names {', '.join(repeated)} more than once")
+        said = "; ".join(
+            names[0] if len(set(names)) == 1 else f"one agent as {', '.join(names)}"
+            for names in repeated
+        )
+        raise ConfigError(f"--agents names {said} more than once")
     return agents
+
+
+def agent_key(spec: str) -> str:
+    """What an agent spec names, for telling agents apart: a path that exists (a model zip, a
+    run directory, the model of `think:PATH`) by its resolved path, so `./runs/x`, `runs/x/`
+    and `/home/me/runs/x` are one agent; anything else as written.
+
+    >>> agent_key("random"), agent_key("think:oracle")
+    ('random', 'think:oracle')
+    """
+    prefix, rest = ("think:", spec[6:]) if spec.startswith("think:") else ("", spec)
+    path = Path(rest).expanduser()
+    if rest and "://" not in rest and path.exists():
+        return prefix + str(path.resolve())
+    return spec
 
 
 def _check_think(spec: str) -> None:
@@ -219,6 +241,7 @@ def cell_entry(cell: Cell, report: Mapping[str, Any], out_dir: Path) -> dict[str
         "scoring": report.get("scoring"),
         "deterministic": report.get("deterministic"),
         "videos": videos,
+        "think": report.get("think"),
         "seeds": [e["seed"] for e in episodes],
         "episode_results": [
             {k: e[k] for k in ("seed", "return", "length", "won", "game_won")} for e in episodes
@@ -231,17 +254,50 @@ def _run_cell_worker(args: tuple[Any, ...]) -> dict[str, Any]:
     return run_cell(cell, out_dir, **kwargs)
 
 
+def never_answered(cell: Mapping[str, Any]) -> str | None:
+    """Why a think cell is not ranked: its strategist was asked and never answered (every call
+    fell back, or was still pending at the episode's end), so what played was the follower on
+    fallback directives, not the agent named. None for any other cell.
+
+    >>> never_answered({"think": {"calls": 4, "answered": 0, "dropped": 1,
+    ...                           "fallback_reasons": {"timeout": 4}}})
+    'the strategist never answered (4 calls fell back: timeout; 1 unanswered at an episode end)'
+    >>> never_answered({"think": {"calls": 4, "answered": 1, "dropped": 0}}) is None
+    True
+    """
+    think = cell.get("think")
+    if (
+        not isinstance(think, Mapping)
+        or think.get("answered", 1)
+        or not (think.get("calls") or think.get("dropped"))
+    ):
+        return None
+    reasons = ", ".join(sorted(think.get("fallback_reasons") or {}))
+    parts = []
+    if think.get("calls"):
+        parts.append(f"{think['calls']} calls fell back{': ' + reasons if reasons else ''}")
+    if think.get("dropped"):
+        parts.append(f"{think['dropped']} unanswered at an episode end")
+    return f"the strategist never answered ({'; '.join(parts)})"
+
+
 def rank(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Cells in order, env by env (as given), best first: win rate, then the interval's low
-    end, then mean return; each gets its `rank` within its env."""
+    end, then mean return; each gets its `rank` within its env. A cell whose strategist never
+    answered (`never_answered`) is not ranked: `rank` None and a `note`, after the others."""
     envs = list(dict.fromkeys(c["env_id"] for c in cells))
     out = []
     for env_id in envs:
         mine = [c for c in cells if c["env_id"] == env_id]
         mine.sort(key=lambda c: (-c["win_rate"], -c["win_ci95"][0], -c["mean_return"]))
-        for position, cell in enumerate(mine, start=1):
+        ranked = [c for c in mine if never_answered(c) is None]
+        for position, cell in enumerate(ranked, start=1):
             cell["rank"] = position
-        out += mine
+        unranked = [c for c in mine if never_answered(c) is not None]
+        for cell in unranked:
+            cell["rank"] = None
+            cell["note"] = never_answered(cell)
+        out += ranked + unranked
     return out
 
 
@@ -261,6 +317,7 @@ def run_ladder(
     trust: bool = False,
     command: str | None = None,
     on_cell: Callable[[dict[str, Any]], None] | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Evaluate every agent on every env and write `ladder.json`, `ladder.md` and `ladder.html`
     (with the cells' best and worst videos under `videos/`) into `out_dir`; they are rewritten
@@ -281,6 +338,8 @@ def run_ladder(
         trust: load model zips that need unpickling (`--trust-model`).
         command: the command line that made the ladder (recorded in its outputs).
         on_cell: called with each cell's entry as it finishes.
+        force: replace a ladder already in `out_dir` (without it, one there is refused before
+            any work, so a second ladder never overwrites the first by accident).
     """
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, not {episodes}")
@@ -288,6 +347,12 @@ def run_ladder(
         raise ConfigError(f"--n-envs must be >= 1, not {n_envs}")
     out = Path(out_dir).expanduser()
     cells = plan_cells(env_ids, agents, config_file=config_file, overrides=overrides, goal=goal)
+    held = [name for name in OUTPUTS if (out / name).exists()]
+    if held and not force:
+        raise ConfigError(
+            f"--out {out} already holds a ladder ({', '.join(held)}): pass --force to replace it, "
+            "or choose another --out"
+        )
     check_writable(out, "--out", folder=True)
     kwargs = {
         "episodes": episodes,
@@ -413,7 +478,7 @@ def cell_fields(cell: Mapping[str, Any]) -> list[str]:
     low, high = cell["win_ci95"]
     return [
         str(cell["env_id"]),
-        str(cell["rank"]),
+        "-" if cell.get("rank") is None else str(cell["rank"]),
         str(cell["agent"]),
         str(cell.get("kind")),
         _pct(cell["win_rate"]),
@@ -455,7 +520,7 @@ _SCRIPT = """
     if (key === "mean_return") return num(r.mean_return, 2);
     if (key === "steps_to_win") return num(r.steps_to_win, 1);
     if (key === "mean_length") return num(r.mean_length, 1);
-    return String(r[key]);
+    return r[key] === null || r[key] === undefined ? "-" : String(r[key]);
   }
   var table = document.getElementById("ladder");
   var head = table.createTHead().insertRow();
