@@ -11,7 +11,8 @@ from pathlib import Path
 import typer
 from metabonk_gym.cli.bench import _print, bench_app
 
-from metabonk_gym.bench.skyemu_speed import run
+from metabonk_gym.bench.figures import put_figures
+from metabonk_gym.bench.skyemu_speed import figure_records, run
 from metabonk_gym.gba.integration import Integration
 from metabonk_gym.gba.skyemu_peer import serve
 
@@ -47,6 +48,9 @@ def bench_skyemu(
     ),
     skyemu_binary: str | None = typer.Option(None, help="A SkyEmu program to start headless."),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures: Path | None = typer.Option(
+        None, help="Put the figure into this record file (docs/figures/skyemu.json)."
+    ),
 ) -> None:
     """Env steps per second over SkyEmu's HTTP server vs the embedded core, same process."""
     result = run(
@@ -57,7 +61,11 @@ def bench_skyemu(
         skyemu_url=skyemu_url,
         skyemu_binary=skyemu_binary,
     )
-    _print(f"metabonk bench skyemu {env_id}", result, out)
+    command = f"metabonk bench skyemu {env_id}"
+    _print(command, result, out)
+    if figures is not None:
+        command += f" --steps {steps} --rounds {rounds} --frameskip {frameskip}"
+        put_figures(figures, figure_records(result), command=command)
 
 
 def register(app: typer.Typer) -> None:

@@ -106,3 +106,19 @@ def run(
     result["ping_ms"] = ping_ms
     result["skyemu_reset_ms"] = reset_ms
     return result
+
+
+def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """`run`'s figure as a record for `docs/figures/skyemu.json` (a reference: no target).
+
+    >>> figure_records({"skyemu_steps_per_s": 311.0, "embedded_steps_per_s": 2045.0,
+    ...                 "skyemu_vs_embedded": 0.152, "http_requests_per_step": 3.8})[0]["text"]
+    '311 vs 2,045 env steps/s embedded = 0.15x, 3.8 HTTP requests per step'
+    """
+    ratio = result["skyemu_vs_embedded"]
+    text = f"{result['skyemu_steps_per_s']:,.0f} vs {result['embedded_steps_per_s']:,.0f} env"
+    text += f" steps/s embedded = {ratio:.2f}x, {result['http_requests_per_step']:.1f} HTTP"
+    text += " requests per step"
+    name = "env steps/s over SkyEmu's HTTP protocol vs the embedded core"
+    row = {"id": "vs-embedded", "name": name, "value": round(ratio, 3), "unit": "x", "text": text}
+    return [row | {"target": None, "met": None}]
