@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,3 +155,19 @@ def check_number(
 
 def _fmt(bound: float) -> str:
     return str(int(bound)) if float(bound).is_integer() and abs(bound) < 1e15 else f"{bound:g}"
+
+
+#: Characters a terminal acts on instead of showing: C0 controls (ESC starts escape sequences),
+#: DEL and the C1 controls.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str, replacement: str = "?") -> str:
+    """`text` with every control character replaced, so text from a file (a ROM header, a name
+    someone chose) printed to a terminal shows as text and never moves the cursor, retitles the
+    window or hides what follows. Tabs and newlines are controls too: the text is one field.
+
+    >>> printable("BONK\x1b[2JQUEST\x07")
+    'BONK?[2JQUEST?'
+    """
+    return _CONTROL.sub(replacement, text)

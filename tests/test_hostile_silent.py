@@ -71,3 +71,28 @@ def test_a_strategist_that_never_answered_is_not_ranked(tmp_path: Path) -> None:
     assert think["note"].startswith("the strategist never answered (")
     assert "is not ranked: the strategist never answered" in " ".join(result.output.split())
     assert "| - | think:" in (out / "ladder.md").read_text()
+
+
+# ------------------------------------------------------------------ bring your own ROM
+def _rom(tmp_path: Path, title: bytes = b"") -> Path:
+    """BonkQuest's ROM with `title` in its cartridge header (12 bytes, zero-padded)."""
+    from metabonk_gym.gamedata import bundled_game_folder
+
+    data = bytearray((bundled_game_folder("BonkQuest") / "rom.gba").read_bytes())
+    data[0xA0:0xAC] = title.ljust(12, b"\0")[:12]
+    path = tmp_path / "game.gba"
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_control_bytes_of_a_rom_title_never_reach_the_terminal(tmp_path: Path) -> None:
+    """An ESC sequence in the header title was echoed raw (it cleared the screen here) and
+    stored in metabonk.json and metadata.json as it was."""
+    rom = _rom(tmp_path, b"AB\x1b[2JCD\x07")
+    result = runner.invoke(app, ["integrate", "new", str(rom), str(tmp_path / "Game")])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output
+    assert "AB?[2JCD?" in result.output
+    extension = json.loads((tmp_path / "Game" / "metabonk.json").read_text())
+    assert extension["rom_title"] == "AB?[2JCD?"
+    assert "\x1b" not in (tmp_path / "Game" / "metadata.json").read_text()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metabonk_gym.integrate.errors import IntegrateError
+from metabonk_gym.utils import printable
 
 HEADER_BYTES = 0xC0
 #: The largest GBA ROM (32 MiB); anything bigger is not one.
@@ -58,7 +59,8 @@ def parse_header(data: bytes, where: str | Path) -> RomInfo:
         )
 
     def text(lo: int, hi: int) -> str:
-        return data[lo:hi].split(b"\0")[0].decode("ascii", "replace").strip()
+        # control bytes (ESC sequences) would act on the terminal that prints the title
+        return printable(data[lo:hi].split(b"\0")[0].decode("ascii", "replace")).strip()
 
     return RomInfo(
         Path(where),
