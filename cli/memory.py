@@ -20,6 +20,8 @@ from metabonk_gym.cli.bench import _print, bench_app
 from metabonk_gym.cli.errors import plain_console
 from rich.table import Table
 
+from metabonk_gym.bench.figures import put_figures
+from metabonk_gym.bench.memory_speed import figure_records
 from metabonk_gym.bench.memory_speed import run as run_memory_bench
 from metabonk_gym.memory.graph import KnowledgeGraph
 from metabonk_gym.memory.report import memory_path, summary, write_map_png
@@ -139,10 +141,18 @@ def bench_memory(
         20, min=0, help="Seeds for steps-to-win with and without memory (0: skip)."
     ),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures: Path | None = typer.Option(
+        None, help="Put the figures into this record file (docs/figures/memory.json)."
+    ),
 ) -> None:
     """Memory write cost per step vs the env step, query latency p50/p95, and BonkQuest
     steps-to-win of a screen-limited strategist with memory vs without."""
-    _print("metabonk bench memory", run_memory_bench(episodes, seeds), out)
+    result = run_memory_bench(episodes, seeds)
+    _print("metabonk bench memory", result, out)
+    if figures is not None:
+        command = f"metabonk bench memory --episodes {episodes} --seeds {seeds}"
+        chosen = list(range(seeds)) if seeds else None
+        put_figures(figures, figure_records(result), command=command, seeds=chosen)
 
 
 def register(app: typer.Typer) -> None:

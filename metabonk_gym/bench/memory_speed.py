@@ -18,6 +18,8 @@ few seconds: without memory each new answer starts from the screen alone.
 >>> s = ScreenStrategist(None)
 >>> s.name
 'screen'
+>>> [r["id"] for r in figure_records({"memory_cpu_ms_per_step_warm": 0.14})]
+['cpu-per-step']
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from metabonk_gym.wrappers.memory import Memory
 
 ENV_ID = "MetaBonk/BonkQuest-v0"
 BUDGET_MS = 0.2
+#: Target of the worth figure: with memory, at most this fraction of the steps to win without.
+STEPS_RATIO_TARGET = 0.7
 
 
 def _size(path: Path) -> int:
@@ -343,3 +347,47 @@ def run(episodes: int = 10, seeds: int = 20, worth: bool = True) -> dict[str, An
     if worth and seeds > 0:
         result.update(steps_to_win(seeds))
     return result
+
+
+def _cost_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    if "memory_cpu_ms_per_step_warm" in result:
+        cpu = result["memory_cpu_ms_per_step_warm"]
+        rows.append({"id": "cpu-per-step", "name": "long-term memory, CPU per step", "unit": "ms"})
+        rows[-1] |= {"value": round(cpu, 3), "text": f"{cpu:.2f} ms"}
+        rows[-1] |= {"target": f"<= {BUDGET_MS:g} ms", "met": cpu <= BUDGET_MS}
+    if "memory_ms_p50" in result:
+        p50, p99, top = (result[f"memory_ms_{q}"] for q in ("p50", "p99", "max"))
+        name = "memory work per step p50 / p99 / max (the first flush)"
+        rows.append({"id": "work-per-step", "name": name, "value": round(p50, 3), "unit": "ms"})
+        rows[-1] |= {"text": f"{p50:.2f} / {p99:.2f} / {top:.0f} ms", "target": None, "met": None}
+    if "prompt_section_ms_p50" in result:
+        p50, p95 = result["prompt_section_ms_p50"], result["prompt_section_ms_p95"]
+        name = "whole memory prompt section (flush + fact queries), p50 / p95"
+        rows.append({"id": "prompt-section", "name": name, "value": round(p50, 2), "unit": "ms"})
+        rows[-1] |= {"text": f"{p50:.1f} / {p95:.1f} ms", "target": None, "met": None}
+    return rows
+
+
+def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """`run`'s figures as records for `docs/figures/memory.json` (ids as there)."""
+    rows = _cost_records(result)
+    seeds = result.get("win_seeds")
+    often = "think_every_10_memory_steps_vs_no_memory"
+    if often in result:
+        ratio, events = result[often], result.get("memory_steps_vs_no_memory")
+        text = f"{ratio:.2f}x asked every 10 steps"
+        text += f" ({result['think_every_10_memory_wins']}/{seeds} won vs "
+        text += f"{result['think_every_10_no_memory_wins']}/{seeds})"
+        if events is not None:
+            text += f"; {events:.2f}x asked on events only"
+        name = f"steps to win with memory vs without, screen-limited strategist, {seeds} seeds"
+        rows.append({"id": "steps-to-win", "name": name, "value": round(ratio, 3), "unit": "x"})
+        rows[-1] |= {"text": text, "target": f"<= {STEPS_RATIO_TARGET:g}x (30% fewer)"}
+        rows[-1]["met"] = ratio <= STEPS_RATIO_TARGET
+    if "memory_second_attempt_steps_vs_no_memory" in result:
+        ratio = result["memory_second_attempt_steps_vs_no_memory"]
+        name = "steps to win with a first attempt's memory on the same seed, asked on events only"
+        rows.append({"id": "second-attempt", "name": name, "value": round(ratio, 3), "unit": "x"})
+        rows[-1] |= {"target": None, "met": None}
+    return rows
