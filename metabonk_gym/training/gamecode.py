@@ -23,6 +23,7 @@ metabonk_gym.errors.UntrustedGameCodeError: .../config.yaml names the game folde
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,17 @@ def _integrations(node: Any, depth: int = 0) -> Iterator[str]:
 
 
 def _config_of(path: Path) -> Any:
-    """The config a run file records (None when it cannot be read: its own loader says why)."""
+    """The config a run file records (None when it cannot be read: its own loader says why);
+    read once per version of the file (a command's checks each read every checkpoint)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _read_config(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_config(path: Path, mtime_ns: int, size: int) -> Any:
     try:
         if path.suffix == ".zip":
             return read_model_metadata(path).get("config")
