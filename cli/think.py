@@ -24,7 +24,9 @@ from metabonk_gym.cli.bench import _print, bench_app
 from metabonk_gym.cli.errors import exit_with_error, plain_console
 from metabonk_gym.cli.train import guarded
 
+from metabonk_gym.bench.figures import invoked_command, put_figures
 from metabonk_gym.bench.serve_speed import run as run_serve_bench
+from metabonk_gym.bench.think_speed import figure_records as think_records
 from metabonk_gym.bench.think_speed import run as run_think_bench
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.think.distill import distill
@@ -171,9 +173,15 @@ def bench_think(
     mmproj: Path | None = typer.Option(None, help="Its vision projector."),
     server: bool = typer.Option(True, help="Also time llama-cpp-python's server over loopback."),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures: Path | None = typer.Option(
+        None, help="Put the figures into this record file (docs/figures/think.json)."
+    ),
 ) -> None:
     """Oracle + DirectiveFollower win rate on BonkQuest, and think latency per backend vs env steps."""
-    _print("metabonk bench think", run_think_bench(seeds, calls, model, mmproj, server), out)
+    result = run_think_bench(seeds, calls, model, mmproj, server)
+    _print("metabonk bench think", result, out)
+    if figures is not None:
+        put_figures(figures, think_records(result), command=invoked_command())
 
 
 def bench_serve(

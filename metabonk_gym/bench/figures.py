@@ -298,9 +298,9 @@ def put_figures(
 ) -> Group:
     """Put a bench's measured figures into a record file, each replacing the one with its `id`.
 
-    Each figure gets `command`, `seeds`, this machine and today's date; the file's other figures
-    stay as they are. A missing file is created (its group named after the file, `title` its
-    heading). The result is checked before anything is written; returns the parsed group.
+    Each figure gets `command`, `seeds` (unless it names its own), this machine and today's
+    date; the file's other figures stay as they are. A missing file is created (its group named
+    after the file, `title` its heading). The result is checked before anything is written; returns the parsed group.
     """
     path = Path(path)
     if path.exists():
@@ -319,7 +319,7 @@ def put_figures(
     stamp["date"] = _date.today().isoformat()
     for figure in figures:
         ids = [f.get("id") if isinstance(f, dict) else None for f in raw["figures"]]
-        new = {**figure, **stamp}
+        new = {**figure, **stamp} | ({"seeds": figure["seeds"]} if "seeds" in figure else {})
         if figure.get("id") in ids:
             raw["figures"][ids.index(figure["id"])] = new
         else:

@@ -17,6 +17,9 @@ Two parts, both run in one process:
 >>> _put(figures, "demo", {"p50_s": 0.5}, step_s=0.001)
 >>> figures["demo_env_steps_per_call"]
 500.0
+>>> [(r["id"], r["met"]) for r in figure_records({"oracle_seeds": 20, "oracle_wins": 20,
+...     "oracle_win_rate": 1.0, "oracle_mean_steps": 222.0})]
+[('oracle-ceiling', True)]
 """
 
 from __future__ import annotations
@@ -203,3 +206,38 @@ def run(
     if calls > 0:
         result.update(think_latency(calls, model_path, mmproj_path, server))
     return result
+
+
+#: Target of the ceiling: the oracle and the follower win at least this share of the seeds.
+CEILING_TARGET = 0.9
+#: The latency figures' ids in `docs/figures/think.json`, and what each engine is.
+ENGINES = {
+    "llama_cpp_text": ("llama-text", "in-process llama-cpp-python, text, p50 / p95"),
+    "llama_cpp_vision": (
+        "llama-vision",
+        "in-process llama-cpp-python, vision (mmproj chat handler), p50 / p95",
+    ),
+    "openai_server_text": (
+        "openai-server",
+        "llama-cpp-python's OpenAI server over loopback, p50 / p95",
+    ),
+}
+
+
+def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """`run`'s figures as records for `docs/figures/think.json` (ids as there)."""
+    rate, seeds = result["oracle_win_rate"], result["oracle_seeds"]
+    name = "oracle strategist + `DirectiveFollower` on BonkQuest (the ceiling thinking can reach)"
+    text = f"{result['oracle_wins']}/{seeds} wins, {result['oracle_mean_steps']:.0f} steps mean"
+    rows = [
+        {"id": "oracle-ceiling", "name": name, "value": round(rate, 3), "unit": "", "text": text}
+    ]
+    rows[0] |= {"target": f">= {CEILING_TARGET:g}", "met": rate >= CEILING_TARGET}
+    rows[0]["seeds"] = list(range(seeds))
+    for key, (slug, words) in ENGINES.items():
+        if f"{key}_p50_s" in result:
+            p50, p95 = result[f"{key}_p50_s"], result[f"{key}_p95_s"]
+            text = f"{p50:.2f} s / {p95:.2f} s ({result[f'{key}_valid']} schema-valid)"
+            rows.append({"id": slug, "name": words, "value": round(p50, 3), "unit": "s"})
+            rows[-1] |= {"text": text, "target": None, "met": None}
+    return rows
