@@ -95,6 +95,9 @@ def robustify(
     set_: list[str] | None = typer.Option(
         None, "--set", help="Training config KEY=VALUE (n_envs, learning_rate, ...)."
     ),
+    env_kwarg: list[str] | None = typer.Option(
+        None, "--env-kwarg", help="KEY=VALUE for gym.make; yours replace the archive's."
+    ),
 ) -> None:
     """The backward algorithm (Salimans and Chen 2018): PPO from pixels, starting near the end of
     the archive's best path and moving the start back as it succeeds."""
@@ -108,7 +111,13 @@ def robustify(
         sticky_action_prob=sticky,
         overrides=parse_set_options(set_),
     )
-    result = run_robustify(explore_dir, run_dir, settings, progress=err_console.print)
+    result = run_robustify(
+        explore_dir,
+        run_dir,
+        settings,
+        env_kwargs=parse_key_values(env_kwarg, "--env-kwarg") or None,
+        progress=err_console.print,
+    )
     console.print_json(json.dumps(result.to_dict()))
     exit_if_stopped(f"model saved: {result.model_path}")
 

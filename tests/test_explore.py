@@ -19,10 +19,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import typer
-from typer.testing import CliRunner
-
 from metabonk_gym.cli.errors import guard_commands
 from metabonk_gym.cli.explore import register
+from typer.testing import CliRunner
+
 from metabonk_gym.gamedata import bundled_game_folder
 from metabonk_gym.training.backward import BackwardCallback, BackwardSettings, Demo
 from metabonk_gym.training.explore import ExploreSettings, run_explore
@@ -121,7 +121,9 @@ def test_bad_cells_files_are_one_line_errors_and_write_nothing(tmp_path: Path) -
     zero = tmp_path / "zero.yaml"
     zero.write_text("variables: {room: 1, player_x: 0}\n")
     out = tmp_path / "out"
-    result = run_cli("explore", QUEST, "--out", str(out), "--frames", "400", "--cells", str(unknown))
+    result = run_cli(
+        "explore", QUEST, "--out", str(out), "--frames", "400", "--cells", str(unknown)
+    )
     one_line_error(result, "player_z", "not a RAM variable", "player_x")  # the nearest name
     result = run_cli("explore", QUEST, "--out", str(out), "--frames", "400", "--cells", str(zero))
     one_line_error(result, "bucket of 'player_x'", ">= 1")

@@ -38,6 +38,7 @@ from metabonk_gym.training.explore_archive import Archive, ArchiveError
 from metabonk_gym.training.explore_cells import cells_from_dict
 from metabonk_gym.training.explore_worker import ExploreWorker
 from metabonk_gym.training.rundir import RunDir, model_metadata, save_model
+from metabonk_gym.training.runtrust import RUN_ENV_KWARGS, check_value
 from metabonk_gym.utils import atomic_write_text
 
 #: Steps an episode from a point may take: this many times the demonstration's rest, plus
@@ -112,7 +113,38 @@ def load_demo_archive(explore_dir: Path) -> tuple[Archive, int]:
     return archive, best
 
 
-def record_demo(archive: Archive, best: int, run: Path, every: int) -> Demo:
+def archive_env_kwargs(
+    archive: Archive, path: Path, given: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The env kwargs to replay and train with: the user's (`given`, they replace the
+    archive's), else the archive's, which, like a shared run's, may hold data options only
+    (`runtrust.RUN_ENV_KWARGS`): never a program, URL or path.
+
+    >>> archive = Archive(meta={"env_kwargs": {"skyemu_binary": "/bin/sh"}})
+    >>> archive_env_kwargs(archive, Path("a.npz"), None)
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.training.explore_archive.ArchiveError: a.npz sets env_kwargs.skyemu_binary; ...
+    """
+    if given:
+        return dict(given)
+    kwargs = archive.meta.get("env_kwargs") or {}
+    if not isinstance(kwargs, Mapping):
+        raise ArchiveError(f"{path}: its env_kwargs are not a mapping")
+    for key, value in kwargs.items():
+        if key not in RUN_ENV_KWARGS:
+            raise ArchiveError(
+                f"{path} sets env_kwargs.{str(key)[:80]}; a shared archive may set only data "
+                f"options ({', '.join(sorted(RUN_ENV_KWARGS))}), never a program, URL or path: "
+                "give it yourself with --env-kwarg KEY=VALUE (yours replace the archive's)"
+            )
+        check_value(value, RUN_ENV_KWARGS[key], f"env_kwargs.{key}", path)
+    return dict(kwargs)
+
+
+def record_demo(
+    archive: Archive, best: int, run: Path, every: int, env_kwargs: Mapping[str, Any]
+) -> Demo:
     """Replay the best cell's actions in a worker; write the points as `.state` files in
     `run/demo/` and check that the replay reaches the archived score."""
     from metabonk_gym.vector import make_vec
@@ -127,7 +159,7 @@ def record_demo(archive: Archive, best: int, run: Path, every: int) -> Demo:
         wrappers=(ExploreWorker,),
         info_keys=(),
         max_episode_steps=len(actions) + 1,
-        **{**EXPLORE_OBS, **dict(meta.get("env_kwargs") or {})},
+        **{**EXPLORE_OBS, **env_kwargs},
     )
     try:
         describe = envs.engine.call("explore_describe")[0]
@@ -316,10 +348,12 @@ def run_robustify(
     run_dir: str | Path,
     settings: BackwardSettings | None = None,
     *,
+    env_kwargs: Mapping[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> RobustResult:
     """Robustify the best path of the archive in `explore_dir` into a PPO policy in `run_dir`
-    (a new run directory); see the module docstring."""
+    (a new run directory); see the module docstring. `env_kwargs`: the user's, replacing the
+    archive's."""
     settings = settings or BackwardSettings()
     settings.check()
     explore_dir = Path(explore_dir).expanduser()
@@ -327,11 +361,11 @@ def run_robustify(
     run.check_new()
     archive, best = load_demo_archive(explore_dir)
     env_id = str(archive.meta.get("env_id"))
-    env_kwargs = dict(archive.meta.get("env_kwargs") or {})
+    kwargs = archive_env_kwargs(archive, explore_dir / ARCHIVE_FILE, env_kwargs)
     say = progress or (lambda line: None)
     run.path.mkdir(parents=True, exist_ok=True)
-    demo = record_demo(archive, best, run.path, settings.every)
-    cfg = robust_config(env_id, demo, settings, env_kwargs)
+    demo = record_demo(archive, best, run.path, settings.every, kwargs)
+    cfg = robust_config(env_id, demo, settings, kwargs)
     say(
         f"robustifying {env_id}: a {demo.length}-step demonstration "
         f"({'won' if demo.won else 'score ' + str(demo.scores[-1])}), {len(demo.paths)} start "
