@@ -1,4 +1,4 @@
-"""BonkQuest's riddle quest (issue 35, item 2), on the real ROM: the sage's words, read from the
+"""BonkQuest's riddle quest, on the real ROM: the sage's words, read from the
 screen, name the chest that holds the key and the marks the garden's and the crypt's keys lie
 under; a wrong chest or mark costs RIDDLE_COST HP, the named one gives the key; all of it is
 seeded by the reset seed; the classic starts show no riddle.

@@ -1,4 +1,4 @@
-"""The rule baselines (issue 35, item 1): `first` answers option 1, `random` a seeded random
+"""The rule baselines: `first` answers option 1, `random` a seeded random
 option; as agents `think:first` and `think:random` they play in a real `metabonk ladder` on
 BonkQuest's riddle quest beside the oracle, and `bench think-model` asks them the model's
 questions. On the riddle quest's first seeds the oracle wins every game and both rules none."""
