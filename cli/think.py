@@ -25,6 +25,7 @@ from metabonk_gym.cli.errors import exit_with_error, plain_console
 from metabonk_gym.cli.train import guarded
 
 from metabonk_gym.bench.figures import invoked_command, put_figures
+from metabonk_gym.bench.serve_speed import figure_records as serve_records
 from metabonk_gym.bench.serve_speed import run as run_serve_bench
 from metabonk_gym.bench.think_speed import figure_records as think_records
 from metabonk_gym.bench.think_speed import run as run_think_bench
@@ -205,6 +206,9 @@ def bench_serve(
     mmproj: Path | None = typer.Option(None, help="Its vision projector, for the image part."),
     n_gpu_layers: int | None = typer.Option(None, help="Layers on the GPU (default: all)."),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures_file: Path | None = typer.Option(
+        None, "--figures", help="Put the figures into this record file (docs/figures/serve.json)."
+    ),
 ) -> None:
     """One server, many clients: directives/s, tokens/s and p50/p95 latency at 1-16 concurrent
     clients per engine, env steps/s of 16 envs thinking in async mode vs none, and the image path."""
@@ -223,6 +227,8 @@ def bench_serve(
         progress=console.print,
     )
     _print("metabonk bench serve", figures, out)
+    if figures_file is not None:
+        put_figures(figures_file, serve_records(figures), command=invoked_command())
 
 
 def register(app: typer.Typer) -> None:

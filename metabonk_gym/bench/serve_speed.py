@@ -26,6 +26,10 @@ One run, every figure measured in the same process against its own baseline:
 
 >>> summary([0.5, 0.25, 1.0], tokens=[10, 10, 20], wall_s=2.0)["p50_s"]
 0.5
+>>> rows = figure_records({"llama_server_16_throughput_x": 1.68, "llama_server_16_p95_x": 7.9,
+...     "llama_server_16_p95_s": 12.77, "llama_server_1_p95_s": 1.62})
+>>> [(r["id"], r["met"]) for r in rows]
+[('batching', False), ('p95-16-clients', False)]
 """
 
 from __future__ import annotations
@@ -360,3 +364,57 @@ def run(
                 )
     figures["load_after"] = _load()
     return figures
+
+
+#: Targets: throughput at the most clients as a multiple of 1 client's, p95 latency there as a
+#: multiple of 1 client's, and env steps/s of envs thinking async as a fraction of plain envs'.
+THROUGHPUT_TARGET = 4.0
+P95_TARGET = 3.0
+ENVS_TARGET = 0.9
+
+
+def _top(result: dict[str, Any], prefix: str) -> int | None:
+    levels = [
+        int(k.split("_")[-3])
+        for k in result
+        if k.startswith(prefix) and k.endswith("_throughput_x")
+    ]
+    return max(levels) if levels else None
+
+
+def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """`run`'s figures as records for `docs/figures/serve.json` (ids as there)."""
+    rows: list[dict[str, Any]] = []
+    top = _top(result, "llama_server_")
+    if top is not None:
+        ratio = result[f"llama_server_{top}_throughput_x"]
+        text = f"{ratio:.2f}x"
+        if f"python_{top}_directives_per_s" in result:
+            serial = result[f"python_{top}_directives_per_s"]
+            text += f" ({result[f'llama_server_{top}_directives_per_s'] / serial:.1f}x llama-cpp-python's serial server at the same load)"
+        name = f"llama-server's continuous batching at {top} concurrent clients vs one client, directives/s"
+        rows.append({"id": "batching", "name": name, "value": round(ratio, 3), "unit": "x"})
+        rows[-1] |= {
+            "text": text,
+            "target": f">= {THROUGHPUT_TARGET:g}x",
+            "met": ratio >= THROUGHPUT_TARGET,
+        }
+        p95 = result[f"llama_server_{top}_p95_x"]
+        text = f"{result[f'llama_server_{top}_p95_s']:.2f} s vs {result['llama_server_1_p95_s']:.2f} s = {p95:.1f}x"
+        name = f"llama-server p95 latency at {top} clients vs 1 client"
+        rows.append({"id": "p95-16-clients", "name": name, "value": round(p95, 2), "unit": "x"})
+        rows[-1] |= {"text": text, "target": f"<= {P95_TARGET:g}x", "met": p95 <= P95_TARGET}
+    if "envs_think_vs_plain_x" in result:
+        ratio, n = result["envs_think_vs_plain_x"], result["envs"]
+        name = f"{n} BonkQuest envs thinking in async mode: steps/s kept while the server shares their cores"
+        text = f"{ratio:.2f}x ({result['envs_think_steps_per_s']:,.0f} vs {result['envs_plain_steps_per_s']:,.0f} env steps/s)"
+        rows.append(
+            {"id": "env-steps-thinking", "name": name, "value": round(ratio, 3), "unit": "x"}
+        )
+        rows[-1] |= {"text": text, "target": f">= {ENVS_TARGET:g}x", "met": ratio >= ENVS_TARGET}
+    if "image_8_throughput_x" in result:
+        ratio = result["image_8_throughput_x"]
+        name = "image path (random projector, 16 image tokens a call), 8 clients vs 1, directives/s"
+        rows.append({"id": "images", "name": name, "value": round(ratio, 3), "unit": "x"})
+        rows[-1] |= {"target": None, "met": None}
+    return rows
