@@ -25,7 +25,8 @@ from metabonk_gym.cli.train import (
     train_app,
 )
 
-from metabonk_gym.bench.worldmodel_speed import DEFAULT_ENVS, run_world_model_bench
+from metabonk_gym.bench.figures import invoked_command, put_figures
+from metabonk_gym.bench.worldmodel_speed import DEFAULT_ENVS, figure_records, run_world_model_bench
 from metabonk_gym.training.config import parse_env_kwargs
 from metabonk_gym.training.errors import DatasetError
 from metabonk_gym.training.rundir import RunDir
@@ -280,6 +281,9 @@ def bench_world_model(
     obs_type: str | None = typer.Option(None, "--obs-type", help="rgb or grayscale (env default)."),
     downscale: int | None = typer.Option(None, help="1, 2, 4 or 8 (env default: full frames)."),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures: Path | None = typer.Option(
+        None, help="Put the figures into this record file (docs/figures/world-models.json)."
+    ),
 ) -> None:
     """PSNR / SSIM at t+1..t+3 on held-out episodes: world model vs flow vs copy, per game."""
     env_kwargs: dict[str, Any] = {}
@@ -304,6 +308,8 @@ def bench_world_model(
         )
     )
     _print("metabonk bench world-model", result, out)
+    if figures is not None:
+        put_figures(figures, figure_records(result), command=invoked_command())
 
 
 def register(app: typer.Typer) -> None:

@@ -12,6 +12,10 @@ every `ssim_every`-th step) at t+1..t+3, and milliseconds per step.
 >>> scores = score_predictors([still], {"copy": CopyPredictor})["copy"]
 >>> scores["frames"], scores["psnr"][0] == PSNR_CAP
 (3, True)
+>>> demo = {"BonkQuest_frame_shape": "40x60x1", "BonkQuest_world_model_vs_flow_db_t1": 1.41,
+...         "BonkQuest_world_model_vs_flow_db_t2": 1.91, "BonkQuest_world_model_vs_flow_db_t3": 2.86}
+>>> [(r["id"], r["text"], r["met"]) for r in figure_records(demo)]
+[('vs-flow', 'BonkQuest +1.41 / +1.91 / +2.86 dB', True)]
 """
 
 from __future__ import annotations
@@ -183,3 +187,54 @@ def run_world_model_bench(
             wm["psnr"][k] > flow["psnr"][k] for k in range(HORIZON)
         )
     return result
+
+
+#: The full-size GBA frame; figures on it get ids of their own (`full-frame-...`).
+FULL_FRAME = "160x240x3"
+
+
+def _per_game(result: dict[str, Any], games: list[str], key: str) -> str:
+    parts = []
+    for game in games:
+        values = [result[f"{game}_{key}_t{k + 1}"] for k in range(HORIZON)]
+        parts.append(f"{game} " + " / ".join(f"{v:+.2f}" for v in values) + " dB")
+    return "; ".join(parts)
+
+
+def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """`run_world_model_bench`'s figures as records for `docs/figures/world-models.json`: the
+    world model vs flow, what the actions taken add over a random plan, and its cost per step."""
+    games = sorted(k.removesuffix("_frame_shape") for k in result if k.endswith("_frame_shape"))
+    if not games:
+        return []
+    shape = result[f"{games[0]}_frame_shape"]
+    prefix = "full-frame-" if shape == FULL_FRAME else ""
+    first = result[f"{games[0]}_world_model_vs_flow_db_t1"]
+    above = all(
+        result[f"{g}_world_model_vs_flow_db_t{k + 1}"] > 0 for g in games for k in range(HORIZON)
+    )
+    name = f"world model vs flow, PSNR t+1 / t+2 / t+3, {shape} frames"
+    rows = [{"id": f"{prefix}vs-flow", "name": name, "value": round(first, 2), "unit": "dB"}]
+    rows[0] |= {"text": _per_game(result, games, "world_model_vs_flow_db")}
+    rows[0] |= {"target": "above flow at every horizon", "met": above}
+    if all(f"{g}_world-model-random_psnr_t1" in result for g in games):
+        plan = {  # PSNR of the world model told the actions taken, minus told random ones
+            f"{g}_plan_db_t{t}": result[f"{g}_world-model_psnr_t{t}"]
+            - result[f"{g}_world-model-random_psnr_t{t}"]
+            for g in games
+            for t in range(1, HORIZON + 1)
+        }
+        name = f"world model at {shape}: the actions taken vs a random plan, PSNR t+1 / t+2 / t+3"
+        value = round(plan[f"{games[0]}_plan_db_t1"], 2)
+        rows.append(
+            {"id": f"{prefix}action-conditioning", "name": name, "value": value, "unit": "dB"}
+        )
+        rows[-1] |= {"text": _per_game(plan, games, "plan_db"), "target": None, "met": None}
+    if all(f"{g}_world-model_ms_per_step" in result for g in games):
+        costs = {g: result[f"{g}_world-model_ms_per_step"] for g in games}
+        text = "; ".join(f"{g} {ms:.1f} ms" for g, ms in costs.items())
+        name = f"world model cost per step (update + predict) at {shape}"
+        value = round(max(costs.values()), 1)
+        rows.append({"id": f"{prefix}cost-per-step", "name": name, "value": value, "unit": "ms"})
+        rows[-1] |= {"text": text, "target": None, "met": None}
+    return rows
