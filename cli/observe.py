@@ -16,9 +16,14 @@ from pathlib import Path
 import typer
 from metabonk_gym.cli.bench import _print, bench_app, console
 
-from metabonk_gym.bench.figures import put_figures
+from metabonk_gym.bench.figures import invoked_command, put_figures
 from metabonk_gym.bench.wrappers_speed import DEFAULT_ENVS as BENCH_ENVS
-from metabonk_gym.bench.wrappers_speed import run_predictors, run_tiles, tile_records
+from metabonk_gym.bench.wrappers_speed import (
+    predictor_records,
+    run_predictors,
+    run_tiles,
+    tile_records,
+)
 from metabonk_gym.training.predictor import DEFAULT_ENVS as PREDICTOR_ENVS
 from metabonk_gym.training.predictor import train_predictor
 
@@ -56,6 +61,9 @@ def bench_predictors(
         help="Without --model: train a learned predictor for this long first (0: leave it out).",
     ),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures: Path | None = typer.Option(
+        None, help="Put the figures into this record file (docs/figures/wrappers.json)."
+    ),
 ) -> None:
     """PSNR / SSIM at t+1..t+3 of each predictor vs `copy` on held-out episodes, and cost per step."""
     result = run_predictors(
@@ -67,6 +75,8 @@ def bench_predictors(
         log=console.print,
     )
     _print("metabonk bench predictors", result, out)
+    if figures is not None:
+        put_figures(figures, predictor_records(result), command=invoked_command())
 
 
 def predictor_command(

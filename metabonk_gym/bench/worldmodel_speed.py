@@ -204,7 +204,7 @@ def _per_game(result: dict[str, Any], games: list[str], key: str) -> str:
 def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
     """`run_world_model_bench`'s figures as records for `docs/figures/world-models.json`: the
     world model vs flow, what the actions taken add over a random plan, and its cost per step."""
-    games = sorted(k.removesuffix("_frame_shape") for k in result if k.endswith("_frame_shape"))
+    games = [k.removesuffix("_frame_shape") for k in result if k.endswith("_frame_shape")]
     if not games:
         return []
     shape = result[f"{games[0]}_frame_shape"]

@@ -78,6 +78,46 @@ def tile_records(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+#: The predictors' target: above `copy` in PSNR at t+1 and at t+3, on every game measured.
+PREDICTOR_TARGET = "beats copy at t+1 and t+3"
+
+
+def predictor_records(result: dict[str, Any], horizon: int = 3) -> list[dict[str, Any]]:
+    """`run_predictors`' figures as records for `docs/figures/wrappers.json`: one per predictor,
+    its PSNR difference to `copy` at each step ahead on every game, and its cost.
+
+    >>> demo = {"BonkQuest_env_step_ms": 0.5, "BonkQuest_flow_ms_per_step": 8.5}
+    >>> demo |= {f"BonkQuest_flow_psnr_vs_copy_db_t{k}": v for k, v in ((1, 1.36), (2, 0.54), (3, 0.21))}
+    >>> [(r["id"], r["text"], r["met"]) for r in predictor_records(demo)]
+    [('flow-predictor', 'BonkQuest +1.36 / +0.54 / +0.21 dB (17x an env step)', True)]
+    """
+    games = [k.removesuffix("_env_step_ms") for k in result if k.endswith("_env_step_ms")]
+    names = sorted(
+        {
+            k.split("_")[1]
+            for k in result
+            if k.endswith("_psnr_vs_copy_db_t1") and k.split("_")[0] in games
+        }
+    )
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        parts, met = [], True
+        for game in games:
+            diffs = [result[f"{game}_{name}_psnr_vs_copy_db_t{k + 1}"] for k in range(horizon)]
+            cost = result[f"{game}_{name}_ms_per_step"] / result[f"{game}_env_step_ms"]
+            shown = " / ".join(f"{d:+.2f}" for d in diffs)
+            times = f"{cost:.1f}" if cost < 10 else f"{cost:.0f}"
+            parts.append(f"{game} {shown} dB ({times}x an env step)")
+            met = met and diffs[0] > 0 and diffs[-1] > 0
+        title = f"`{name}` predictor vs `copy`, PSNR at t+1 / t+2 / t+3"
+        first = result[f"{games[0]}_{name}_psnr_vs_copy_db_t1"]
+        rows.append(
+            {"id": f"{name}-predictor", "name": title, "value": round(first, 2), "unit": "dB"}
+        )
+        rows[-1] |= {"text": "; ".join(parts), "target": PREDICTOR_TARGET, "met": met}
+    return rows
+
+
 def run_tiles(
     env_id: str = "MetaBonk/BonkQuest-v0", steps: int = 2000, seed: int = 0
 ) -> dict[str, Any]:
