@@ -130,7 +130,8 @@ def test_a_planted_config_yaml_is_refused_on_resume_before_sheeprl_runs(tmp_path
     marker = tmp_path / "payload-ran"
     run = _shared_run(tmp_path / "run", marker, {"env_kwargs": {"x._target_": "torch.load"}})
     line = _error(["train", "dreamer", QUEST, "--out", str(run), "--resume"])
-    assert line.startswith("error: Dreamer env_kwargs key 'x._target_' refused")
+    # the shared-run check (issue 36) refuses the key before Dreamer's own check sees it
+    assert "sets dreamer.env_kwargs.x._target_" in line and "refused" in line
     assert not marker.exists()
     assert not (run / "tensorboard").exists()
 
