@@ -38,7 +38,9 @@ from metabonk_gym.cli.train import (
 from metabonk_gym.cli.watch import WATCH_OPTION, live_watch
 from rich.table import Table
 
+from metabonk_gym.bench.distributed_speed import figure_records as distributed_records
 from metabonk_gym.bench.distributed_speed import run as run_distributed
+from metabonk_gym.bench.figures import put_figures
 
 tune_app = typer.Typer(
     help="Hyperparameter search on a Ray cluster: population-based training (Ray Tune).",
@@ -176,15 +178,18 @@ def bench_distributed(
     envs: int = typer.Option(2, help="Envs in total (the same for RLlib and SB3)."),
     steps: int = typer.Option(2048, help="Env steps per measurement."),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures: Path | None = typer.Option(
+        None, help="Put the figures into this record file (docs/figures/distributed.json)."
+    ),
 ) -> None:
     """Env steps/s of RLlib PPO vs the SB3 path at the same env count, 1 vs 2 env runners, and
     a projection for 1, 4 and 16 nodes (stated with its formula)."""
-
-    _print(
-        f"metabonk bench distributed {env_id}",
-        guarded(lambda: run_distributed(env_id, envs=envs, steps=steps)),
-        out,
-    )
+    command = f"metabonk bench distributed {env_id}"
+    result = guarded(lambda: run_distributed(env_id, envs=envs, steps=steps))
+    _print(command, result, out)
+    if figures is not None:
+        command += f" --envs {envs} --steps {steps}"
+        put_figures(figures, distributed_records(result), command=command)
 
 
 def register(app: typer.Typer) -> None:

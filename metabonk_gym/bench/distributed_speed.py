@@ -8,6 +8,10 @@ seconds per node batch B; network and scheduling costs are left out.
 
 >>> round(project(nodes=4, batch=256, runners=2, per_runner=500.0, learner_s=0.1), 1)
 1561.0
+>>> demo = {"envs": 2, "sb3_steps_per_s": 244.0, "rllib_1_runner_steps_per_s": 325.0,
+...         "rllib_2_runners_steps_per_s": 274.0, "rllib_vs_sb3": 1.33, "rllib_2_vs_1_runners": 0.84}
+>>> [r["text"] for r in figure_records(demo)][:2]
+['1.33x (325 vs 244 env steps/s)', '244 env steps/s']
 """
 
 from __future__ import annotations
@@ -120,3 +124,31 @@ def run(env_id: str = "MetaBonk/BonkQuest-v0", envs: int = 2, steps: int = 2048)
     for nodes in (1, 4, 16):
         out[f"projected_steps_per_s_{nodes}_nodes"] = project(nodes, b, 1, r, t_l)
     return out
+
+
+def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """`run`'s figures as records for `docs/figures/distributed.json` (ids as there; references,
+    no targets: this bench compares paths, and the projection is a formula)."""
+    one, sb3, n = result["rllib_1_runner_steps_per_s"], result["sb3_steps_per_s"], result["envs"]
+    name = f"RLlib PPO (1 runner x {n} envs) vs the SB3 path at {n} envs, env steps/s"
+    text = f"{result['rllib_vs_sb3']:.2f}x ({one:,.0f} vs {sb3:,.0f} env steps/s)"
+    rows = [{"id": "rllib-vs-sb3", "name": name, "value": round(result["rllib_vs_sb3"], 3)}]
+    rows[0] |= {"unit": "x", "text": text}
+    name = f"SB3 path, {n} subprocess envs, PPO env steps/s (learning included)"
+    rows.append({"id": "sb3-2-envs", "name": name, "value": round(sb3), "unit": "steps/s"})
+    rows[-1]["text"] = f"{sb3:,.0f} env steps/s"
+    ratio = result["rllib_2_vs_1_runners"]
+    name = f"RLlib, 2 runners vs 1 runner ({n} envs in all), env steps/s"
+    text = f"{ratio:.2f}x ({result['rllib_2_runners_steps_per_s']:,.0f} vs {one:,.0f} env steps/s)"
+    rows.append({"id": "rllib-2-runners", "name": name, "value": round(ratio, 3), "unit": "x"})
+    rows[-1]["text"] = text
+    keys = [f"projected_steps_per_s_{k}_nodes" for k in (1, 4, 16)]
+    if all(k in result for k in keys):
+        projected = [float(result[k]) for k in keys]
+        text = " / ".join(f"{p:,.0f}" for p in projected) + " steps/s"
+        name = "projected env steps/s for 1 / 4 / 16 nodes"
+        rows.append(
+            {"id": "projection", "name": name, "value": round(projected[0]), "unit": "steps/s"}
+        )
+        rows[-1] |= {"text": text, "note": "a projection, not a measurement"}
+    return [row | {"target": None, "met": None} for row in rows]
