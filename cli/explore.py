@@ -27,7 +27,9 @@ from metabonk_gym.cli.bench import _print, bench_app, console
 from metabonk_gym.cli.errors import err_console
 from metabonk_gym.cli.train import exit_if_stopped
 
+from metabonk_gym.bench.explore_speed import run
 from metabonk_gym.training.config import parse_key_values, parse_set_options
+from metabonk_gym.training.explore import ExploreSettings, run_explore
 
 
 def explore(
@@ -59,8 +61,6 @@ def explore(
 ) -> None:
     """Go-Explore: remember cells, return to promising ones by loading their states, explore
     from there with repeated random actions; writes OUT/archive.npz."""
-    from metabonk_gym.training.explore import ExploreSettings, run_explore
-
     if frames is None and seconds is None and not stop_when_won:
         raise typer.BadParameter("give an end: --frames, --seconds or --stop-when-won")
     settings = ExploreSettings(
@@ -132,8 +132,6 @@ def bench_explore(
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
 ) -> None:
     """Explorer env steps/s vs the raw mGBA core's, same run (target >= 0.8x for one env)."""
-    from metabonk_gym.bench.explore_speed import run
-
     result = run(env_id, steps=steps, rounds=rounds, n_envs=envs, warmup=warmup)
     _print(f"metabonk bench explore {env_id}", result, out)
 

@@ -32,6 +32,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from metabonk_gym.gba.backends import write_state_file
 from metabonk_gym.registration import env_traits
 from metabonk_gym.training.config import TrainConfig, config_to_yaml, resolve_config
+from metabonk_gym.training.envs import close_venv, make_train_venv, probe_env
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.explore import ARCHIVE_FILE, EXPLORE_OBS
 from metabonk_gym.training.explore_archive import Archive, ArchiveError
@@ -40,6 +41,7 @@ from metabonk_gym.training.explore_worker import ExploreWorker
 from metabonk_gym.training.rundir import RunDir, model_metadata, save_model
 from metabonk_gym.training.runtrust import RUN_ENV_KWARGS, check_value
 from metabonk_gym.utils import atomic_write_text
+from metabonk_gym.vector import make_vec
 
 #: Steps an episode from a point may take: this many times the demonstration's rest, plus
 #: `EPISODE_MARGIN` steps.
@@ -147,8 +149,6 @@ def record_demo(
 ) -> Demo:
     """Replay the best cell's actions in a worker; write the points as `.state` files in
     `run/demo/` and check that the replay reaches the archived score."""
-    from metabonk_gym.vector import make_vec
-
     meta = archive.meta
     env_id = str(meta["env_id"])
     cells = cells_from_dict(meta["cells"])
@@ -388,7 +388,6 @@ def _train(
     from stable_baselines3.common.logger import configure
 
     from metabonk_gym.training.callbacks import EpisodeStats
-    from metabonk_gym.training.envs import close_venv, make_train_venv, probe_env
     from metabonk_gym.training.ppo import LearnLoop, load_or_make
 
     torch.set_num_threads(cfg.torch_threads)

@@ -35,6 +35,7 @@ from metabonk_gym.training.explore_archive import Archive
 from metabonk_gym.training.explore_cells import Cells, ScreenCells, load_cells
 from metabonk_gym.training.explore_worker import ROOT, ExploreWorker
 from metabonk_gym.utils import atomic_write_text
+from metabonk_gym.vector import make_vec
 
 ARCHIVE_FILE = "archive.npz"
 #: Go-Explore's chance of repeating the last random action (Atari, frameskip 4).
@@ -226,8 +227,6 @@ class Explorer:
 
 
 def _open_envs(env_id: str, settings: ExploreSettings) -> Any:
-    from metabonk_gym.vector import make_vec
-
     kwargs = {**EXPLORE_OBS, **settings.env_kwargs}
     return make_vec(
         env_id,
