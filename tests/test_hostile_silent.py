@@ -96,3 +96,46 @@ def test_control_bytes_of_a_rom_title_never_reach_the_terminal(tmp_path: Path) -
     extension = json.loads((tmp_path / "Game" / "metabonk.json").read_text())
     assert extension["rom_title"] == "AB?[2JCD?"
     assert "\x1b" not in (tmp_path / "Game" / "metadata.json").read_text()
+
+
+@pytest.fixture
+def game_folder(tmp_path: Path) -> Path:
+    from metabonk_gym.gamedata import bundled_game_folder
+    from metabonk_gym.integrate import new_game_folder
+
+    return new_game_folder(bundled_game_folder("BonkQuest") / "rom.gba", tmp_path / "Mine")
+
+
+def test_a_bogus_backend_is_refused_not_stored(game_folder: Path) -> None:
+    """`--backend bogus` ran the embedded core and stored "bogus" in the session."""
+    assert _error(["ram", "search", "start", str(game_folder), "--backend", "bogus"]) == (
+        "error: --backend must be embedded or skyemu, not 'bogus'"
+    )
+    assert not (game_folder / "ram-session").exists()
+
+
+def test_a_session_folder_of_other_files_is_refused(game_folder: Path, tmp_path: Path) -> None:
+    """`--session DIR` on a folder of the user's deleted its arrays-*.npz files."""
+    mine = tmp_path / "work"
+    mine.mkdir()
+    (mine / "arrays-results.npz").write_bytes(b"my arrays")
+    (mine / "notes.txt").write_text("notes")
+    args = ["ram", "search", "start", str(game_folder), "--inputs", "wait 10"]
+    assert _error([*args, "--session", str(mine)]) == (
+        f"error: --session {mine} already holds files (arrays-results.npz, notes.txt) and no "
+        "RAM search session; choose a new or empty folder"
+    )
+    assert sorted(p.name for p in mine.iterdir()) == ["arrays-results.npz", "notes.txt"]
+
+
+def test_a_session_removes_only_its_own_arrays_files(game_folder: Path) -> None:
+    start = ["ram", "search", "start", str(game_folder), "--inputs", "wait 10"]
+    assert runner.invoke(app, start).exit_code == 0
+    keep = game_folder / "ram-session" / "arrays-backup.npz"
+    keep.write_bytes(b"kept")
+    result = runner.invoke(
+        app, ["ram", "filter", str(game_folder), "increased", "--inputs", "wait 10"]
+    )
+    assert result.exit_code == 0, result.output
+    assert keep.read_bytes() == b"kept"
+    assert len(list((game_folder / "ram-session").glob("arrays-*.npz"))) == 2

@@ -243,3 +243,120 @@ def test_impossible_cached_latencies_are_measured_again(
         engine.close()
     assert not cached and 0 < again.p50_s <= again.p95_s
     assert json.loads(path.read_text())[key]["p50_s"] == again.p50_s  # rewritten
+
+
+# ------------------------------------------------------------------ RAM search sessions
+@pytest.fixture
+def game_folder(tmp_path: Path) -> Path:
+    from metabonk_gym.gamedata import bundled_game_folder
+    from metabonk_gym.integrate import new_game_folder
+
+    return new_game_folder(bundled_game_folder("BonkQuest") / "rom.gba", tmp_path / "Mine")
+
+
+@pytest.fixture
+def session(game_folder: Path) -> Path:
+    """A real session: started after 30 frames, filtered once (`increased`)."""
+    from metabonk_gym.integrate import RamSearch, parse_filter
+
+    search = RamSearch.start(game_folder, inputs="wait 30")
+    search.filter(parse_filter("increased"), inputs="wait 30")
+    return search.path
+
+
+def _rewrite_arrays(session: Path, change) -> None:
+    """Apply `change(arrays)` to the session's arrays file, kept under its name."""
+    import numpy as np
+
+    meta = json.loads((session / "session.json").read_text())
+    path = session / meta["arrays"]
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    change(arrays)
+    with open(path, "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def test_a_session_naming_a_fifo_is_refused_not_waited_on(game_folder: Path, session: Path) -> None:
+    """`ram list` blocked forever opening a FIFO the session.json named as its arrays."""
+    import os
+
+    meta = json.loads((session / "session.json").read_text())
+    fifo = session / "arrays-00000000000000ff.npz"
+    os.mkfifo(fifo)
+    meta["arrays"] = fifo.name
+    (session / "session.json").write_text(json.dumps(meta))
+    metabonk = Path(sys.executable).parent / "metabonk"
+    done = subprocess.run(
+        [str(metabonk), "ram", "list", str(game_folder)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip() == (
+        f"error: the session at {session} is damaged ({fifo} is not a regular file): start a "
+        "new search with metabonk ram search start"
+    )
+
+
+@pytest.mark.parametrize("name", ["../../outside.npz", "/etc/passwd", "arrays.npz", 5])
+def test_an_arrays_name_that_is_not_the_sessions_is_refused(
+    game_folder: Path, session: Path, name: object
+) -> None:
+    meta = json.loads((session / "session.json").read_text())
+    meta["arrays"] = name
+    (session / "session.json").write_text(json.dumps(meta))
+    assert _error(["ram", "list", str(game_folder)]) == (
+        f"error: the session at {session} is damaged (arrays {name!r}): start a new search "
+        "with metabonk ram search start"
+    )
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda a: a.update(snap_0=a["snap_0"][:10]), "snap_0 is |u1 (10,), not |u1 (294912,)"),
+        (
+            lambda a: a.update(mask_0=a["mask_0"].astype("<i8")),
+            "mask_0 is <i8 (36864,), not |u1 (36864,)",
+        ),
+        (lambda a: a.update(extra=a["snap_0"]), "extra.npy is not a session array"),
+        (lambda a: a.pop("mask_0"), "lacks the session array mask_0"),
+    ],
+)
+def test_tampered_session_arrays_are_one_line(
+    game_folder: Path, session: Path, change, message: str
+) -> None:
+    """A tampered session gave wrong candidates with exit code 0 (arrays were trusted once
+    their zip sizes passed): every array's dtype and shape is checked from its header."""
+    _rewrite_arrays(session, change)
+    line = _error(["ram", "list", str(game_folder)])
+    assert message in line, line
+
+
+def test_a_tampered_undo_entry_is_one_line(game_folder: Path, session: Path) -> None:
+    import numpy as np
+
+    _rewrite_arrays(
+        session, lambda a: a.update(undoinfo_0=np.array('{"snapshots": 99, "steps": 0}'))
+    )
+    assert "an undo entry is damaged" in _error(["ram", "undo", str(game_folder)])
+
+
+@pytest.mark.parametrize(
+    "field, value, said",
+    [
+        ("backend", "bogus", "backend 'bogus' (embedded or skyemu)"),
+        ("labels", [], "labels (1 to 64)"),
+        ("undo", 7, "undo 7"),
+        ("steps", "x", "steps"),
+    ],
+)
+def test_tampered_session_fields_are_one_line(
+    game_folder: Path, session: Path, field: str, value: object, said: str
+) -> None:
+    meta = json.loads((session / "session.json").read_text())
+    meta[field] = value
+    (session / "session.json").write_text(json.dumps(meta))
+    assert _error(["ram", "list", str(game_folder)]) == (
+        f"error: the session at {session} is damaged ({said}): start a new search with "
+        "metabonk ram search start"
+    )

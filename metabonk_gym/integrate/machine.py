@@ -155,6 +155,22 @@ class SkyEmuLive:
         self.client.close()
 
 
+#: The emulators the RAM tools run on: the embedded mGBA core, or a SkyEmu someone plays in.
+BACKENDS: tuple[str, ...] = ("embedded", "skyemu")
+
+
+def check_backend(backend: object) -> str:
+    """`backend` when it is one of `BACKENDS`, else a one-line `IntegrateError` (a session that
+    stored any other word ran the embedded core while saying it was that backend).
+
+    >>> check_backend("skyemu")
+    'skyemu'
+    """
+    if backend not in BACKENDS:
+        raise IntegrateError(f"--backend must be embedded or skyemu, not {backend!r}")
+    return str(backend)
+
+
 class Machine:
     """An emulator on one ROM, for searches and probes (see the module docstring).
 
@@ -177,12 +193,11 @@ class Machine:
         state: bytes | None = None,
     ) -> Machine:
         """The embedded core on `rom` (at `state`, else power-on), or the SkyEmu at `skyemu_url`."""
+        check_backend(backend)
         if backend == "skyemu":
             if not skyemu_url:
                 raise IntegrateError("--backend skyemu needs --skyemu-url http://127.0.0.1:PORT")
             return cls(SkyEmuLive(skyemu_url, Path(rom).read_bytes()), "skyemu")
-        if backend != "embedded":
-            raise IntegrateError(f"backend must be embedded or skyemu, not {backend!r}")
         core = RetroCore(rom)
         machine = cls(core, "embedded")
         if state is not None:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
+import stat
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +42,7 @@ from metabonk_gym.integrate.machine import (
     DEFAULT_REGIONS,
     Machine,
     address_of,
+    check_backend,
     locate,
     region_spans,
 )
@@ -69,6 +72,11 @@ ALIAS_LIMIT = 4096
 MAX_POKES = 512
 #: The largest emulator state a session file may inflate to.
 MAX_STATE_BYTES = 8 * 1024 * 1024
+#: The most filter steps a session records, and the largest session.json read.
+MAX_STEPS = 100_000
+MAX_META_BYTES = 16 * 1024 * 1024
+#: The name of a session's arrays file (the only files a session removes).
+ARRAYS_NAME = re.compile(r"^arrays-[0-9a-f]{16}\.npz$")
 
 __all__ = ["Candidate", "RamSearch", "parse_filter"]
 
@@ -137,6 +145,8 @@ class RamSearch:
         folder = Path(folder)
         rom = read_rom(folder / "rom.gba")
         spans = region_spans(regions)  # checks the names
+        check_backend(backend)
+        check_session_folder(Path(path) if path is not None else folder / SESSION_DIR)
         chosen = [view_type(t) for t in types] if types else list(VIEWS)
         search = cls(
             folder,
@@ -165,12 +175,20 @@ class RamSearch:
             raise IntegrateError(
                 f"no RAM search session at {where}: start one with metabonk ram search start {folder}"
             )
+        if meta_path.stat().st_size > MAX_META_BYTES:
+            raise IntegrateError(f"{meta_path} is larger than a session file holds")
         try:
             meta = json.loads(meta_path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise IntegrateError(f"{meta_path} is not a session file ({exc})") from None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise IntegrateError(f"{meta_path} is not a session file of this version")
+        problem = _meta_problem(meta)
+        if problem is not None:
+            raise IntegrateError(
+                f"the session at {where} is damaged ({problem}): start a new search with "
+                "metabonk ram search start"
+            )
         rom = read_rom(folder / "rom.gba")
         if meta.get("rom_sha1") != rom.sha1:
             raise IntegrateError(
@@ -189,7 +207,7 @@ class RamSearch:
                 labels=[str(x) for x in meta["labels"]],
                 steps=list(meta["steps"]),
             )
-            search._load_arrays(where / str(meta["arrays"]), int(meta["undo"]))
+            search._load_arrays(_arrays_file(where, str(meta["arrays"])), int(meta["undo"]))
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, IntegrateError):
                 raise
@@ -200,38 +218,58 @@ class RamSearch:
         return search
 
     def _load_arrays(self, npz_path: Path, undo_depth: int) -> None:
-        nbytes = self.nbytes
-        caps = {"snap": nbytes, "mask": nbytes, "state": MAX_STATE_BYTES}
+        expected = self._expected_arrays(undo_depth)
         try:
             with zipfile.ZipFile(npz_path) as archive:
                 for info in archive.infolist():
-                    cap = caps.get(info.filename.split("_")[0].removesuffix(".npy"), 0)
-                    if info.file_size > cap + 1024:
-                        raise IntegrateError(
-                            f"{npz_path}: {info.filename} is larger than a session holds"
-                        )
+                    key = info.filename.removesuffix(".npy")
+                    if key not in expected:
+                        raise IntegrateError(f"{npz_path}: {info.filename} is not a session array")
+                    with archive.open(info) as member:
+                        _check_array_header(npz_path, key, member, *expected[key])
             with np.load(npz_path, allow_pickle=False) as npz:
                 arrays = {k: npz[k] for k in npz.files}
         except (OSError, ValueError, zipfile.BadZipFile) as exc:
             if isinstance(exc, IntegrateError):
                 raise
             raise IntegrateError(f"{npz_path} is not a session's arrays file ({exc})") from None
+        missing = sorted(
+            k for k, (_, shape) in expected.items() if shape is not None and k not in arrays
+        )
+        if missing:
+            raise IntegrateError(f"{npz_path} lacks the session array {missing[0]}")
         n_snaps = len(self.labels)
         self.snapshots = [arrays[f"snap_{i}"] for i in range(n_snaps)]
         self.masks = self._unpack(arrays, "mask")
         self.state = bytes(arrays["state"]) if "state" in arrays else None
         self.undo_stack = []
         for i in range(undo_depth):
-            extra = json.loads(str(arrays[f"undoinfo_{i}"]))
+            extra = _undo_info(npz_path, str(arrays[f"undoinfo_{i}"]), n_snaps, len(self.steps))
             state_key = f"state_undo{i}"
             self.undo_stack.append(
                 _Undo(
                     self._unpack(arrays, f"mask_undo{i}"),
-                    int(extra["snapshots"]),
+                    extra["snapshots"],
                     bytes(arrays[state_key]) if state_key in arrays else None,
-                    int(extra["steps"]),
+                    extra["steps"],
                 )
             )
+
+    def _expected_arrays(self, undo_depth: int) -> dict[str, tuple[str, tuple[int, ...] | None]]:
+        """Every array a session of this meta may hold: name -> (dtype, shape); a shape of
+        None is optional and one-dimensional, at most `MAX_STATE_BYTES` long (a saved state)."""
+        nbytes = self.nbytes
+        out: dict[str, tuple[str, tuple[int, ...] | None]] = {
+            f"snap_{i}": ("|u1", (nbytes,)) for i in range(len(self.labels))
+        }
+        for prefix in ["mask", *(f"mask_undo{i}" for i in range(undo_depth))]:
+            for t in self.types:
+                out[f"{prefix}_{VIEWS.index(t)}"] = ("|u1", ((nbytes // view_size(t) + 7) // 8,))
+        out["state"] = ("|u1", None)
+        for i in range(undo_depth):
+            out[f"state_undo{i}"] = ("|u1", None)
+            out[f"undoinfo_{i}"] = ("<U", ())
+        return out
 
     def _unpack(self, arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
         out = {}
@@ -281,8 +319,8 @@ class RamSearch:
             "arrays": name,
         }
         atomic_write_text(self.path / "session.json", json.dumps(meta, indent=1) + "\n")
-        for old in self.path.glob("arrays-*.npz"):
-            if old.name != name:
+        for old in self.path.glob("arrays-*.npz"):  # a session's own: never a user's file
+            if old.name != name and ARRAYS_NAME.match(old.name):
                 old.unlink(missing_ok=True)
 
     def _pack(
@@ -543,3 +581,136 @@ def _to_bcd(value: int, size: int) -> int:
     for i in range(2 * size):
         out |= (value // 10**i % 10) << (4 * i)
     return out
+
+
+def check_session_folder(path: Path) -> None:
+    """Refuse a session folder that holds files but no session: starting a search there would
+    write into it and remove arrays files of the session's naming (`--session DIR` is meant for
+    a folder of its own)."""
+    if path.exists() and not path.is_dir():
+        raise IntegrateError(f"--session {path} is a file, not a folder: choose a new folder")
+    if not path.is_dir() or (path / "session.json").is_file():
+        return
+    held = sorted(p.name for p in path.iterdir())
+    if held:
+        shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+        raise IntegrateError(
+            f"--session {path} already holds files ({shown}) and no RAM search session; "
+            "choose a new or empty folder"
+        )
+
+
+def _meta_problem(meta: dict[str, Any]) -> str | None:
+    """What is wrong with a session.json's fields (types, words and counts), or None.
+
+    >>> _meta_problem({"backend": "bogus"})
+    "backend 'bogus' (embedded or skyemu)"
+    """
+    checks: list[tuple[bool, str]] = [
+        (
+            meta.get("backend") in ("embedded", "skyemu"),
+            f"backend {meta.get('backend')!r} (embedded or skyemu)",
+        ),
+        (meta.get("skyemu_url") is None or isinstance(meta.get("skyemu_url"), str), "skyemu_url"),
+        (_strings(meta.get("regions"), 1, 16), "regions"),
+        (_strings(meta.get("types"), 1, len(VIEWS)), "types"),
+        (_strings(meta.get("labels"), 1, MAX_SNAPSHOTS), f"labels (1 to {MAX_SNAPSHOTS})"),
+        (
+            isinstance(meta.get("steps"), list)
+            and len(meta["steps"]) <= MAX_STEPS
+            and all(isinstance(x, dict) for x in meta["steps"]),
+            "steps",
+        ),
+        (
+            isinstance(meta.get("undo"), int)
+            and not isinstance(meta.get("undo"), bool)
+            and 0 <= meta["undo"] <= min(MAX_STEPS, len(meta.get("steps") or [])),
+            f"undo {meta.get('undo')!r}",
+        ),
+        (
+            isinstance(meta.get("arrays"), str) and bool(ARRAYS_NAME.match(meta["arrays"])),
+            f"arrays {meta.get('arrays')!r}",
+        ),
+    ]
+    return next((what for ok, what in checks if not ok), None)
+
+
+def _strings(value: Any, least: int, most: int) -> bool:
+    return (
+        isinstance(value, list)
+        and least <= len(value) <= most
+        and all(isinstance(x, str) and len(x) <= 4096 for x in value)
+    )
+
+
+def _arrays_file(where: Path, name: str) -> Path:
+    """The session's arrays file `where/name`, when it is a regular file (a FIFO would block the
+    read forever; a link could point anywhere)."""
+    path = where / name
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        raise IntegrateError(
+            f"the session at {where} is damaged (its arrays file {name} is missing): start a "
+            "new search with metabonk ram search start"
+        ) from None
+    if not stat.S_ISREG(mode):
+        raise IntegrateError(
+            f"the session at {where} is damaged ({path} is not a regular file): start a new "
+            "search with metabonk ram search start"
+        )
+    return path
+
+
+def _check_array_header(
+    npz_path: Path, key: str, member: Any, dtype: str, shape: tuple[int, ...] | None
+) -> None:
+    """Read an .npy member's header and refuse a dtype, order or shape the session does not
+    hold, before any of its data is read (a header may state any size)."""
+    try:
+        version = np.lib.format.read_magic(member)
+        read_header = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        found_shape, fortran, found_dtype = read_header(member)
+    except (ValueError, OSError, EOFError) as exc:
+        raise IntegrateError(f"{npz_path}: {key} is not an array ({exc})") from None
+    wrong = found_dtype.hasobject or fortran
+    if dtype == "<U":
+        wrong = wrong or found_dtype.kind != "U" or found_dtype.itemsize > 4 * 1024
+    else:
+        wrong = wrong or found_dtype.str != dtype
+    if shape is None:
+        wrong = wrong or len(found_shape) != 1 or found_shape[0] > MAX_STATE_BYTES
+    else:
+        wrong = wrong or tuple(found_shape) != shape
+    if wrong:
+        want = f"{dtype} {shape}" if shape is not None else f"{dtype} (n,) n <= {MAX_STATE_BYTES}"
+        raise IntegrateError(
+            f"{npz_path}: {key} is {found_dtype.str} {tuple(found_shape)}, not {want}: the "
+            "session was changed or damaged; start a new search with metabonk ram search start"
+        )
+
+
+def _undo_info(npz_path: Path, text: str, n_snaps: int, n_steps: int) -> dict[str, int]:
+    """An undo entry's counts, checked: the snapshots and steps it takes the session back to."""
+    try:
+        info = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        info = None
+    if (
+        not isinstance(info, dict)
+        or not all(
+            isinstance(info.get(k), int) and not isinstance(info.get(k), bool)
+            for k in ("snapshots", "steps")
+        )
+        or not 1 <= info["snapshots"] <= n_snaps
+        or not 0 <= info["steps"] <= n_steps
+    ):
+        raise IntegrateError(
+            f"{npz_path}: an undo entry is damaged ({text[:80]!r}); start a new search with "
+            "metabonk ram search start"
+        )
+    return {"snapshots": info["snapshots"], "steps": info["steps"]}
