@@ -27,9 +27,11 @@ from metabonk_gym.cli.bench import bench_app
 from metabonk_gym.cli.errors import exit_with_error
 from rich.console import Console
 
-from metabonk_gym.bench.watch_speed import bench_watch_speed
+from metabonk_gym.bench.figures import put_figures
+from metabonk_gym.bench.watch_speed import bench_watch_speed, figure_records
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.training.datasets import datasets_root
+from metabonk_gym.utils import atomic_write_text
 from metabonk_gym.watch import LiveProcess, WatchServer, parse_address
 from metabonk_gym.watch.server import WatchError
 
@@ -127,6 +129,9 @@ def bench_watch(
     rounds: int = typer.Option(5, help="Alternating rounds of each setting."),
     seconds: float = typer.Option(4.0, help="Seconds per round."),
     out: Path | None = typer.Option(None, "--out", help="Also write the result as JSON here."),
+    figures: Path | None = typer.Option(
+        None, help="Put the figures into this record file (docs/figures/watch.json)."
+    ),
 ) -> None:
     """Training env steps/s with one live viewer connected vs no watch at all, in one run."""
     try:
@@ -137,7 +142,10 @@ def bench_watch(
     text = json.dumps(result, indent=2)
     typer.echo(text)
     if out is not None:
-        out.write_text(text)
+        atomic_write_text(out, text)
+    if figures is not None:
+        command = f"metabonk bench watch {env_id} --n-envs {n_envs} --rounds {rounds}"
+        put_figures(figures, figure_records(result), command=f"{command} --seconds {seconds:g}")
 
 
 def register(app: typer.Typer) -> None:

@@ -14,6 +14,11 @@ no learning: the harshest case, where stepping is all the work.
 
 >>> _ratio([2.0, 4.0], [1.0, 2.0, 3.0])  # medians: 3.0 / 2.0
 1.5
+>>> part = {"ratio_viewer_vs_none": 0.975, "steps_per_s_one_viewer": 685.0,
+...         "steps_per_s_no_watch": 703.0, "cpu_ms_per_env_step_one_viewer": 1.5,
+...         "cpu_ms_per_env_step_no_watch": 1.49, "frames_per_s_per_env": 4.0}
+>>> [(r["id"], r["met"]) for r in figure_records({"n_envs": 16, "ppo": part})]
+[('ppo-with-viewer', True), ('cpu-per-step', None)]
 """
 
 from __future__ import annotations
@@ -207,3 +212,38 @@ def bench_watch_speed(
         if watched is not None:
             close_venv(watched)
         close_venv(plain)
+
+
+#: Target: training (and stepping) with one viewer keeps this fraction of the steps/s of none.
+RATIO_TARGET = 0.97
+
+
+def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """`bench_watch_speed`'s figures as records for `docs/figures/watch.json` (ids as there)."""
+    rows: list[dict[str, Any]] = []
+    n = result["n_envs"]
+    kinds = (
+        ("ppo", "ppo-with-viewer", "PPO env steps/s"),
+        ("env_only", "stepping-with-viewer", "random-action stepping (no learning)"),
+    )
+    for label, slug, words in kinds:
+        if label not in result:
+            continue
+        part = result[label]
+        ratio = part["ratio_viewer_vs_none"]
+        text = f"{ratio:.3f}x ({part['steps_per_s_one_viewer']:,.0f} vs {part['steps_per_s_no_watch']:,.0f} steps/s; "
+        text += f"{part['frames_per_s_per_env']:.1f} frames/s per env delivered)"
+        name = f"{words} with one viewer connected vs no watch, {n} BonkQuest envs"
+        rows.append({"id": slug, "name": name, "value": round(ratio, 3), "unit": "x", "text": text})
+        rows[-1] |= {"target": f">= {RATIO_TARGET:g}x", "met": ratio >= RATIO_TARGET}
+    if "ppo" in result:
+        part = result["ppo"]
+        watched, plain = (
+            part["cpu_ms_per_env_step_one_viewer"],
+            part["cpu_ms_per_env_step_no_watch"],
+        )
+        name = "PPO training CPU per env step (all processes) with one viewer vs none"
+        text = f"{watched / plain:.2f}x ({watched:.2f} vs {plain:.2f} ms)"
+        rows.append({"id": "cpu-per-step", "name": name, "value": round(watched / plain, 3)})
+        rows[-1] |= {"unit": "x", "text": text, "target": None, "met": None}
+    return rows
