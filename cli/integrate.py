@@ -284,6 +284,11 @@ def add(
         None, help="u8 s8 u16 s16 u32 s32 bcd8 ... (default: the candidate's)."
     ),
     session: Path | None = typer.Option(None, help=SESSION_HELP),
+    contract: bool = typer.Option(
+        False,
+        help="Allow the names the env reads as an episode's result (won, lost): a value that "
+        "is not 0 counts the episode as won or lost.",
+    ),
 ) -> None:
     """Write a variable into FOLDER/data.json (checked: an address in RAM, a known type)."""
     if address is None:
@@ -297,7 +302,7 @@ def add(
                 f"address {address!r} is not a number: write it as 0x02000010"
             ) from None
         kind = view_type(type_ or "u8")
-    add_variable(folder, name, where, kind)
+    add_variable(folder, name, where, kind, contract=contract)
     console.print(f"data.json: {name} = 0x{where:08X} {kind}")
 
 

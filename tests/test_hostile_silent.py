@@ -139,3 +139,19 @@ def test_a_session_removes_only_its_own_arrays_files(game_folder: Path) -> None:
     assert result.exit_code == 0, result.output
     assert keep.read_bytes() == b"kept"
     assert len(list((game_folder / "ram-session").glob("arrays-*.npz"))) == 2
+
+
+@pytest.mark.parametrize("name", ["won", "lost"])
+def test_a_variable_named_won_or_lost_needs_contract(game_folder: Path, name: str) -> None:
+    """`ram add won ADDR` made every episode won at step 1 (a counter there is not 0) without
+    a word; the name is what the env reports as the episode's result."""
+    before = (game_folder / "data.json").read_text()
+    line = _error(["ram", "add", str(game_folder), name, "0x02000010", "u8"])
+    assert line.startswith(f"error: variable name {name!r} is what the env reports as info[")
+    assert "Pass --contract if this address holds exactly that" in line
+    assert (game_folder / "data.json").read_text() == before
+    result = runner.invoke(
+        app, ["ram", "add", str(game_folder), name, "0x02000010", "u8", "--contract"]
+    )
+    assert result.exit_code == 0, result.output
+    assert name in json.loads((game_folder / "data.json").read_text())["info"]

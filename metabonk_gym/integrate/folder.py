@@ -36,6 +36,12 @@ from metabonk_gym.utils import atomic_write_text
 #: KEYINPUT (0x04000130): the buttons held, active low; the one variable every GBA game has.
 KEYINPUT = {"address": 0x04000130, "type": "<u2"}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Variable names the env contract (`metabonk_gym.contract.CONTRACT_INFO`) reads as how an
+#: episode ended, and what a value that is not 0 then means.
+RESULT_NAMES: dict[str, str] = {
+    "won": "the episode counts as won (eval and ladder win rates, the sparse reward's +1)",
+    "lost": "the episode counts as lost (the sparse reward's -1)",
+}
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -83,11 +89,20 @@ def new_game_folder(rom: str | Path, folder: str | Path, name: str | None = None
     return folder
 
 
-def add_variable(folder: str | Path, name: str, address: int, type_: str) -> dict[str, Any]:
-    """Add (or replace) variable `name` in `folder/data.json`, checked; returns data.json's info."""
+def add_variable(
+    folder: str | Path, name: str, address: int, type_: str, contract: bool = False
+) -> dict[str, Any]:
+    """Add (or replace) variable `name` in `folder/data.json`, checked; returns data.json's info.
+    A name the env contract reads as an episode's result (`RESULT_NAMES`) needs `contract`."""
     folder = Path(folder)
     if not _NAME.match(name):
         raise IntegrateError(f"variable name {name!r}: use letters, digits and _ (e.g. player_x)")
+    if name in RESULT_NAMES and not contract:
+        raise IntegrateError(
+            f"variable name {name!r} is what the env reports as info[{name!r}]: {RESULT_NAMES[name]} "
+            f"from the first step it is not 0. Pass --contract if this address holds exactly "
+            f"that (0 until then), or choose another name (e.g. {name}_flag)"
+        )
     type_ = view_type(type_)
     check_ram_address(address, type_)
     data = _read_json(folder / "data.json")
