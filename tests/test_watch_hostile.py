@@ -277,11 +277,22 @@ def test_a_public_bind_has_a_publish_key_apart_and_a_publisher_names_no_file(
             ws.close()
 
 
+def _kib(field: str) -> int:
+    return int(Path("/proc/self/status").read_text().split(field + ":")[1].split()[0])
+
+
 def _server_rss_growth(server: WatchServer, path: str) -> tuple[int, int]:
-    """(status, growth of this process's peak RSS in bytes) of one GET."""
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    status = _get(f"http://127.0.0.1:{server.port}{path}")[0]
-    return status, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    """(status, growth of this process's peak RSS in bytes during one GET): the peak is reset
+    first (`/proc/self/clear_refs`), so an earlier test's peak cannot hide this one's."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS now
+        before = _kib("VmRSS")
+        status = _get(f"http://127.0.0.1:{server.port}{path}")[0]
+        return status, (_kib("VmHWM") - before) * 1024
+    except OSError:  # (no clear_refs: the lifetime peak, which can only under-report)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        status = _get(f"http://127.0.0.1:{server.port}{path}")[0]
+        return status, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - peak
 
 
 @pytest.mark.net
@@ -321,7 +332,7 @@ def test_idle_and_half_open_sockets_do_not_turn_requests_away(tmp_path: Path) ->
             started = time.monotonic()
             status, body, _ = _get(f"http://127.0.0.1:{server.port}/api/info")
             assert status == 200 and json.loads(body)["replays"] is True
-            assert time.monotonic() - started < 5
+            assert time.monotonic() - started < 15
             # the server closes them at the header deadline (recv sees the end)
             closed = 0
             for connection in held[:60] + held[-20:]:
