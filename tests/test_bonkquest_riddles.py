@@ -9,6 +9,8 @@ runs its own rules on the buttons pressed.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -188,3 +190,21 @@ def test_the_classic_starts_have_no_riddle(make_env) -> None:
     chests = cells(tiles(env), "chest")
     wrong = chests[(ram(env)["key_chest"] + 1) % 3]
     assert open_chest(env, wrong) == (0, 0, 0)  # a wrong chest holds gold in the classic quest
+
+
+def test_the_python_side_names_marks_and_costs_as_the_c_source() -> None:
+    source = Path(__file__).resolve().parent.parent / "gba" / "bonkquest"
+    header = (source / "game.h").read_text()
+    cost = re.search(r"#define RIDDLE_COST (\d+)", header)
+    assert cost is not None and int(cost[1]) == GAME.RIDDLE_COST
+    rooms = re.split(r"\n    \[(\d)\] = \{", (source / "rooms.c").read_text())[1:]
+    riddle_spots = {}
+    for number, body in zip(rooms[::2], rooms[1::2]):
+        found = re.search(r"\.spots = \{(.*?)\}\},", body, re.S)
+        if ".riddle = 1" in body and found is not None:
+            riddle_spots[int(number)] = re.findall(r'\{(\d+), (\d+), "([A-Z-]+)"', found[1])
+    assert sorted(riddle_spots) == [3, 4]  # the garden and the crypt; the hall's are chests
+    for spots in riddle_spots.values():
+        assert len(spots) == 4
+        for x, y, label in spots:  # what the sage says is what the adapter tells a model
+            assert GAME.mark_label(int(x), int(y)) == label
