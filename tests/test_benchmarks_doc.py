@@ -186,3 +186,25 @@ def test_megabonk_video_records_agree_with_the_raw_output_they_came_from() -> No
     assert len(computed) == 4
     for row in computed:
         assert (records[row["id"]].value, records[row["id"]].met) == (row["value"], row["met"])
+
+
+def test_a_bench_run_puts_its_figures_into_a_copy_of_the_records(tmp_path: Path) -> None:
+    """`metabonk bench tiles --figures` on the real core: its three figures replace the record's,
+    the other figures stay, and the page generated from the copy shows the new run."""
+    from metabonk_gym.cli.main import app
+    from typer.testing import CliRunner
+
+    figures = tmp_path / "figures"
+    shutil.copytree(FIGURES, figures)
+    before = {f.id: f for f in load_group(figures / "wrappers.json").figures}
+    args = ["bench", "tiles", "--steps", "40", "--figures", str(figures / "wrappers.json")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    after = {f.id: f for f in load_group(figures / "wrappers.json").figures}
+    assert set(after) == set(before)
+    changed = {i for i in after if after[i] != before[i]}
+    assert changed == {"env-step-bonkquest", "tiles-vram-bonkquest", "tiles-pixels-bonkquest"}
+    assert after["tiles-vram-bonkquest"].command.endswith("--steps 40 --seed 0")
+    page = tmp_path / "benchmarks.md"
+    assert report.main(["--figures", str(figures), "--page", str(page)]) == 0
+    assert after["tiles-vram-bonkquest"].shown_value() in page.read_text()
