@@ -360,3 +360,47 @@ def test_tampered_session_fields_are_one_line(
         f"error: the session at {session} is damaged ({said}): start a new search with "
         "metabonk ram search start"
     )
+
+
+# ------------------------------------------------------------------ tiles label
+GROUPS = {"charblock": 0, "groups": {"0": {"tiles": [1, 2], "onto": 3, "blocked": 0, "seen": 3}}}
+
+
+@pytest.mark.parametrize(
+    "groups, tiles, problem",
+    [
+        ({"charblock": 0, "groups": {"0": {"tiles": "x"}}}, None, "group 0: tiles must be a list"),
+        ({"charblock": 0, "groups": []}, None, "groups must be an object"),
+        ({"groups": {}}, None, "charblock must be 0-3"),
+        ([1, 2], None, "charblock must be 0-3"),
+        (GROUPS, {"classes": ["wall"]}, "classes must map tile numbers to class names"),
+        (GROUPS, {"classes": {}, "walk_votes": {"wall": "many"}}, "walk_votes must map"),
+    ],
+)
+def test_tiles_label_checks_the_json_it_reads(
+    game_folder: Path, groups: object, tiles: object, problem: str
+) -> None:
+    """`tiles label` trusted tile_groups.json and tiles.json once they parsed: a changed file
+    ended in a KeyError or TypeError traceback."""
+    (game_folder / "tile_groups.json").write_text(json.dumps(groups))
+    if tiles is not None:
+        (game_folder / "tiles.json").write_text(json.dumps(tiles))
+    before = (game_folder / "tiles.json").read_text() if tiles is not None else None
+    line = _error(["tiles", "label", str(game_folder), "0=wall"])
+    assert line.startswith("error: ") and "is damaged or not metabonk's (" in line
+    assert problem in line
+    if before is not None:
+        assert (game_folder / "tiles.json").read_text() == before
+
+
+def test_tiles_label_still_labels(game_folder: Path) -> None:
+    from metabonk_gym.cli.main import app
+    from typer.testing import CliRunner
+
+    (game_folder / "tile_groups.json").write_text(json.dumps(GROUPS))
+    result = CliRunner().invoke(app, ["tiles", "label", str(game_folder), "0=floor"])
+    assert result.exit_code == 0, result.output
+    written = json.loads((game_folder / "tiles.json").read_text())
+    assert written["classes"] == {"1": "floor", "2": "floor"} and written["walkable"] == {
+        "floor": True
+    }

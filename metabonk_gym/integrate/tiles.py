@@ -276,10 +276,15 @@ def label_tiles(folder: str | Path, labels: list[str]) -> dict[str, int]:
     groups_path = folder / "tile_groups.json"
     if not groups_path.is_file():
         raise IntegrateError(f"no {groups_path}: run metabonk integrate tiles {folder} first")
-    found = json.loads(groups_path.read_text())
+    again = f"run metabonk integrate tiles {folder} again"
+    found = _read_tile_json(groups_path, _groups_problem, again)
     groups = found["groups"]
     tiles_path = folder / "tiles.json"
-    current = json.loads(tiles_path.read_text()) if tiles_path.is_file() else {}
+    current = (
+        _read_tile_json(tiles_path, _labels_problem, "remove it and label the groups again")
+        if tiles_path.is_file()
+        else {}
+    )
     classes: dict[str, str] = dict(current.get("classes", {}))
     votes: dict[str, list[int]] = {k: list(v) for k, v in current.get("walk_votes", {}).items()}
     for pair in labels:
@@ -303,3 +308,75 @@ def label_tiles(folder: str | Path, labels: list[str]) -> dict[str, int]:
     }
     atomic_write_text(tiles_path, json.dumps(out, indent=1) + "\n")
     return {"tiles": len(classes), "classes": len(set(classes.values()))}
+
+
+#: The largest tile_groups.json / tiles.json read, and the tile numbers a GBA background has.
+MAX_TILE_JSON_BYTES = 8 * 1024 * 1024
+TILE_IDS = 1024
+
+
+def _read_tile_json(path: Path, problem_of: Callable[[Any], str | None], fix: str) -> Any:
+    """A tile file's JSON when its structure is what `integrate tiles` / `tiles label` write
+    (`problem_of` says what is wrong, or None), else a one-line `IntegrateError`."""
+    if path.stat().st_size > MAX_TILE_JSON_BYTES:
+        problem: str | None = f"more than {MAX_TILE_JSON_BYTES} bytes"
+    else:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            problem = f"not JSON: {exc}"
+        else:
+            problem = problem_of(data)
+    if problem is not None:
+        raise IntegrateError(f"{path} is damaged or not metabonk's ({problem}); {fix}")
+    return data
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _groups_problem(data: Any) -> str | None:
+    """What is wrong with a tile_groups.json's structure, or None.
+
+    >>> _groups_problem({"charblock": 0, "groups": {"0": {"tiles": [5], "onto": 1, "blocked": 0}}})
+    >>> _groups_problem({"charblock": 0, "groups": {"0": {"tiles": [5000], "onto": 1, "blocked": 0}}})
+    'group 0: tiles must be a list of tile numbers 0-1023'
+    """
+    if not isinstance(data, dict) or data.get("charblock") not in (0, 1, 2, 3):
+        return "charblock must be 0-3"
+    groups = data.get("groups")
+    if not isinstance(groups, dict) or len(groups) > TILE_IDS:
+        return f"groups must be an object of at most {TILE_IDS} groups"
+    for gid, entry in groups.items():
+        if not isinstance(entry, dict):
+            return f"group {gid} must be an object"
+        tiles = entry.get("tiles")
+        if not isinstance(tiles, list) or not all(_count(t) and t < TILE_IDS for t in tiles):
+            return f"group {gid}: tiles must be a list of tile numbers 0-{TILE_IDS - 1}"
+        if not (_count(entry.get("onto")) and _count(entry.get("blocked"))):
+            return f"group {gid}: onto and blocked must be counts"
+    return None
+
+
+def _labels_problem(data: Any) -> str | None:
+    """What is wrong with a tiles.json's classes and walk votes, or None.
+
+    >>> _labels_problem({"classes": {"5": "wall"}, "walk_votes": {"wall": [0, 3]}})
+    >>> _labels_problem({"classes": ["wall"]})
+    'classes must map tile numbers to class names'
+    """
+    if not isinstance(data, dict):
+        return "it must hold a JSON object"
+    classes = data.get("classes", {})
+    if not isinstance(classes, dict) or not all(
+        k.isdigit() and len(k) <= 4 and int(k) < TILE_IDS and isinstance(v, str)
+        for k, v in classes.items()
+    ):
+        return "classes must map tile numbers to class names"
+    votes = data.get("walk_votes", {})
+    if not isinstance(votes, dict) or not all(
+        isinstance(v, list) and len(v) == 2 and all(_count(x) for x in v) for v in votes.values()
+    ):
+        return "walk_votes must map class names to two counts"
+    return None
