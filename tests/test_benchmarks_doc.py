@@ -208,3 +208,13 @@ def test_a_bench_run_puts_its_figures_into_a_copy_of_the_records(tmp_path: Path)
     page = tmp_path / "benchmarks.md"
     assert report.main(["--figures", str(figures), "--page", str(page)]) == 0
     assert after["tiles-vram-bonkquest"].shown_value() in page.read_text()
+
+
+def test_report_outside_the_repository_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "benchmarks.md"
+    assert report.main(["--figures", str(tmp_path / "nowhere"), "--page", str(page)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "repository root" in err[0]
+    assert not page.exists()
