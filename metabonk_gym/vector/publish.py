@@ -8,7 +8,8 @@ another host. So `--watch` also puts the dashboard's publish address in the envi
 Ray workers inherit (a Ray cluster gets it through the job's `runtime_env`). An env built in such
 a process is tapped as any other (`ViewTap`), and the first one starts this process's
 `Publisher`: a daemon thread that connects out to the dashboard (loopback unless `--watch` named
-another host; the key is the dashboard's token then), says how many envs the process holds, and
+another host; the key is a secret of the dashboard's own, never its viewers' token), says how
+many envs the process holds, and
 then only waits: the dashboard tells it when a viewer is connected (`{"on": true, "fps": 10,
 "shrink": [...]}`); from then until it is told off, at the view's rate, it sets each local env's
 request byte and sends each frame that env encoded (one binary message: `pack_published`). With
