@@ -130,9 +130,10 @@ def state(
     name: str = typer.Argument(..., help="The start's name (FOLDER/NAME.state)."),
     inputs: str = typer.Option(..., help="The input script played from power-on."),
     default: bool = typer.Option(False, help="Also make it metadata.json's default start."),
+    force: bool = typer.Option(False, "--force", help="Replace FOLDER/NAME.state if it exists."),
 ) -> None:
     """Play an input script from power-on and save a named, checksummed start state."""
-    path = save_start(folder, name, inputs, make_default=default)
+    path = save_start(folder, name, inputs, make_default=default, force=force)
     console.print(f"wrote {path} (state={name!r} starts there)")
 
 

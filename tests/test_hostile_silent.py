@@ -155,3 +155,19 @@ def test_a_variable_named_won_or_lost_needs_contract(game_folder: Path, name: st
     )
     assert result.exit_code == 0, result.output
     assert name in json.loads((game_folder / "data.json").read_text())["info"]
+
+
+def test_integrate_state_does_not_replace_a_start_without_force(game_folder: Path) -> None:
+    """`integrate state FOLDER NAME` overwrote an existing NAME.state without a word."""
+    args = ["integrate", "state", str(game_folder), "level1", "--inputs", "wait 10"]
+    assert runner.invoke(app, args).exit_code == 0
+    state = game_folder / "level1.state"
+    first = state.read_bytes()
+    line = _error([*args[:4], "--inputs", "wait 200"])
+    assert line == (
+        f"error: {state} exists: pass --force to replace that start state, or choose another name"
+    )
+    assert state.read_bytes() == first
+    result = runner.invoke(app, [*args[:4], "--inputs", "wait 200", "--force"])
+    assert result.exit_code == 0, result.output
+    assert state.read_bytes() != first

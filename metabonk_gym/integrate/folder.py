@@ -123,12 +123,19 @@ def add_variable(
     return info
 
 
-def save_start(folder: str | Path, name: str, inputs: str, make_default: bool = False) -> Path:
+def save_start(
+    folder: str | Path, name: str, inputs: str, make_default: bool = False, force: bool = False
+) -> Path:
     """Play `inputs` from power-on on the folder's ROM and save `folder/NAME.state`
     (checksummed, atomically); `make_default` also makes it metadata.json's default state."""
     folder = Path(folder)
     if not _NAME.match(name):
         raise IntegrateError(f"state name {name!r}: use letters, digits and _")
+    if (folder / f"{name}.state").exists() and not force:
+        raise IntegrateError(
+            f"{folder / name}.state exists: pass --force to replace that start state, or choose "
+            "another name"
+        )
     steps = parse_script(inputs)
     read_rom(folder / "rom.gba")
     with Machine.open(folder / "rom.gba") as machine:
