@@ -15,6 +15,7 @@ import json
 import os
 import resource
 import socket
+import struct
 import sys
 import threading
 import time
@@ -174,6 +175,14 @@ def test_every_route_refuses_symlinks_out_of_the_folder(tmp_path: Path) -> None:
     (root / "ds" / "data").symlink_to(outside / "data", target_is_directory=True)
     (root / "mem.lbdb").mkdir()
     (root / "mem.lbdb" / "db").symlink_to(outside / "run.json")
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(outside / "tb"))
+    writer.add_scalar("SECRET-CURVE", 1.0, 1)
+    writer.close()
+    (event,) = (outside / "tb").iterdir()
+    (root / "tb").mkdir()
+    (root / "tb" / event.name).symlink_to(event)
     with WatchServer(root) as server:
         base = f"http://127.0.0.1:{server.port}"
         status, body, _ = _get(base + "/api/train")
@@ -302,9 +311,17 @@ def test_sparse_3gib_files_are_capped_not_read_whole(tmp_path: Path) -> None:
     for name in ("run.json", "plan.yaml", "decisions.jsonl", "pbt_global.txt"):
         with open(run / name, "wb") as handle:
             handle.truncate(3 * GIB)  # sparse: no disk, 3 GiB to whoever reads it whole
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    length = struct.pack("<Q", 3 * GIB - 16)  # one record as long as the file: TensorBoard's
+    with open(run / "events.out.tfevents.1.x", "wb") as handle:  # reader allocates it at once
+        handle.write(length + struct.pack("<I", masked_crc32c(length)))
+        handle.truncate(3 * GIB)
     with WatchServer(tmp_path) as server:
         status, growth = _server_rss_growth(server, "/api/train")
         assert status == 200 and growth < 200e6, growth
+        train = json.loads(_get(f"http://127.0.0.1:{server.port}/api/train")[1])
+        assert train["runs"] == {} and train["scalars"] == {}  # (nothing past a cap read)
         status, growth = _server_rss_growth(server, "/api/decisions?path=run")
         assert status == 413 and growth < 200e6, growth
         _, body, _ = _get(f"http://127.0.0.1:{server.port}/api/decisions?path=run")

@@ -35,7 +35,7 @@ import numpy as np
 from metabonk_gym.think.log import LOG_NAME, read_decisions
 from metabonk_gym.vector.view import env_frame
 
-#: Files `scan` looks at before it stops, and how deep it goes.
+#: Files and folders `scan` looks at before it stops, and how deep it goes.
 MAX_SCAN_FILES = 20000
 MAX_DEPTH = 8
 #: Points per curve sent to the page (evenly thinned).
@@ -48,6 +48,8 @@ MAX_RUN_JSON = 1_000_000
 MAX_PLAN = 20_000
 MAX_PBT_TAIL = 256_000
 MAX_LOG_BYTES = 32_000_000
+#: A TensorBoard event file larger than this is not read (its folder's curves are left out).
+MAX_EVENTS_BYTES = 256_000_000
 #: Files a dataset or memory-graph folder may hold for `confined` to look at them all.
 MAX_CONFINED_FILES = 4096
 
@@ -157,6 +159,7 @@ def scan(root: Path) -> dict[str, Any]:
         dirnames[:] = (
             sorted(d for d in dirnames if not d.startswith(".")) if depth < MAX_DEPTH else []
         )
+        seen += 1  # (folders count: a tree of empty folders is no cheaper to walk)
         rel_folder = _rel(root, folder) if folder != root else "."
         if folder.name == "data" and "metadata.json" in filenames and folder != root:
             parent = folder.parent  # a Minari dataset: DATASET/data/{metadata.json, ...}
@@ -196,6 +199,17 @@ def _thin(points: list[list[float]]) -> list[list[float]]:
     return [points[i] for i in keep]
 
 
+def _events_readable(root: Path, folder: Path) -> bool:
+    """Whether every event file of `folder` is a regular file inside `root` of at most
+    `MAX_EVENTS_BYTES` (TensorBoard's reader would follow a link out, and walk a sparse file's
+    gigabytes record by record)."""
+    for path in folder.glob("events.out.tfevents*"):
+        real = inside_file(root, path.relative_to(root.resolve()).as_posix())
+        if real is None or real.stat().st_size > MAX_EVENTS_BYTES:
+            return False
+    return True
+
+
 def scalars(root: Path, folders: list[str]) -> dict[str, dict[str, list[list[float]]]]:
     """TensorBoard scalars per event folder: {folder: {tag: [[step, value], ...]}}."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -203,7 +217,7 @@ def scalars(root: Path, folders: list[str]) -> dict[str, dict[str, list[list[flo
     out: dict[str, dict[str, list[list[float]]]] = {}
     for rel in folders[:32]:
         path = inside(root, rel) if rel != "." else root.resolve()
-        if path is None:
+        if path is None or not _events_readable(root, path):
             continue
         acc = EventAccumulator(str(path), size_guidance={"scalars": 2000})
         acc.Reload()
