@@ -149,7 +149,7 @@ def canary(tmp_path: Path) -> tuple[Path, Path]:
     return program, marker
 
 
-@pytest.mark.parametrize("command", ["eval", "zip", "play", "ladder", "resume"])
+@pytest.mark.parametrize("command", ["eval", "zip", "play", "record", "ladder", "resume"])
 def test_env_kwargs_that_name_a_program_are_refused(
     trained: tuple[Path, Path], tmp_path: Path, canary: tuple[Path, Path], command: str
 ) -> None:
