@@ -256,7 +256,8 @@ def bench_video(
     figures_file: Path | None = typer.Option(
         None,
         "--figures",
-        help="Megabonk: put the figures into this record file (docs/figures/megabonk-video.json).",
+        help="Put the figures into this record file (docs/figures/video.json; Megabonk: "
+        "docs/figures/megabonk-video.json).",
     ),
     work: Path | None = typer.Option(None, "--work", help="Keep videos and models here."),
     noise: float = typer.Option(0.25, "--noise", help="Fraction of the expert's steps random."),
@@ -304,7 +305,7 @@ def bench_video(
     ),
 ) -> None:
     """IDM accuracy from expert videos, BC from IDM labels vs true labels, learned reward, speed."""
-    from metabonk_gym.bench.video_speed import GAMES, run
+    from metabonk_gym.bench.video_speed import GAMES, figure_records, run
 
     if labelled_fraction is not None:
         check_number("--labelled-fraction", labelled_fraction, 0.01, 0.99)
@@ -366,6 +367,8 @@ def bench_video(
     console.print_json(json.dumps(result, default=str))
     if out is not None:
         atomic_write_text(out, json.dumps(result, indent=2, default=str))
+    if figures_file is not None:
+        put_figures(figures_file, figure_records(result), command=invoked_command())
 
 
 def register(app: typer.Typer) -> None:
