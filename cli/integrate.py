@@ -45,9 +45,11 @@ from metabonk_gym.integrate import (
     parse_script,
     parse_watch,
     rank,
+    read_rom,
     region_spans,
     run_probes,
     save_start,
+    start_state,
     view_type,
 )
 from metabonk_gym.utils import atomic_write_text
@@ -67,6 +69,11 @@ console = plain_console()
 FOLDER = typer.Argument(..., help="The game folder (made by metabonk integrate new).")
 INPUTS_HELP = "An input script played first, e.g. 'wait 600; START 10; RIGHT+A 8'."
 SESSION_HELP = "The session folder (default FOLDER/ram-session)."
+#: Where the RAM tools begin: the folder's default start (metadata.json), another, or power-on.
+START = typer.Option(
+    None, "--start", help="Begin from this start state of the folder (default: its default start)."
+)
+POWER_ON = typer.Option(False, "--power-on", help="Begin from power-on, not the default start.")
 #: Seconds between two looks at a SkyEmu someone plays.
 WATCH_POLL_S = 0.1
 
@@ -119,9 +126,7 @@ def new(
             "note: a ROM of 256 KiB or less may look like a multiboot image to mGBA 0.7, so the "
             "env runs a copy padded with 0xFF to 512 KiB (rom.gba stays as it is)"
         )
-    console.print(
-        f"wrote {made}: {extension['name']} ({extension['rom_title']}, {extension['rom_code']})"
-    )
+    console.print(f"wrote {made}: {extension['name']} ({read_rom(made / 'rom.gba').describe()})")
 
 
 @integrate_app.command("state")
@@ -130,10 +135,27 @@ def state(
     name: str = typer.Argument(..., help="The start's name (FOLDER/NAME.state)."),
     inputs: str = typer.Option(..., help="The input script played from power-on."),
     default: bool = typer.Option(False, help="Also make it metadata.json's default start."),
+    from_: str | None = typer.Option(
+        None, "--from", help="Play from this start state of the folder instead of power-on."
+    ),
+    poke: list[str] = typer.Option(
+        [], help="VAR=VALUE: set a data.json variable first (with --from), e.g. a level number."
+    ),
     force: bool = typer.Option(False, "--force", help="Replace FOLDER/NAME.state if it exists."),
 ) -> None:
-    """Play an input script from power-on and save a named, checksummed start state."""
-    path = save_start(folder, name, inputs, make_default=default, force=force)
+    """Play an input script from power-on (or --from a start) and save a named, checksummed
+    start state."""
+    pokes = {}
+    for item in poke:
+        variable, sep, value = item.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            raise IntegrateError(f"--poke {item!r}: write VAR=VALUE with an integer VALUE")
+        pokes[variable] = int(value)
+    if pokes and from_ is None:
+        raise IntegrateError("--poke sets variables in a running game: give --from START too")
+    path = save_start(
+        folder, name, inputs, make_default=default, start=from_, pokes=pokes, force=force
+    )
     console.print(f"wrote {path} (state={name!r} starts there)")
 
 
@@ -142,7 +164,8 @@ def tiles(
     folder: Path = FOLDER,
     inputs: str | None = typer.Option(None, help="Play this script instead of the probes."),
     play: bool = typer.Option(False, help="Play in a window (after --inputs) until you close it."),
-    start: str | None = typer.Option(None, help="A start state of the folder to begin from."),
+    start: str | None = START,
+    power_on: bool = POWER_ON,
     every: int = typer.Option(4, min=1, help="Look at the screen every N frames."),
     sheet: Path | None = typer.Option(
         None, help="The contact sheet PNG (default FOLDER/tiles.png)."
@@ -161,6 +184,7 @@ def tiles(
         inputs=inputs,
         start=start,
         every=every,
+        power_on=power_on,
         sheet=sheet,
         play=in_window if play else None,
     )
@@ -187,8 +211,10 @@ def search_start(
         [], "--type", help="Value types (default all: u8 .. s32, BCD, both endians)."
     ),
     session: Path | None = typer.Option(None, help=SESSION_HELP),
+    start: str | None = START,
+    power_on: bool = POWER_ON,
 ) -> None:
-    """Snapshot RAM: the first step of a search."""
+    """Snapshot RAM: the first step of a search (from the folder's default start, if it has one)."""
     search = RamSearch.start(
         folder,
         backend=backend,
@@ -198,6 +224,8 @@ def search_start(
         inputs=inputs,
         state_file=state_file,
         path=session,
+        start=start,
+        power_on=power_on,
     )
     console.print(
         f"search started at {search.path}: {search.left:,} candidates ({search.labels[-1]})"
@@ -328,6 +356,8 @@ def watch(
     seconds: float | None = typer.Option(
         None, min=0, help="SkyEmu: watch this long (default until Ctrl-C)."
     ),
+    start: str | None = START,
+    power_on: bool = POWER_ON,
 ) -> None:
     """Values live while the game plays (a window, an input script with --inputs, or SkyEmu)."""
     variables = folder_variables(folder)
@@ -341,7 +371,12 @@ def watch(
             "ram watch plays the game: give --inputs SCRIPT or --play (or --backend skyemu)"
         )
     steps = parse_script(inputs) if inputs else []
-    search_state = RamSearch.load(folder, session).state if session is not None else None
+    if session is not None:
+        search_state = RamSearch.load(folder, session).state
+    elif backend == "embedded":
+        search_state, _ = start_state(folder, start, power_on)
+    else:
+        search_state = None
     watcher = Watcher(watched)
     if play:
         _play_window("ram watch")  # refuses in one line without a display, before anything opens
@@ -389,7 +424,9 @@ def watch(
 def suggest(
     folder: Path = FOLDER,
     inputs: str | None = typer.Option(
-        None, help="Play this script from power-on first (default: where the session stands)."
+        None,
+        help="Play this script from the folder's default start first (default: where the "
+        "session stands, else the default start).",
     ),
     top: int = typer.Option(3, min=1, help="Addresses per role."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -399,13 +436,17 @@ def suggest(
         help="ROLE=NAME: write the best address of ROLE (x, y, frames, button_a) to data.json as NAME.",
     ),
     session: Path | None = typer.Option(None, help=SESSION_HELP),
+    start: str | None = START,
+    power_on: bool = POWER_ON,
 ) -> None:
     """Probe the game (hold each direction, press A, wait) and rank addresses that follow the
     player's x/y, count frames or change with A."""
-    state_bytes = None
     where = session if session is not None else folder / "ram-session"
-    if inputs is None and (where / "session.json").is_file():
+    from_session = start is None and not power_on and inputs is None
+    if from_session and (where / "session.json").is_file():
         state_bytes = RamSearch.load(folder, session).state
+    else:
+        state_bytes, _ = start_state(folder, start, power_on)
     spans = region_spans(["ewram", "iwram"])
     with Machine.open(folder / "rom.gba", state=state_bytes) as machine:
         machine.run(parse_script(inputs) if inputs else [])

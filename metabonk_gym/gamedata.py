@@ -29,7 +29,14 @@ from typing import Any
 from metabonk_gym.configfile import ConfigFileError, load_config_file, load_optional
 from metabonk_gym.errors import IntegrationError, UntrustedGameCodeError
 
-BUNDLED_GAMES: tuple[str, ...] = ("BonkQuest", "BonkArena", "Megabonk")
+BUNDLED_GAMES: tuple[str, ...] = (
+    "BonkQuest",
+    "BonkArena",
+    "Megabonk",
+    "HatWizard",
+    "MeteoRain",
+    "uCity",
+)
 #: Sections of defaults.yaml that are not config keys.
 DEFAULTS_SECTIONS: tuple[str, ...] = ("states", "policies")
 

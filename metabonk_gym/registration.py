@@ -116,6 +116,22 @@ ENV_IDS: dict[str, dict[str, Any]] = {
         "max_episode_steps": 6000,
     },
     "MetaBonk/GBA-v0": {"entry_point": GBA_ENTRY_POINT},
+    # Public games nobody here wrote (gbadev.org archive; licences in each game folder).
+    "MetaBonk/HatWizard-v0": {
+        "entry_point": GBA_ENTRY_POINT,
+        "kwargs": {"game": "HatWizard"},
+        "max_episode_steps": 4500,
+    },
+    "MetaBonk/MeteoRain-v0": {
+        "entry_point": GBA_ENTRY_POINT,
+        "kwargs": {"game": "MeteoRain"},
+        "max_episode_steps": 4500,
+    },
+    "MetaBonk/uCity-v0": {
+        "entry_point": GBA_ENTRY_POINT,
+        "kwargs": {"game": "uCity"},
+        "max_episode_steps": 3000,
+    },
     # A live game is nondeterministic: the env checker must not expect seeded resets to repeat.
     "MetaBonk/Megabonk-v0": {
         "entry_point": MEGABONK_ENTRY_POINT,
@@ -127,6 +143,9 @@ TRAITS: dict[str, EnvTraits] = {
     "MetaBonk/BonkQuest-v0": replace(GBA_TRAITS, game="BonkQuest"),
     "MetaBonk/BonkArena-v0": replace(GBA_TRAITS, game="BonkArena"),
     "MetaBonk/GBA-v0": GBA_TRAITS,
+    "MetaBonk/HatWizard-v0": replace(GBA_TRAITS, game="HatWizard"),
+    "MetaBonk/MeteoRain-v0": replace(GBA_TRAITS, game="MeteoRain", can_win=False),
+    "MetaBonk/uCity-v0": replace(GBA_TRAITS, game="uCity", can_win=False),
     "MetaBonk/Megabonk-v0": MEGABONK_TRAITS,
 }
 

@@ -8,6 +8,7 @@
 from metabonk_gym.rewards.function import (
     DoneCondition,
     RewardFunction,
+    VariableCheck,
     build_reward,
     terms_from_dict,
     terms_from_scenario,
@@ -38,6 +39,7 @@ __all__ = [
     "ScenarioVariable",
     "Survival",
     "TimePenalty",
+    "VariableCheck",
     "build_reward",
     "terms_from_dict",
     "terms_from_scenario",

@@ -128,8 +128,50 @@ def terms_from_scenario(scenario: Mapping[str, Any]) -> dict[str, RewardTerm]:
     return terms
 
 
+#: A condition's `reference` that means "the variable's value when the episode began".
+START_REFERENCE = "start"
+
+
+@dataclasses.dataclass
+class VariableCheck:
+    """One scenario condition: `op(variable, reference)`, where the reference may be `"start"`
+    (the value at reset), so "the level went up" reads the same from any level's start state.
+
+    >>> check = VariableCheck.parse("level", {"op": "greater-than", "reference": "start"})
+    >>> check.reset({"level": 3}); check({"level": 3}), check({"level": 4})
+    (False, True)
+    """
+
+    variable: str
+    test: Any
+    reference: int | None  # None: the value at reset
+    start_value: int = 0
+
+    @classmethod
+    def parse(cls, name: str, entry: Mapping[str, Any]) -> VariableCheck:
+        """A check from a scenario entry (`op`, `reference`: an int or "start")."""
+        if not isinstance(entry, Mapping):
+            raise RewardSpecError(f"condition on {name!r} must be a mapping with op and reference")
+        reference = entry.get("reference", 0)
+        try:
+            ref = None if reference == START_REFERENCE else int(reference)
+            return cls(name, check_op(entry.get("op", "equal")), ref)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise RewardSpecError(
+                f"condition on {name!r}: {exc} (reference: an int or {START_REFERENCE!r})"
+            ) from None
+
+    def reset(self, current: Vars) -> None:
+        self.start_value = int(current[self.variable])
+
+    def __call__(self, current: Vars) -> bool:
+        ref = self.start_value if self.reference is None else self.reference
+        return bool(self.test(int(current[self.variable]), ref))
+
+
 class DoneCondition:
-    """The `done` part of a stable-retro `scenario.json`: `any` or `all` of variable conditions."""
+    """The `done` part of a stable-retro `scenario.json`: `any` or `all` of variable conditions
+    (a `reference` of `"start"` compares with the value at reset)."""
 
     def __init__(self, scenario: Mapping[str, Any]) -> None:
         done = scenario.get("done") or {}
@@ -139,18 +181,23 @@ class DoneCondition:
                 f"scenario done condition must be 'any' or 'all', not {self.mode!r}"
             )
         self.checks = [
-            (name, check_op(entry.get("op", "equal")), int(entry.get("reference", 0)))
+            VariableCheck.parse(name, entry)
             for name, entry in (done.get("variables") or {}).items()
         ]
 
     @property
     def variables(self) -> set[str]:
-        return {name for name, _, _ in self.checks}
+        return {check.variable for check in self.checks}
+
+    def reset(self, current: Vars) -> None:
+        """Remember the values at the episode's start (for `"start"` references)."""
+        for check in self.checks:
+            check.reset(current)
 
     def __call__(self, current: Vars) -> bool:
         if not self.checks:
             return False
-        results = (test(int(current[name]), ref) for name, test, ref in self.checks)
+        results = (check(current) for check in self.checks)
         return any(results) if self.mode == "any" else all(results)
 
 

@@ -48,7 +48,7 @@ from metabonk_gym.gba.memory import Memory
 from metabonk_gym.gba.statefile import read_state
 from metabonk_gym.gba.window import close_window, show_frame
 from metabonk_gym.preprocess import screen
-from metabonk_gym.rewards import DoneCondition, build_reward
+from metabonk_gym.rewards import DoneCondition, VariableCheck, build_reward
 
 BONK_MAGIC = 0x4B4E4F42
 COMMANDS = {"new_game": 1, "warp": 2}
@@ -172,6 +172,12 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
             presets=self.game_data.presets() or None,
         )
         self.done_condition = DoneCondition(self.integration.scenario)
+        #: `won`/`lost` declared as conditions (e.g. the level went up since reset).
+        self._contract_checks = {
+            key: VariableCheck.parse(str(self.integration.extension[key]["variable"]), cond)
+            for key in ("won", "lost")
+            if (cond := self.integration.contract_condition(key)) is not None
+        }
         needed = (
             set(self.integration.info_names)
             | self.reward_fn.variables
@@ -245,6 +251,9 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         self._buttons = 0
         self._vars = self._read_vars()
         self.reward_fn.reset(self._vars)
+        self.done_condition.reset(self._vars)
+        for check in self._contract_checks.values():
+            check.reset(self._vars)
         self._frame = self.backend.screen()
         if self.render_mode == "human":
             self.render()
@@ -387,6 +396,15 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
             if not loaded.verified:  # not written by this project: tried elsewhere first
                 self.backend.vet_state(loaded.state)
             self.backend.load_state(loaded.state)
+            self._seed_frames(game_seed)
+
+    def _seed_frames(self, game_seed: int) -> None:
+        """Idle `game_seed % (N + 1)` frames after a savestate start, N = metabonk.json's
+        `seed_frames` (default 0): a game that seeds its randomness from time then plays a
+        different game for each seed, as ALE's random no-op starts do."""
+        limit = int(self.integration.extension.get("seed_frames", 0))
+        if limit > 0:
+            self.backend.step(game_seed % (limit + 1), 0)
 
     def _boot(self) -> bytes:
         """Power on and, for games with the command interface, run until the game has booted."""
@@ -442,7 +460,9 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
     def _info(self) -> dict[str, Any]:
         info: dict[str, Any] = {name: self._vars[name] for name in self._info_names}
         for key in RAM_INFO:
-            if key not in info:
+            if key in self._contract_checks:
+                info[key] = self._contract_checks[key](self._vars)
+            elif key not in info:
                 name = self._contract_vars.get(key)
                 if name is not None:
                     info[key] = self._vars[name]

@@ -46,7 +46,7 @@ def bundled_gba_games() -> list[str]:
     """The bundled games that are GBA integrations (a data.json in their folder).
 
     >>> bundled_gba_games()
-    ['BonkQuest', 'BonkArena']
+    ['BonkQuest', 'BonkArena', 'HatWizard', 'MeteoRain', 'uCity']
     """
     return [game for game in BUNDLED_GAMES if (bundled_game_folder(game) / "data.json").is_file()]
 
@@ -188,6 +188,7 @@ class Integration:
         assert data is not None  # required=True raised otherwise
         variables = _parse_variables(data, folder)
         info_names = list(extension.get("info") or variables)
+        _check_seed_frames(extension.get("seed_frames", 0), folder)
         for name in info_names:
             if name not in variables:
                 raise IntegrationError(
@@ -236,11 +237,20 @@ class Integration:
 
     @property
     def won_variable(self) -> str | None:
-        return self.extension.get("won")
+        """The variable behind `info["won"]`: metabonk.json's `won`, a name or a condition."""
+        return _condition_variable(self.extension.get("won"))
 
     @property
     def lost_variable(self) -> str | None:
-        return self.extension.get("lost")
+        """The variable behind `info["lost"]` (as `won_variable`)."""
+        return _condition_variable(self.extension.get("lost"))
+
+    def contract_condition(self, key: str) -> dict[str, Any] | None:
+        """metabonk.json's `won` or `lost` when it is a condition (`{"variable", "op",
+        "reference"}`, reference an int or "start"), None when it names a variable (true when
+        nonzero) or is absent."""
+        value = self.extension.get(key)
+        return value if isinstance(value, dict) else None
 
     def variable(self, name: str) -> Variable:
         try:
@@ -305,6 +315,31 @@ class Integration:
     def tiles(self) -> dict[str, Any] | None:
         """Semantic tile classes (`tiles.json`), if the integration has them."""
         return _read_json(self.folder / "tiles.json", required=False)
+
+
+#: The most idle frames `seed_frames` may ask for after a savestate start (a minute at 60 fps).
+MAX_SEED_FRAMES = 3600
+
+
+def _check_seed_frames(value: Any, folder: Path) -> None:
+    """metabonk.json's `seed_frames` must be an int in 0..MAX_SEED_FRAMES."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED_FRAMES:
+        raise IntegrationError(
+            f"{folder / 'metabonk.json'}: seed_frames must be an int from 0 to {MAX_SEED_FRAMES} "
+            f"(idle frames after a savestate start, chosen by the seed), not {value!r}"
+        )
+
+
+def _condition_variable(value: Any) -> str | None:
+    """The variable a `won`/`lost` entry reads: the name itself, or a condition's `variable`."""
+    if isinstance(value, dict):
+        name = value.get("variable")
+        if not isinstance(name, str):
+            raise IntegrationError(
+                f"metabonk.json: a won/lost condition needs a 'variable' name, got {value!r}"
+            )
+        return name
+    return value if isinstance(value, str) else None
 
 
 #: File names `state=` takes as paths (stable-retro states; SkyEmu state images).

@@ -9,7 +9,13 @@ start states (the library under `metabonk integrate`, `metabonk ram`, `metabonk 
 from __future__ import annotations
 
 from metabonk_gym.integrate.errors import IntegrateError
-from metabonk_gym.integrate.folder import add_variable, new_game_folder, save_start
+from metabonk_gym.integrate.folder import (
+    add_variable,
+    new_game_folder,
+    save_start,
+    start_state,
+    start_state_file,
+)
 from metabonk_gym.integrate.machine import Machine, region_spans
 from metabonk_gym.integrate.rom import RomInfo, read_rom
 from metabonk_gym.integrate.scan import apply_filter, parse_filter, view_type
@@ -41,5 +47,7 @@ __all__ = [
     "region_spans",
     "run_probes",
     "save_start",
+    "start_state",
+    "start_state_file",
     "view_type",
 ]

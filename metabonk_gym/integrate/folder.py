@@ -25,7 +25,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from metabonk_gym.gba.backends import write_state_file
+from metabonk_gym.gamedata import is_bundled_folder
+from metabonk_gym.gba.backends import read_state_file, write_state_file
+from metabonk_gym.gba.integration import SAVESTATES, savestates_dir
 from metabonk_gym.integrate.errors import IntegrateError
 from metabonk_gym.integrate.machine import Machine, check_ram_address
 from metabonk_gym.integrate.rom import read_rom
@@ -123,11 +125,66 @@ def add_variable(
     return info
 
 
+def start_state_file(folder: str | Path, name: str | None = None) -> Path | None:
+    """The savestate file of the folder's start `name` (default: metadata.json's `default_state`),
+    looked up where the env looks (a bundled game's `savestates/<Game>/`, the folder, its
+    `savestates/`); None when no name is given and the folder has no default start (power-on).
+
+    The RAM tools start here so that a search, a watch or a probe sees the game past its title,
+    as the env does, rather than the power-on logo.
+    """
+    folder = Path(folder)
+    if name is None:
+        meta_path = folder / "metadata.json"
+        name = _read_json(meta_path).get("default_state") if meta_path.is_file() else None
+        if not name:
+            return None
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise IntegrateError(f"start state name {name!r}: use letters, digits and _")
+    places = [folder, folder / SAVESTATES]
+    if is_bundled_folder(folder):
+        places.insert(0, savestates_dir(folder.resolve().name))
+    for place in places:
+        if (place / f"{name}.state").is_file():
+            return place / f"{name}.state"
+    raise IntegrateError(
+        f"no start state {name!r} in {folder} (looked for {name}.state in "
+        f"{', '.join(str(p) for p in places)}): make one with metabonk integrate state {folder} "
+        f"{name} --inputs SCRIPT, or pass --power-on"
+    )
+
+
+def start_state(
+    folder: str | Path, name: str | None = None, power_on: bool = False
+) -> tuple[bytes | None, str]:
+    """The emulator state the RAM tools begin from and a label for it: the folder's start `name`
+    (default: its default start), or power-on when `power_on` or the folder has no default."""
+    if power_on:
+        if name is not None:
+            raise IntegrateError("give a start state name or --power-on, not both")
+        return None, "power-on"
+    path = start_state_file(folder, name)
+    if path is None:
+        return None, "power-on"
+    try:
+        return read_state_file(path), f"start {path.stem}"
+    except (OSError, ValueError) as exc:
+        raise IntegrateError(f"cannot load start state {path}: {exc}") from None
+
+
 def save_start(
-    folder: str | Path, name: str, inputs: str, make_default: bool = False, force: bool = False
+    folder: str | Path,
+    name: str,
+    inputs: str,
+    make_default: bool = False,
+    start: str | None = None,
+    pokes: dict[str, int] | None = None,
+    force: bool = False,
 ) -> Path:
-    """Play `inputs` from power-on on the folder's ROM and save `folder/NAME.state`
-    (checksummed, atomically); `make_default` also makes it metadata.json's default state."""
+    """Play `inputs` on the folder's ROM from power-on (or from its start state `start`, with
+    data.json variables set to `pokes` first: a level select for games without one) and save
+    `folder/NAME.state` (checksummed, atomically); `make_default` also makes it metadata.json's
+    default state."""
     folder = Path(folder)
     if not _NAME.match(name):
         raise IntegrateError(f"state name {name!r}: use letters, digits and _")
@@ -138,11 +195,23 @@ def save_start(
         )
     steps = parse_script(inputs)
     read_rom(folder / "rom.gba")
-    with Machine.open(folder / "rom.gba") as machine:
+    from_file = start_state_file(folder, start) if start is not None else None
+    state = read_state_file(from_file) if from_file is not None else None
+    variables = _read_json(folder / "data.json").get("info", {}) if pokes else {}
+    for variable in pokes or {}:
+        if variable not in variables:
+            raise IntegrateError(
+                f"--poke {variable}: no such variable in {folder / 'data.json'} "
+                f"(variables: {', '.join(sorted(variables)) or 'none'})"
+            )
+    with Machine.open(folder / "rom.gba", state=state) as machine:
+        for variable, value in (pokes or {}).items():
+            spec = variables[variable]
+            machine.core.write(int(spec["address"]), str(spec["type"]), int(value))
         machine.run(steps)
-        state = machine.save_state()
+        state_bytes = machine.save_state()
     path = folder / f"{name}.state"
-    write_state_file(path, state)
+    write_state_file(path, state_bytes)
     if make_default:
         metadata = _read_json(folder / "metadata.json")
         metadata["default_state"] = name

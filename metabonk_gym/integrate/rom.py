@@ -43,6 +43,22 @@ class RomInfo:
         words = re.findall(r"[A-Za-z0-9]+", self.title) or [self.path.stem]
         return "".join(w[:1].upper() + w[1:].lower() for w in words)
 
+    def describe(self) -> str:
+        """The header's title and game code for a person (quoted, so control bytes show escaped;
+        blank fields said in words: many homebrew ROMs leave them empty).
+
+        >>> RomInfo(Path("x.gba"), "", "", "", "0" * 40, 0).describe()
+        'no title or game code in its header'
+        >>> RomInfo(Path("x.gba"), "HATWIZARD", "HATW", "GC", "0" * 40, 0).describe()
+        "title 'HATWIZARD', game code 'HATW'"
+        """
+        parts = [
+            f"{label} {value!r}"
+            for label, value in (("title", self.title), ("game code", self.code))
+            if value
+        ]
+        return ", ".join(parts) if parts else "no title or game code in its header"
+
 
 def parse_header(data: bytes, where: str | Path) -> RomInfo:
     """Check that `data` is a GBA ROM and read its header (`where` names it in errors)."""

@@ -38,6 +38,7 @@ import numpy as np
 from metabonk_gym.gba.backends import read_state_file
 from metabonk_gym.gba.backends.base import decode_value
 from metabonk_gym.integrate.errors import IntegrateError
+from metabonk_gym.integrate.folder import start_state
 from metabonk_gym.integrate.machine import (
     DEFAULT_REGIONS,
     Machine,
@@ -139,9 +140,13 @@ class RamSearch:
         inputs: str | None = None,
         state_file: str | Path | None = None,
         path: str | Path | None = None,
+        start: str | None = None,
+        power_on: bool = False,
     ) -> RamSearch:
-        """A new search: the first snapshot, after `inputs` from power-on (or from `state_file`);
-        on SkyEmu, RAM as the game stands now. Replaces an older session at `path`."""
+        """A new search: the first snapshot, after `inputs` from the folder's start `start`
+        (default: its default start; power-on with `power_on` or when it has none) or from
+        `state_file`; on SkyEmu, RAM as the game stands now. Replaces an older session at
+        `path`."""
         folder = Path(folder)
         rom = read_rom(folder / "rom.gba")
         spans = region_spans(regions)  # checks the names
@@ -159,7 +164,11 @@ class RamSearch:
         )
         if backend == "skyemu" and state_file is not None:
             raise IntegrateError("--state loads a savestate into the embedded core, not SkyEmu")
-        first = search.next_snapshot(inputs=inputs, state_file=state_file, label="start")
+        label = "start"
+        if backend == "embedded" and state_file is None:
+            search.state, where = start_state(folder, start, power_on)
+            label = f"start ({where}{', after ' + inputs if inputs else ''})"
+        first = search.next_snapshot(inputs=inputs, state_file=state_file, label=label)
         search.masks = full_masks(sum(n for _, n in spans), search.types)
         del first
         search.save()

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from metabonk_gym.gba.backends import read_state_file
 from metabonk_gym.integrate.errors import IntegrateError
+from metabonk_gym.integrate.folder import start_state
 from metabonk_gym.integrate.machine import Machine
 from metabonk_gym.integrate.script import Step, parse_script
 from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
@@ -245,20 +245,16 @@ def collect_tiles(
     inputs: str | None = None,
     start: str | None = None,
     every: int = 4,
+    power_on: bool = False,
     sheet: Path | None = None,
     play: Callable[[Machine, Callable[[Machine, int], None]], None] | None = None,
 ) -> dict[str, Any]:
-    """Play `inputs` (default: a seeded random walk, none when a human plays) from power-on or
-    the folder's start state `start`, then `play(machine, observe)` (a window: call `observe`
+    """Play `inputs` (default: a seeded random walk, none when a human plays) from the folder's
+    start state `start` (default: its default start; power-on with `power_on` or without one), then `play(machine, observe)` (a window: call `observe`
     every few frames), looking every `every` frames; then `TileCollector.finish`."""
 
     folder = Path(folder)
-    state = None
-    if start is not None:
-        path = folder / f"{start}.state"
-        if not path.is_file():
-            raise IntegrateError(f"no start state {path}: make one with metabonk integrate state")
-        state = read_state_file(path)
+    state, _ = start_state(folder, start, power_on)
     steps = parse_script(inputs) if inputs else ([] if play is not None else random_walk())
     collector = TileCollector(player_cell_variables(folder))
     with Machine.open(folder / "rom.gba", state=state) as machine:
