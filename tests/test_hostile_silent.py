@@ -23,8 +23,12 @@ def test_one_run_spelled_three_ways_is_one_agent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`./runs/x`, `runs/x/` and its absolute path were ranked as three agents."""
+    from metabonk_gym.training.ppo import train_ppo
+
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "runs" / "x").mkdir(parents=True)
+    tiny = {"n_envs": 2, "n_steps": 16, "batch_size": 32, "n_epochs": 1, "downscale": 8}
+    tiny |= {"frame_stack": 2, "features_dim": 32, "max_episode_steps": 30, "video_every": 0}
+    train_ppo(QUEST, tmp_path / "runs" / "x", overrides={**tiny, "total_steps": 64})
     spelled = f"./runs/x,runs/x/,{tmp_path / 'runs' / 'x'}"
     assert _error(["ladder", QUEST, "--agents", f"random,{spelled}", "--out", "lad"]) == (
         f"error: --agents names one agent as ./runs/x, runs/x/, {tmp_path / 'runs' / 'x'} "
