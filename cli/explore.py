@@ -25,7 +25,7 @@ from pathlib import Path
 import typer
 from metabonk_gym.cli.bench import _print, bench_app, console
 from metabonk_gym.cli.errors import err_console
-from metabonk_gym.cli.train import exit_if_stopped
+from metabonk_gym.cli.train import exit_if_stopped, guarded
 
 from metabonk_gym.bench.explore_speed import run
 from metabonk_gym.training.config import parse_key_values, parse_set_options
@@ -111,12 +111,14 @@ def robustify(
         sticky_action_prob=sticky,
         overrides=parse_set_options(set_),
     )
-    result = run_robustify(
-        explore_dir,
-        run_dir,
-        settings,
-        env_kwargs=parse_key_values(env_kwarg, "--env-kwarg") or None,
-        progress=err_console.print,
+    result = guarded(  # Ctrl-C / SIGTERM: PPO's checkpoint and the model are saved, exit 130/143
+        lambda: run_robustify(
+            explore_dir,
+            run_dir,
+            settings,
+            env_kwargs=parse_key_values(env_kwarg, "--env-kwarg") or None,
+            progress=err_console.print,
+        )
     )
     console.print_json(json.dumps(result.to_dict()))
     exit_if_stopped(f"model saved: {result.model_path}")

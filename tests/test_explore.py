@@ -21,6 +21,7 @@ import pytest
 import typer
 from metabonk_gym.cli.errors import guard_commands
 from metabonk_gym.cli.explore import register
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from typer.testing import CliRunner
 
 from metabonk_gym.gamedata import bundled_game_folder
@@ -53,7 +54,11 @@ def test_explorer_finds_room_2_within_a_few_thousand_frames_and_resumes(tmp_path
     frame = room2_frame(archive)
     assert frame is not None and frame <= 16_000, (first, archive.keys)
     assert first.best_score >= 80  # key 10 + door 20 + a new room 50
-    assert (out / "tensorboard").is_dir() and (out / "explore.json").is_file()
+    assert (out / "explore.json").is_file()
+    scalars = EventAccumulator(str(out / "tensorboard"), size_guidance={"scalars": 0}).Reload()
+    tags = set(scalars.Tags()["scalars"])
+    assert {"explore/cells", "explore/best_score", "explore/frames"} <= tags, tags
+    assert scalars.Scalars("explore/best_score")[-1].value == first.best_score
     # the best cell's actions replay to it: they are the path from the start
     best = archive.best()
     assert len(archive.actions[best]) == archive.lengths[best] > 0
