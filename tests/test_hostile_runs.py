@@ -236,6 +236,22 @@ def test_a_thinking_wrapper_of_a_run_never_gets_the_users_api_key(
 
 
 @pytest.mark.parametrize(
+    "spec",
+    [
+        {"name": "PauseToThink", "engine": "openai"},
+        {"name": "pause_to_think", "options": {"engine": "openai"}},
+    ],
+    ids=["class_name", "options_entry"],
+)
+def test_a_wrapper_spelled_another_way_is_checked_the_same(
+    trained: tuple[Path, Path], tmp_path: Path, spec: dict[str, Any]
+) -> None:
+    run = shared(trained, tmp_path, lambda config: config.update(wrappers=[spec]))
+    with pytest.raises(SharedRunError, match="pause_to_think.engine to 'openai'"):
+        check_run_options(run)
+
+
+@pytest.mark.parametrize(
     ("wrapper", "option"),
     [("memory", "path"), ("pause_to_think", "log_dir"), ("pause_to_think", "model_path")],
 )

@@ -41,6 +41,7 @@ from typing import Any
 
 from metabonk_gym.training.errors import RunDirError
 from metabonk_gym.training.gamecode import run_configs
+from metabonk_gym.training.wrapstack import normalize_wrappers
 
 
 class SharedRunError(RunDirError):
@@ -109,6 +110,10 @@ WRAPPER_BOUNDS: dict[tuple[str, str], float] = {
     ("pause_to_think", "timeout_s"): 600,
     ("pause_to_think", "max_timeout_s"): 600,
 }
+#: How the user makes a wrapper stack theirs.
+YOUR_STACK = (
+    "spell the wrapper stack out yourself (a --config file's wrappers:, or --set wrappers=...)"
+)
 #: The thinking wrapper's engine that sends requests (and the user's API key) to a server.
 NETWORK_ENGINES: tuple[str, ...] = ("openai",)
 
@@ -212,15 +217,15 @@ def _check_wrappers(specs: Any, where: str, path: Path, folder: Path) -> None:
         return  # the config's own check says what a wrappers list must be
     if len(specs) > MAX_ITEMS:
         raise _refuse(path, f"{where} to {len(specs)} wrappers", f"at most {MAX_ITEMS}")
+    # as the stack will be built: class-name aliases and `{name, options: {...}}` entries read
+    # like the rest (an unknown name or option is the config's own one-line error)
+    specs = normalize_wrappers(specs, f"{path} {where}")
     fix = (
         "a shared run may not name a server (your METABONK_API_KEY / OPENAI_API_KEY would go "
-        "to it); refused: spell out the wrapper stack yourself (--set wrappers=... or --config) "
-        "if you trust the URL"
+        f"to it); refused: {YOUR_STACK} if you trust the URL"
     )
     for spec in specs:
-        if not isinstance(spec, Mapping):
-            continue
-        name = str(spec.get("name", ""))[:80]
+        name = str(spec["name"])
         for key, value in spec.items():
             place = f"{where}.{name}.{_short(key)}"
             if name == "pause_to_think" and key == "base_url" and value is not None:
@@ -242,8 +247,7 @@ def _check_inside(value: Path, place: str, path: Path, folder: Path) -> None:
         path,
         f"{place} to {_short(str(value))}, outside the run's folder {folder}",
         "a shared run may write and read files only inside its own folder; refused: move the "
-        "file into the run's folder, or spell out the wrapper stack yourself (--set "
-        "wrappers=... or --config)",
+        f"file into the run's folder, or {YOUR_STACK}",
     )
 
 
