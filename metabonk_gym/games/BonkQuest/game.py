@@ -11,7 +11,8 @@ where the sage's words decide: a wrong chest of his hall costs RIDDLE_COST HP, a
 garden and the crypt the key lies under one of four marks (x), a wrong one costing as much.
 The adapter says what the sage said about the room the player is in (`sage_said`) and names
 chests and marks by the sage's words in its options, nearest first, so the nearest option is
-wrong as often as the seed makes it.
+wrong as often as the seed makes it. RIDDLE_COST and the marks' names are checked against the C
+source by tests/test_bonkquest_riddles.py.
 
 >>> TILE["wall"], tile_char(TILE["door_locked"]), tile_char(99), tile_char(TILE["mark"])
 (1, 'D', '?', 'x')
