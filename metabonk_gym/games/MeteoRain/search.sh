@@ -19,13 +19,17 @@ quiet() { "${M[@]}" "$@" >/dev/null; }
 last() { "${M[@]}" "$@" | tail -n 1; }
 
 # Start states (from power-on). The title ("press button to start") leaves on A or B, not START;
-# 60 frames of fade later the game is on. play: the first game; game2: the second game, after
-# the first is lost standing still (a different meteor sequence: the game's random numbers
-# went on through the first game).
+# 60 frames of fade later the game is on. play: the first game. The meteors of a game do not
+# depend on the player's moves or timing (the game draws a random x each time a meteor lands or
+# hits), so every episode from one start meets the same meteors; game2..game4 are second games,
+# after a first game lost in a different way, so the random numbers went on differently and each
+# is a different sequence of meteors (game2: the first game lost standing still; game3: after
+# LEFT 30; game4: after RIGHT 30).
 PLAY="wait 300; A 6; wait 90"
-GAME2="$PLAY; wait 560; A 6; wait 90"
 quiet integrate state "$F" play --inputs "$PLAY" --default
-quiet integrate state "$F" game2 --inputs "$GAME2"
+quiet integrate state "$F" game2 --inputs "$PLAY; wait 560; A 6; wait 90"
+quiet integrate state "$F" game3 --inputs "$PLAY; LEFT 30; wait 700; A 6; wait 90"
+quiet integrate state "$F" game4 --inputs "$PLAY; RIGHT 30; wait 1200; A 6; wait 90"
 
 # game_state (main.lua's STATE): 1 in play, 2 once a meteor hits the player (standing still at
 # the start, one does within 150 frames), 3 in the fade before a game, 0 on the title.
