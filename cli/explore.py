@@ -86,7 +86,7 @@ def robustify(
     explore_dir: Path = typer.Argument(..., help="An explorer's --out folder (its archive)."),
     run_dir: Path = typer.Option(..., "--run-dir", help="New run directory of the policy."),
     total_steps: int = typer.Option(200_000, min=1, help="PPO env steps in all."),
-    every: int = typer.Option(50, min=1, help="Demonstration steps between start points."),
+    every: int = typer.Option(10, min=1, help="Demonstration steps between start points."),
     threshold: float = typer.Option(
         0.5, min=0.01, max=1.0, help="Success rate that moves the start back."
     ),

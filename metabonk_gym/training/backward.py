@@ -62,7 +62,7 @@ class BackwardSettings:
         overrides: training config keys (`TrainConfig`), e.g. n_envs, learning_rate.
     """
 
-    every: int = 50
+    every: int = 10
     threshold: float = 0.5
     window: int = 20
     total_steps: int = 200_000
