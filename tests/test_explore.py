@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 
 from metabonk_gym.gamedata import bundled_game_folder
 from metabonk_gym.training.backward import BackwardCallback, BackwardSettings, Demo
+from metabonk_gym.training.errors import RunDirError
 from metabonk_gym.training.explore import ExploreSettings, run_explore
 from metabonk_gym.training.explore_archive import Archive, ArchiveError
 
@@ -68,6 +69,39 @@ def test_explorer_finds_room_2_within_a_few_thousand_frames_and_resumes(tmp_path
     assert again.frames >= first.frames + 3_200
     assert len(resumed) >= len(archive) and resumed.meta["rounds"] > archive.meta["rounds"]
     assert resumed.keys[: len(archive)] == archive.keys  # the old cells, in their order
+
+
+def test_every_bundled_cells_file_names_its_games_variables() -> None:
+    from metabonk_gym.gba.integration import Integration
+    from metabonk_gym.training.explore_cells import RamCells, load_cells
+
+    for game in ("BonkQuest", "BonkArena"):
+        folder = bundled_game_folder(game)
+        cells = load_cells(folder, list(Integration.bundled(game).variables))
+        assert isinstance(cells, RamCells) and cells.width >= 2, game
+
+
+def test_a_game_without_cells_explores_by_its_screen(tmp_path: Path) -> None:
+    import shutil
+
+    folder = tmp_path / "NoCells"
+    shutil.copytree(
+        bundled_game_folder("BonkQuest"),
+        folder,
+        ignore=shutil.ignore_patterns("cells.yaml", "game.py", "__init__.py", "__pycache__"),
+    )
+    settings = ExploreSettings(n_envs=1, max_frames=1600, env_kwargs={"integration": str(folder)})
+    result = run_explore("MetaBonk/GBA-v0", tmp_path / "out", settings)
+    archive = Archive.load(tmp_path / "out" / "archive.npz")
+    assert archive.meta["cells"] == {"kind": "screen", "width": 11, "height": 8, "levels": 8}
+    assert result.cells > 1 and all(len(key) == 88 for key in archive.keys)
+    assert all(0 <= v < 8 for key in archive.keys for v in key)
+    # a resume from another start is refused: the cells' paths begin at the archive's
+    settings = ExploreSettings(
+        max_frames=400, state="room2", env_kwargs={"integration": str(folder)}
+    )
+    with pytest.raises(RunDirError, match="explores from"):
+        run_explore("MetaBonk/GBA-v0", tmp_path / "out", settings, resume=True)
 
 
 def small_archive(rom_sha1: str = "ab" * 20) -> Archive:

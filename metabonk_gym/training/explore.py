@@ -252,6 +252,11 @@ def _prepare(
         stored = archive.meta
         if stored.get("env_id") != env_id:
             raise RunDirError(f"{path} explores {stored.get('env_id')}, not {env_id}")
+        if settings.state is not None and settings.state != stored.get("state"):
+            raise RunDirError(
+                f"{path} explores from {stored.get('state')!r}, not {settings.state!r}: its "
+                "cells' paths start there; drop --state or explore into another --out folder"
+            )
         state, game_seed = stored.get("state"), int(stored.get("game_seed", 0))
         settings.game_seed = game_seed
     else:
