@@ -694,6 +694,20 @@ def bench_learning(
     console.print_json(json.dumps(results, default=str))
 
 
+def bench_teacherless(
+    env_id: str = typer.Argument(..., help="A bundled game's id with a learning.yaml."),
+    out: Path = typer.Option(Path("runs/teacherless"), help="Folder of the runs (they resume)."),
+    seeds: int = typer.Option(3, min=1, help="Training seeds."),
+    minutes: float = typer.Option(60.0, min=0.1, help="Wall-clock budget of training per seed."),
+) -> None:
+    """Learning without a teacher: PPO from pixels on SEEDS seeds against random, scored as the
+    game folder's learning.yaml says (median and worst; figures.json in OUT/GAME)."""
+    from metabonk_gym.bench.teacherless import teacherless
+
+    figures = guarded(lambda: teacherless(env_id, out, seeds=seeds, minutes=minutes))
+    console.print_json(json.dumps(figures))
+
+
 def _mount_predictor() -> None:
     """`metabonk train predictor` lives in cli/observe.py (another command group) when present."""
     name = "metabonk_gym.cli.observe"
@@ -707,6 +721,7 @@ def _mount_predictor() -> None:
 def register(app: typer.Typer) -> None:
 
     bench_app.command("learning")(bench_learning)
+    bench_app.command("teacherless")(bench_teacherless)
     _mount_predictor()
     app.add_typer(train_app, name="train")
     app.command("curriculum")(curriculum_command)

@@ -103,6 +103,11 @@ class GameData:
             )
         return data
 
+    def learning(self) -> dict[str, Any]:
+        """The teacher-free learning figure's spec (learning.yaml; empty when the folder has
+        none): its metric, start, episodes and target (`metabonk_gym.bench.teacherless`)."""
+        return dict(self._load("learning", dict) or {})
+
     def presets(self) -> dict[str, Any]:
         """Reward presets (presets.yaml): preset name -> reward spec (term name -> term).
 

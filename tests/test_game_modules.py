@@ -54,7 +54,18 @@ def user_folder(root: Path, name: str, game_py: str | None) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("name", BUNDLED_GAMES)
+#: The bundled games with code of their own; the public games (HatWizard, MeteoRain, uCity) are
+#: data only, as a user's integration of a game nobody here wrote.
+GAMES_WITH_CODE = [
+    name for name in BUNDLED_GAMES if (bundled_game_folder(name) / "game.py").is_file()
+]
+
+
+def test_the_bundled_games_with_code_are_ours() -> None:
+    assert set(GAMES_WITH_CODE) == {"BonkQuest", "BonkArena", "Megabonk"}
+
+
+@pytest.mark.parametrize("name", GAMES_WITH_CODE)
 def test_bundled_game_modules_follow_the_contract(name: str) -> None:
     game = GameData(bundled_game_folder(name))
     module = game.module()

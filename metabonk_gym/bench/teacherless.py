@@ -1,0 +1,204 @@
+"""Learning without a teacher on any game folder: PPO from pixels on 3 seeds against random,
+scored by what the folder's `learning.yaml` declares (the win rate, the steps survived, or a
+variable's final value), so a game nobody here wrote is measured with data, not code.
+
+The folder's `learning.yaml` names the start, the episodes, the step limit, the metric and the
+target (`at-least` a value, or a `ratio` to random's); training takes the folder's own
+`defaults.yaml`. Runs resume from their run directories; a wall-clock budget per seed stops
+training (the model is saved, then evaluated). `metabonk bench teacherless ENV` runs it.
+
+>>> spec = LearningSpec.from_mapping({"metric": "length", "target": {"ratio": 3}})
+>>> spec.metric, spec.episodes, spec.passed(6.0, 2.0), spec.passed(5.0, 2.0)
+('length', 20, True, False)
+>>> score({"episodes": [{"variables": {"population": 40}}, {"variables": {"population": 60}}]},
+...       "variable:population")
+50.0
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from metabonk_gym.agents.evaluate import evaluate
+from metabonk_gym.errors import MetabonkError
+from metabonk_gym.gamedata import GameData, bundled_game_folder
+from metabonk_gym.registration import env_traits, short_id
+from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.utils import atomic_write_text
+
+Log = Callable[[str], None]
+#: Evaluation episode i is reset with seed EVAL_SEED + i, for every agent (the fixed seeds).
+EVAL_SEED = 100_000
+
+
+@dataclass(frozen=True)
+class LearningSpec:
+    """What a game's teacher-free figure measures (its folder's `learning.yaml`).
+
+    Args:
+        metric: "won" (win rate), "length" (mean steps per episode: survival), or
+            "variable:NAME" (mean final value of a game variable).
+        state: the start state of training and evaluation (None: the defaults' own).
+        episodes: evaluation episodes per agent, on seeds EVAL_SEED + i.
+        max_steps: the episode step limit of evaluation (None: the config's).
+        target: {"at-least": X} (the learned value) or {"ratio": R} (learned / random).
+        total_steps: PPO env steps per seed (None: the folder's defaults.yaml).
+    """
+
+    metric: str = "won"
+    state: str | None = None
+    episodes: int = 20
+    max_steps: int | None = None
+    target: Mapping[str, float] = field(default_factory=dict)
+    total_steps: int | None = None
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> LearningSpec:
+        """The spec from `learning.yaml`'s mapping, checked."""
+        unknown = set(data) - {f for f in cls.__dataclass_fields__}
+        if unknown:
+            raise MetabonkError(f"learning.yaml: unknown keys {sorted(unknown)}")
+        spec = cls(**dict(data))
+        if not (spec.metric in ("won", "length") or spec.metric.startswith("variable:")):
+            raise MetabonkError(
+                f"learning.yaml: metric must be won, length or variable:NAME, not {spec.metric!r}"
+            )
+        if len(spec.target) != 1 or next(iter(spec.target)) not in ("at-least", "ratio"):
+            raise MetabonkError("learning.yaml: target must be {at-least: X} or {ratio: R}")
+        return spec
+
+    def passed(self, learned: float, random: float) -> bool:
+        """Whether `learned` meets the target (beside `random`'s value)."""
+        kind, value = next(iter(self.target.items()))
+        if kind == "ratio":
+            return learned >= value * random if random > 0 else learned > 0
+        return learned >= value
+
+    def describe(self) -> str:
+        kind, value = next(iter(self.target.items()))
+        return (
+            f"{self.metric} >= {value}x random" if kind == "ratio" else f"{self.metric} >= {value}"
+        )
+
+
+def score(report: Mapping[str, Any], metric: str) -> float:
+    """An evaluation report's value for `metric` (see `LearningSpec`)."""
+    if metric == "won":
+        return float(report["win_rate"])
+    episodes = report["episodes"]
+    if metric == "length":
+        return statistics.fmean(float(e["length"]) for e in episodes)
+    name = metric.partition(":")[2]
+    return statistics.fmean(float(e["variables"][name]) for e in episodes)
+
+
+def load_spec(env_id: str) -> tuple[GameData, LearningSpec]:
+    """The game folder of a registered env and its learning spec."""
+    game = env_traits(env_id).game
+    if game is None:
+        raise MetabonkError(f"{env_id} names no game folder: use a bundled game's id")
+    data = GameData(bundled_game_folder(game))
+    raw = data.learning()
+    if not raw:
+        raise MetabonkError(f"{data.folder} has no learning.yaml: nothing declares the figure")
+    return data, LearningSpec.from_mapping(raw)
+
+
+def _wall_clock_stop(minutes: float) -> Any:
+    """An SB3 callback that ends `learn` once `minutes` have passed (the model is then saved)."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class WallClockStop(BaseCallback):
+        def _on_training_start(self) -> None:
+            self.deadline = time.monotonic() + minutes * 60
+
+        def _on_step(self) -> bool:
+            return time.monotonic() < self.deadline
+
+    return WallClockStop()
+
+
+def train_seed(env_id: str, run_dir: Path, spec: LearningSpec, seed: int, minutes: float) -> Any:
+    """PPO on one seed in `run_dir` (resumed when it holds a run), at most `minutes` of wall time."""
+    from metabonk_gym.training.ppo import train_ppo
+
+    overrides: dict[str, Any] = {"seed": seed}
+    if spec.state is not None:
+        overrides["state"] = spec.state
+    if spec.total_steps is not None:
+        overrides["total_steps"] = spec.total_steps
+    stop = [_wall_clock_stop(minutes)]
+    if RunDir(run_dir).is_run():
+        resumed = {k: v for k, v in overrides.items() if k == "total_steps"}
+        return train_ppo(env_id, run_dir, resume=True, overrides=resumed, callbacks=stop)
+    return train_ppo(env_id, run_dir, overrides=overrides, callbacks=stop, progress=True)
+
+
+def _evaluate(env_id: str, agent: str, spec: LearningSpec) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    if spec.state is not None:
+        overrides["state"] = spec.state
+    if spec.max_steps is not None:
+        overrides["max_episode_steps"] = spec.max_steps
+    return evaluate(env_id, agent, episodes=spec.episodes, seed=EVAL_SEED, overrides=overrides)
+
+
+def teacherless(
+    env_id: str,
+    out_dir: Path,
+    seeds: int = 3,
+    minutes: float = 60.0,
+    log: Log = print,
+) -> dict[str, Any]:
+    """Random, then PPO on `seeds` seeds (each at most `minutes`), scored by the folder's spec;
+    the figures are written to `out_dir/<game>/figures.json` and returned."""
+    data, spec = load_spec(env_id)
+    where = Path(out_dir) / data.name
+    random_value = score(_evaluate(env_id, "random", spec), spec.metric)
+    log(f"{data.name}: random {spec.metric} = {random_value:.3f}")
+    per_seed = []
+    for seed in range(seeds):
+        run_dir = where / f"seed{seed}"
+        start = time.monotonic()
+        result = train_seed(env_id, run_dir, spec, seed, minutes)
+        if result.interrupted:
+            raise KeyboardInterrupt(f"{run_dir} stopped at step {result.num_timesteps}")
+        wall = (time.monotonic() - start) / 60
+        value = score(_evaluate(env_id, str(run_dir), spec), spec.metric)
+        per_seed.append(
+            {
+                "seed": seed,
+                "value": value,
+                "env_steps": result.num_timesteps,
+                "wall_minutes": round(wall, 1),
+            }
+        )
+        log(
+            f"{data.name}: seed {seed}: {spec.metric} = {value:.3f} ({result.num_timesteps} steps, {wall:.1f} min)"
+        )
+    values = [s["value"] for s in per_seed]
+    figures = {
+        "env_id": short_id(env_id),
+        "metric": spec.metric,
+        "state": spec.state,
+        "eval_episodes": spec.episodes,
+        "eval_seed": EVAL_SEED,
+        "random": random_value,
+        "median": statistics.median(values),
+        "worst": min(values),
+        "seeds": per_seed,
+        "target": spec.describe(),
+        "met": spec.passed(statistics.median(values), random_value),
+        "worst_met": spec.passed(min(values), random_value),
+        "command": f"metabonk bench teacherless {short_id(env_id)} --seeds {seeds} --minutes {minutes:g}",
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    where.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(where / "figures.json", json.dumps(figures, indent=2) + "\n")
+    return figures
