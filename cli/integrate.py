@@ -28,6 +28,8 @@ from rich.live import Live
 from rich.table import Table
 
 from metabonk_gym.agents.human import PlayWindow, display_problem
+from metabonk_gym.bench.figures import invoked_command, put_figures
+from metabonk_gym.bench.integrate_speed import figure_records as integrate_records
 from metabonk_gym.bench.integrate_speed import run as run_integrate_bench
 from metabonk_gym.gba.buttons import buttons_to_mask
 from metabonk_gym.gba.integration import MULTIBOOT_GUESS_LIMIT
@@ -506,9 +508,22 @@ def bench_integrate(
         True, help="Also run the scripted searches on relaid ROMs (needs the toolchain)."
     ),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures_file: Path | None = typer.Option(
+        None,
+        "--figures-file",
+        help="Put the figures into this record file (docs/figures/integrate.json).",
+    ),
 ) -> None:
     """RAM-search step time vs a per-address Python loop, and the bring-your-own-ROM search figures."""
-    _print("metabonk bench integrate", run_integrate_bench(steps=steps, figures=figures), out)
+    result = run_integrate_bench(steps=steps, figures=figures)
+    _print("metabonk bench integrate", result, out)
+    if figures_file is not None:
+        put_figures(
+            figures_file,
+            integrate_records(result),
+            command=invoked_command(),
+            seeds=[1, 2] if figures else None,
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -218,3 +218,18 @@ def test_report_outside_the_repository_is_one_error_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "repository root" in err[0]
     assert not page.exists()
+
+
+def test_integrate_records_fail_a_search_that_did_not_find_its_address() -> None:
+    from metabonk_gym.bench.integrate_speed import figure_records
+
+    result = {"step_ms_changed": 6.0, "step_ms_max": 8.0, "step_wall_ms_changed": 9.0}
+    result |= {"speedup_increased": 500.0, "seed1 BonkQuest hp steps": 6}
+    result |= {"seed1 BonkQuest worst steps (<= 8)": 6, "seed1 BonkQuest suggest x rank": 1}
+    result |= {"seed2 BonkArena xp steps": "NOT FOUND (9)", "seed2 BonkArena suggest y rank": 2}
+    rows = {r["id"]: r for r in figure_records(result)}
+    search = rows["scripted-search-filters"]
+    assert search["met"] is False and search["value"] is None
+    assert search["text"] == "seed1 BonkQuest: hp 6; seed2 BonkArena: xp NOT FOUND (9)"
+    assert rows["suggest-rank"]["met"] is True and rows["suggest-rank"]["value"] == 2
+    assert rows["ram-filter-step"]["met"] is True and "tile-classes" not in rows
