@@ -253,13 +253,21 @@ def test_a_wrapper_spelled_another_way_is_checked_the_same(
 
 @pytest.mark.parametrize(
     ("wrapper", "option"),
-    [("memory", "path"), ("pause_to_think", "log_dir"), ("pause_to_think", "model_path")],
+    [
+        ("memory", "path"),
+        ("pause_to_think", "log_dir"),
+        ("pause_to_think", "model_path"),
+        ("temporal_strip", "model"),
+        ("temporal_strip", "predictor_kwargs.path"),
+    ],
 )
 def test_wrapper_paths_outside_the_run_are_refused(
     trained: tuple[Path, Path], tmp_path: Path, wrapper: str, option: str
 ) -> None:
     outside = tmp_path / "outside"
-    spec = {"name": wrapper, option: str(outside / "file")}
+    spec: dict[str, Any] = {"name": wrapper, option: str(outside / "file")}
+    if option == "predictor_kwargs.path":
+        spec = {"name": wrapper, "predictor": "learned", "predictor_kwargs": {"path": spec[option]}}
     if wrapper == "pause_to_think":
         spec["engine"] = "oracle"
     run = shared(trained, tmp_path, lambda config: config.update(wrappers=[spec]))

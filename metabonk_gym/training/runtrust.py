@@ -91,6 +91,10 @@ PATH_OPTIONS: dict[str, tuple[str, ...]] = {
     "tile_tokens": ("vocabulary",),
     "temporal_strip": ("model",),
 }
+#: Mapping-valued wrapper options whose entries name files (`predictor_kwargs: {path: ...}`).
+NESTED_PATH_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("temporal_strip", "predictor_kwargs"): ("path",),
+}
 #: Wrapper options with a tighter bound than `MAX_NUMBER` (they size buffers or prompts).
 WRAPPER_BOUNDS: dict[tuple[str, str], float] = {
     ("temporal_strip", "past"): 64,
@@ -234,6 +238,10 @@ def _check_wrappers(specs: Any, where: str, path: Path, folder: Path) -> None:
                 raise _refuse(path, f"{place} to {value!r}", fix)
             if key in PATH_OPTIONS.get(name, ()) and isinstance(value, str | Path):
                 _check_inside(Path(value), place, path, folder)
+            for inner in NESTED_PATH_OPTIONS.get((name, str(key)), ()):
+                named = value.get(inner) if isinstance(value, Mapping) else None
+                if isinstance(named, str):
+                    _check_inside(Path(named), f"{place}.{inner}", path, folder)
             bound = WRAPPER_BOUNDS.get((name, str(key)), MAX_NUMBER)
             check_value(value, bound, place, path)
 
