@@ -32,6 +32,11 @@ from metabonk_gym.training.config import parse_key_values, parse_set_options
 from metabonk_gym.training.explore import ExploreSettings, run_explore
 
 
+def progress_line(line: str) -> None:
+    """A progress line on stderr, never wrapped (logs stay one line per report)."""
+    err_console.print(line, soft_wrap=True)
+
+
 def explore(
     env_id: str = typer.Argument(..., help="Env id, e.g. MetaBonk/BonkQuest-v0."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder of the archive (new, or --resume)."),
@@ -77,7 +82,7 @@ def explore(
         cells_file=str(cells) if cells is not None else None,
         env_kwargs=parse_key_values(env_kwarg, "--env-kwarg"),
     )
-    result = run_explore(env_id, out, settings, resume=resume, progress=err_console.print)
+    result = run_explore(env_id, out, settings, resume=resume, progress=progress_line)
     console.print_json(json.dumps(result.to_dict()))
     exit_if_stopped(f"archive saved: {out / 'archive.npz'}")
 
@@ -117,7 +122,7 @@ def robustify(
             run_dir,
             settings,
             env_kwargs=parse_key_values(env_kwarg, "--env-kwarg") or None,
-            progress=err_console.print,
+            progress=progress_line,
         )
     )
     console.print_json(json.dumps(result.to_dict()))
