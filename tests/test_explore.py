@@ -71,6 +71,24 @@ def test_explorer_finds_room_2_within_a_few_thousand_frames_and_resumes(tmp_path
     assert resumed.keys[: len(archive)] == archive.keys  # the old cells, in their order
 
 
+def test_reset_returns_to_save_state_bytes_and_refuses_other_bytes(make_env) -> None:
+    from metabonk_gym.errors import CorruptSavestateError
+
+    env = make_env(QUEST)
+    env.reset(seed=0)
+    for action in (4, 4, 4, 1):
+        env.step(action)
+    state, where = env.unwrapped.save_state(), env.unwrapped.variables()
+    env.reset(seed=1)
+    _, info = env.reset(options={"state": state})  # a new episode from the snapshot
+    assert (info["player_x"], info["player_y"]) == (where["player_x"], where["player_y"])
+    _, reward, *_ = env.step(0)
+    assert reward == 0.0  # the reward starts over from the loaded state
+    for bad in (b"\0" * 100, state + b"\0" * 8192):
+        with pytest.raises(CorruptSavestateError):
+            env.reset(options={"state": bad})
+
+
 def test_every_bundled_cells_file_names_its_games_variables() -> None:
     from metabonk_gym.gba.integration import Integration
     from metabonk_gym.training.explore_cells import RamCells, load_cells
