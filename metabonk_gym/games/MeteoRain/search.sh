@@ -10,7 +10,8 @@
 # from power-on (the script and its inputs are deterministic), and the globals table is not
 # resized once play has begun, so these addresses hold in every game from the start states on.
 # Stale copies on the Lua stack follow the same values; `kept` (a value written stays written)
-# drops them. Every search is 32-bit signed (`--type s32`), the type of a Lua integer here.
+# drops them. Every search is 32-bit signed (`--type s32`), the type of a Lua integer here,
+# and begins at the `play` start (`--state`, the folder's default start).
 set -euo pipefail
 F=${1:?usage: bash search.sh FOLDER (a copy of the MeteoRain folder)}
 read -r -a M <<<"${METABONK:-metabonk}"
@@ -33,14 +34,14 @@ quiet integrate state "$F" game4 --inputs "$PLAY; RIGHT 30; wait 1200; A 6; wait
 
 # game_state (main.lua's STATE): 1 in play, 2 once a meteor hits the player (standing still at
 # the start, one does within 150 frames), 3 in the fade before a game, 0 on the title.
-quiet ram search start "$F" "${S[@]}" --type s32
+quiet ram search start "$F" --state "$F/play.state" "${S[@]}" --type s32
 quiet ram filter "$F" eq 1 "${S[@]}"
 last ram filter "$F" eq 2 --inputs "wait 300" "${S[@]}"
 "${M[@]}" ram add "$F" game_state "${S[@]}"
 
 # score: meteors that reached the ground this game (the first lands ~100 frames in; walking
 # right for 30 frames dodges the next and sees it land).
-quiet ram search start "$F" "${S[@]}" --type s32
+quiet ram search start "$F" --state "$F/play.state" "${S[@]}" --type s32
 quiet ram filter "$F" eq 0 "${S[@]}"
 quiet ram filter "$F" eq 1 --inputs "wait 120" "${S[@]}"
 quiet ram filter "$F" increased --inputs "RIGHT 30; wait 40" "${S[@]}"
@@ -48,7 +49,7 @@ last ram filter "$F" kept "${S[@]}"
 "${M[@]}" ram add "$F" score "${S[@]}"
 
 # player_x: the player's left edge in pixels, -1..225 (3 pixels a frame; y is always 140).
-quiet ram search start "$F" "${S[@]}" --type s32
+quiet ram search start "$F" --state "$F/play.state" "${S[@]}" --type s32
 quiet ram filter "$F" eq 112 "${S[@]}"
 quiet ram filter "$F" increased --inputs "RIGHT 8" "${S[@]}"
 quiet ram filter "$F" decreased --inputs "LEFT 4" "${S[@]}"
@@ -56,7 +57,7 @@ last ram filter "$F" kept "${S[@]}"
 "${M[@]}" ram add "$F" player_x "${S[@]}"
 
 # ticks: the game's frame counter (one per frame in play, 1..3601, then 1 again).
-quiet ram search start "$F" "${S[@]}" --type s32
+quiet ram search start "$F" --state "$F/play.state" "${S[@]}" --type s32
 quiet ram filter "$F" delta 10 --inputs "wait 10" "${S[@]}"
 quiet ram filter "$F" delta 5 --inputs "wait 5" "${S[@]}"
 last ram filter "$F" kept "${S[@]}"
@@ -64,7 +65,7 @@ last ram filter "$F" kept "${S[@]}"
 
 # gameover_timer (main.lua's ticks_anim): 0 in play; 180 on the frame a meteor hits the player,
 # then down by one per game-over frame. The env's `lost` (metabonk.json).
-quiet ram search start "$F" "${S[@]}" --type s32
+quiet ram search start "$F" --state "$F/play.state" "${S[@]}" --type s32
 quiet ram filter "$F" eq 0 "${S[@]}"
 quiet ram filter "$F" range 150 180 --inputs "wait 160" "${S[@]}"
 last ram filter "$F" decreased --inputs "wait 10" "${S[@]}"
