@@ -74,8 +74,8 @@ class Figure:
     """One measured figure with everything needed to judge and repeat it.
 
     Args:
-        id: a slug, unique within its group (`docs/benchmarks.md#group-id` anchors nothing; the
-            README quotes figures by `group/id`).
+        id: a slug, unique within its group: a bench's `--figures` replaces the figure with
+            the same id.
         name: what is measured, in words.
         value: the headline number (a ratio, a rate, a time), or None when not measured.
         unit: what `value` counts (`"x"`, `"ms"`, `"steps/s"`, `""`).
@@ -252,17 +252,20 @@ def parse_group(raw: Any, name: str) -> Group:
     )
 
 
-def load_group(path: Path) -> Group:
-    """Read and check one figure file (at most :data:`MAX_FILE_BYTES`)."""
+def _read_json(path: Path) -> Any:
     with path.open("rb") as handle:
         blob = handle.read(MAX_FILE_BYTES + 1)
     if len(blob) > MAX_FILE_BYTES:
         raise FiguresError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
     try:
-        raw = json.loads(blob)
+        return json.loads(blob)
     except ValueError as exc:
         raise FiguresError(f"{path}: not JSON ({exc})") from exc
-    return parse_group(raw, path.stem)
+
+
+def load_group(path: Path) -> Group:
+    """Read and check one figure file (at most :data:`MAX_FILE_BYTES`)."""
+    return parse_group(_read_json(path), path.stem)
 
 
 def load_groups(folder: Path) -> list[Group]:
@@ -304,13 +307,7 @@ def put_figures(
     """
     path = Path(path)
     if path.exists():
-        blob = path.read_bytes()[: MAX_FILE_BYTES + 1]
-        if len(blob) > MAX_FILE_BYTES:
-            raise FiguresError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
-        try:
-            raw = json.loads(blob)
-        except ValueError as exc:
-            raise FiguresError(f"{path}: not JSON ({exc})") from exc
+        raw = _read_json(path)
         if not isinstance(raw, dict) or not isinstance(raw.get("figures"), list):
             raise FiguresError(f"{path}: not a figure record file")
     else:
