@@ -233,3 +233,15 @@ def test_integrate_records_fail_a_search_that_did_not_find_its_address() -> None
     assert search["text"] == "seed1 BonkQuest: hp 6; seed2 BonkArena: xp NOT FOUND (9)"
     assert rows["suggest-rank"]["met"] is True and rows["suggest-rank"]["value"] == 2
     assert rows["ram-filter-step"]["met"] is True and "tile-classes" not in rows
+
+
+def test_a_bench_given_a_file_that_is_not_a_record_says_so_and_leaves_it(tmp_path: Path) -> None:
+    bad = tmp_path / "env.json"
+    bad.write_text("[1]")
+    args = [sys.executable, "-m", "metabonk_gym.cli.main", "bench", "env", "--steps", "10"]
+    args += ["--rounds", "1", "--no-vector"]
+    args += ["--no-retro-env", "--figures", str(bad)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"error: {bad}: not a figure record file"
+    assert bad.read_text() == "[1]"
