@@ -326,6 +326,16 @@ def test_sparse_3gib_files_are_capped_not_read_whole(tmp_path: Path) -> None:
         assert status == 413 and growth < 200e6, growth
         _, body, _ = _get(f"http://127.0.0.1:{server.port}/api/decisions?path=run")
         assert b"MB" in body and b"decisions.jsonl" in body
+        (tmp_path / "ds" / "data").mkdir(
+            parents=True
+        )  # a dataset's metadata, minari reads it whole
+        with open(tmp_path / "ds" / "data" / "metadata.json", "wb") as handle:
+            handle.truncate(3 * GIB)
+        status, growth = _server_rss_growth(server, "/api/dataset?path=ds")
+        assert status == 413 and growth < 200e6, (status, growth)
+        os.mkfifo(tmp_path / "ds" / "data" / "main_data.hdf5")  # a FIFO: no read blocks on it
+        os.truncate(tmp_path / "ds" / "data" / "metadata.json", 10)
+        assert _get(f"http://127.0.0.1:{server.port}/api/dataset?path=ds")[0] == 404
     # a plan a little past its cap is shown cut, a run.json past its cap is no state
     (run / "run.json").write_text(json.dumps({"status": "ok"}))
     (run / "plan.yaml").write_text("x: 1\n" * 10000)

@@ -48,6 +48,8 @@ MAX_RUN_JSON = 1_000_000
 MAX_PLAN = 20_000
 MAX_PBT_TAIL = 256_000
 MAX_LOG_BYTES = 32_000_000
+#: A dataset's `metadata.json` larger than this is not read.
+MAX_DATASET_META = 1_000_000
 #: A TensorBoard event file larger than this is not read (its folder's curves are left out).
 MAX_EVENTS_BYTES = 256_000_000
 #: Files a dataset or memory-graph folder may hold for `confined` to look at them all.
@@ -86,7 +88,8 @@ def inside_file(root: Path, rel: str) -> Path | None:
 
 def confined(root: Path, path: Path) -> bool:
     """Whether `path` (a folder: everything below it, up to `MAX_CONFINED_FILES` entries) lies
-    inside `root` with symlinks resolved: a dataset or graph folder linking out is refused."""
+    inside `root` with symlinks resolved, and holds only regular files and folders: a dataset or
+    graph folder linking out, or holding a FIFO, is refused."""
     base = root.resolve()
     entries: list[Path] = [path]
     if path.is_dir():
@@ -97,9 +100,12 @@ def confined(root: Path, path: Path) -> bool:
     for entry in entries:
         try:
             real = entry.resolve()
+            mode = real.stat().st_mode
         except (OSError, RuntimeError):
             return False
         if real != base and base not in real.parents:
+            return False
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # (a FIFO would block a reader)
             return False
     return True
 
@@ -293,6 +299,12 @@ class DatasetView:
     def __init__(self, folder: Path) -> None:
         import minari
 
+        meta = folder / "data" / "metadata.json"
+        if meta.stat().st_size > MAX_DATASET_META:  # (minari reads it whole)
+            raise TooLargeError(
+                f"{folder.name}/data/metadata.json is {meta.stat().st_size} bytes; a dataset's "
+                f"metadata is read up to {MAX_DATASET_META} bytes"
+            )
         self.folder = folder
         self.dataset = minari.MinariDataset(folder / "data")
         self._cache: OrderedDict[int, Any] = OrderedDict()

@@ -521,7 +521,10 @@ class WatchServer:
                     raise not_found()  # (a file in it links out of the root)
                 if len(self._datasets) >= 4:
                     self._datasets.pop(next(iter(self._datasets)))
-                self._datasets[key] = DatasetView(folder)
+                try:
+                    self._datasets[key] = DatasetView(folder)
+                except TooLargeError as exc:
+                    raise HTTPException(413, str(exc)) from None
             return self._datasets[key]
 
         def ints(request: Any, *names: str) -> list[int]:
