@@ -78,7 +78,7 @@ def test_default_start_is_past_the_title(game: str) -> None:
 def test_search_script_refinds_every_address(tmp_path: Path, game: str) -> None:
     here = folder(game)
     copy = tmp_path / game
-    shutil.copytree(here, copy, ignore=shutil.ignore_patterns("*.state", "savestates", "__*"))
+    shutil.copytree(here, copy, ignore=shutil.ignore_patterns("*.state", "savestates", "tiles.json", "__*"))
     shipped = json.loads((here / "data.json").read_text())["info"]
     (copy / "data.json").write_text(json.dumps({"info": {"keyinput": shipped["keyinput"]}}))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -92,6 +92,9 @@ def test_search_script_refinds_every_address(tmp_path: Path, game: str) -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     found = json.loads((copy / "data.json").read_text())["info"]
     assert found == shipped
+    if (here / "tiles.json").is_file():  # the tile classes, named in the script, come back too
+        tiles = json.loads((here / "tiles.json").read_text())["classes"]
+        assert json.loads((copy / "tiles.json").read_text())["classes"] == tiles
     states = {p.name for p in here.glob("*.state")}
     assert states and states <= {p.name for p in copy.glob("*.state")}
 

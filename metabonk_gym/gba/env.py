@@ -383,7 +383,7 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
                 # on every ROM (a core that ran keeps state no savestate holds; some hang)
                 self.backend.power_on()
             return
-        target = self.integration.resolve_state(state)
+        target = self.integration.resolve_state(self.integration.pick_start(state, game_seed))
         if isinstance(target, Start):
             self.backend.load_state(self._boot_state)
             if target.command not in COMMANDS:
@@ -399,12 +399,14 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
             self._seed_frames(game_seed)
 
     def _seed_frames(self, game_seed: int) -> None:
-        """Idle `game_seed % (N + 1)` frames after a savestate start, N = metabonk.json's
-        `seed_frames` (default 0): a game that seeds its randomness from time then plays a
-        different game for each seed, as ALE's random no-op starts do."""
+        """Idle `1 + game_seed % (N + 1)` frames after a savestate start, N = metabonk.json's
+        `seed_frames` (default 0: none): a game that seeds its randomness from time then plays
+        a different game for each seed, as ALE's random no-op starts do; the first frame is
+        always run (as stable-retro's reset does) so the first observation is drawn from the
+        loaded state, not left over from whatever the core ran before."""
         limit = int(self.integration.extension.get("seed_frames", 0))
         if limit > 0:
-            self.backend.step(game_seed % (limit + 1), 0)
+            self.backend.step(1 + game_seed % (limit + 1), 0)
 
     def _boot(self) -> bytes:
         """Power on and, for games with the command interface, run until the game has booted."""

@@ -280,8 +280,26 @@ class Integration:
         return found
 
     def state_names(self) -> list[str]:
-        """Every name `state=` accepts: named starts and savestate files."""
-        return sorted(set(self.starts) | set(self.savestate_files()))
+        """Every name `state=` accepts: named starts, savestate files and start sets."""
+        return sorted(set(self.starts) | set(self.savestate_files()) | set(self.start_sets()))
+
+    def start_sets(self) -> dict[str, list[str]]:
+        """metabonk.json's `start_sets`: a name -> starts, one picked per episode by the game
+        seed (`state="any"`: each seed one of several starts, for games that play the same from
+        one savestate whatever the seed)."""
+        sets = self.extension.get("start_sets") or {}
+        if not isinstance(sets, dict) or not all(
+            isinstance(v, list) and v and all(isinstance(n, str) for n in v) for v in sets.values()
+        ):
+            raise IntegrationError(
+                f"{self.folder / 'metabonk.json'}: start_sets must map names to lists of starts"
+            )
+        return {str(k): list(v) for k, v in sets.items()}
+
+    def pick_start(self, name: str | Path, game_seed: int) -> str | Path:
+        """`name` itself, or for a start set the member the game seed picks."""
+        members = self.start_sets().get(str(name)) if isinstance(name, str) else None
+        return members[game_seed % len(members)] if members else name
 
     def resolve_state(self, name: str | Path) -> Start | Path:
         """A named start (preferred: it honours the seed) or a savestate file for `name`.
@@ -289,6 +307,10 @@ class Integration:
         A path to a savestate file is accepted too: a `Path`, or a string ending in `.state`
         (any backend) or `.png` (a SkyEmu state image) or naming a folder.
         """
+        members = self.start_sets().get(name) if isinstance(name, str) else None
+        if members:  # a start set: every member must resolve; the first stands for it
+            resolved = [self.resolve_state(member) for member in members]
+            return resolved[0]
         if isinstance(name, Path) or str(name).endswith(STATE_FILE_SUFFIXES) or "/" in str(name):
             path = Path(name).expanduser()
             if not path.is_file():

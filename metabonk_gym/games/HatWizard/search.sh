@@ -53,4 +53,10 @@ m ram add "$F" level 0x030071FC u32
 for n in $(seq 2 12); do
   m integrate state "$F" "level$n" --from level1 --poke "level=$((n - 2))" --inputs "$L1"
 done
-rm -rf "$F/ram-session"
+# Tile classes: the background tiles a seeded random walk shows from level 1-1, grouped by
+# picture (contact sheet tiles.png with group ids), then named.
+m integrate tiles "$F"
+m tiles label "$F" 0=decor 1=decor 2=decor 3=decor 4=decor 5=decor 6=decor 9=decor 11=decor \
+  7=ground 8=ground 15=ground 16=ground 10=earth 18=earth 19=earth 12=spikes 13=spikes \
+  14=spikes 17=sign 20=sign 21=sign 22=sign 23=sign
+rm -rf "$F/ram-session" "$F/tile_groups.json" "$F/tiles.png"
