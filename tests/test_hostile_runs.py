@@ -26,7 +26,9 @@ from typing import Any
 
 import pytest
 import yaml
+from metabonk_gym.cli.main import app
 from one_line import one_line_error
+from typer.testing import CliRunner
 
 from metabonk_gym.gamedata import bundled_game_folder
 from metabonk_gym.training.errors import CheckpointError
@@ -295,6 +297,31 @@ def test_a_symlink_out_of_the_run_counts_as_outside(
             with pytest.raises(SharedRunError, match="outside the run's folder"):
                 check_run_options(run)
     check_run_options(run, given_wrappers=True)  # a stack the user spelled out is theirs
+
+
+@pytest.mark.parametrize("command", ["eval", "ladder"])
+def test_a_stack_the_users_config_file_spells_out_is_theirs(
+    trained: tuple[Path, Path], tmp_path: Path, command: str
+) -> None:
+    """A run whose thinking wrapper logs outside it is refused; the same stack in the user's
+    own `--config` file is the user's: `eval` and `ladder` (which ignored the file's
+    `wrappers:` and refused it) play it, and the log goes where the user's file says."""
+    log = tmp_path / "outside" / "log"
+    spec = {"name": "pause_to_think", "engine": "first", "directive_in_obs": False}
+    spec["log_dir"] = str(log)
+    run = shared(trained, tmp_path, lambda config: config.update(wrappers=[spec]))
+    args = {
+        "eval": ["eval", GBA, str(run), *SHORT],
+        "ladder": ["ladder", GBA, "--agents", str(run), "--out", str(tmp_path / "ladder")]
+        + ["--no-video", *SHORT],
+    }[command]
+    assert "outside the run's folder" in one_line_error(args)
+    assert not log.exists()
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(yaml.safe_dump({"wrappers": [spec]}))
+    result = CliRunner().invoke(app, [*args, "--config", str(stack)])
+    assert result.exit_code == 0, result.output
+    assert (log / "decisions.jsonl").is_file()
 
 
 # ------------------------------------------------------------------ sizes and numbers
