@@ -200,6 +200,41 @@ def test_every_route_refuses_symlinks_out_of_the_folder(tmp_path: Path) -> None:
 
 
 @pytest.mark.net
+def test_a_decision_log_swapped_for_a_link_after_its_check_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`/api/decisions` checked the log's path, then `read_decisions` opened it again by name:
+    a symlink swapped in between was followed out of the folder. The swap is made here right
+    after the check (the race's window, every time): the file checked is the file read, or none."""
+    from metabonk_gym.watch import replays
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    call = {"type": "call", "run": "r", "id": 0, "user": "SECRET-LOG"}
+    (outside / "decisions.jsonl").write_text(json.dumps(call) + "\n")
+    run = tmp_path / "root" / "run"
+    run.mkdir(parents=True)
+    (run / "decisions.jsonl").write_text(json.dumps({**call, "user": "mine"}) + "\n")
+    checked = replays.inside_file
+
+    def check_then_swap(root: Path, rel: str) -> Path | None:
+        path = checked(root, rel)
+        if path is not None and path.name == "decisions.jsonl":
+            path.unlink()
+            path.symlink_to(outside / "decisions.jsonl")
+        return path
+
+    with WatchServer(tmp_path / "root") as server:
+        url = f"http://127.0.0.1:{server.port}/api/decisions?path=run"
+        status, body, _ = _get(url)
+        assert status == 200 and [r["user"] for r in json.loads(body)] == ["mine"], body[:200]
+        monkeypatch.setattr(replays, "inside_file", check_then_swap)
+        status, body, _ = _get(url)
+        assert status == 404 and b"SECRET" not in body, (status, body[:200])
+        assert (run / "decisions.jsonl").is_symlink()  # (the swap was made)
+
+
+@pytest.mark.net
 def test_a_foreign_host_name_is_refused(tmp_path: Path) -> None:
     """DNS rebinding: a page at evil.example whose name now points at 127.0.0.1 asks with its
     own name in `Host`: refused (421) before anything is read, on loopback (no token) too."""

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.think.engines import png_bytes
@@ -131,32 +131,45 @@ class DecisionLog:
         )
 
 
-def log_records(path: str | Path, max_line: int = MAX_LINE_BYTES) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSONL file, read line by line (memory bounded by `max_line`, however
-    large the file). Lines that are broken (a crash mid-write), not JSON objects, or longer than
-    `max_line` bytes are skipped.
+def log_records(
+    source: str | Path | BinaryIO, max_line: int = MAX_LINE_BYTES
+) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSONL file (a path, or a file already open in binary mode, read
+    from where it stands and left open), read line by line (memory bounded by `max_line`,
+    however large the file). Lines that are broken (a crash mid-write), not JSON objects, or
+    longer than `max_line` bytes are skipped.
 
-    >>> import tempfile
+    >>> import io, tempfile
     >>> path = Path(tempfile.mkdtemp()) / "log.jsonl"
     >>> _ = path.write_bytes(b'{"a": 1}\\n[1, 2]\\n5\\nnot json\\n' + b"x" * 50 + b'\\n{"b": 2}')
     >>> list(log_records(path, max_line=40))
     [{'a': 1}, {'b': 2}]
+    >>> list(log_records(io.BytesIO(b'{"c": 3}\\n')))
+    [{'c': 3}]
     """
-    with open(path, "rb") as handle:
-        while True:
-            line = handle.readline(max_line + 1)
-            if not line:
-                return
-            if len(line) > max_line and not line.endswith(b"\n"):
-                while line and not line.endswith(b"\n"):  # skip the rest of an overlong line
-                    line = handle.readline(1 << 20)
-                continue
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-                continue
-            if isinstance(record, dict):
-                yield record
+    if isinstance(source, str | Path):
+        with open(source, "rb") as handle:
+            yield from _records(handle, max_line)
+    else:
+        yield from _records(source, max_line)
+
+
+def _records(handle: BinaryIO, max_line: int) -> Iterator[dict[str, Any]]:
+    """`log_records` of an open file."""
+    while True:
+        line = handle.readline(max_line + 1)
+        if not line:
+            return
+        if len(line) > max_line and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):  # skip the rest of an overlong line
+                line = handle.readline(1 << 20)
+            continue
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            continue
+        if isinstance(record, dict):
+            yield record
 
 
 def _call_id(value: Any) -> int:
@@ -164,18 +177,20 @@ def _call_id(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
-def read_decisions(folder: str | Path) -> list[dict[str, Any]]:
-    """Every `call` record of `folder/decisions.jsonl` with its `outcome` (None if it never
-    ended); several runs may share a folder. Broken lines (a crash mid-write) are skipped."""
-    path = Path(folder) / LOG_NAME
-    if not path.is_file():
+def read_decisions(source: str | Path | BinaryIO) -> list[dict[str, Any]]:
+    """Every `call` record of `source/decisions.jsonl` with its `outcome` (None if it never
+    ended); several runs may share a folder. Broken lines (a crash mid-write) are skipped.
+    `source` may also be the log already open in binary mode: a caller that checked the file
+    it opened reads that file, not whatever its name points at by then."""
+    log = Path(source) / LOG_NAME if isinstance(source, str | Path) else source
+    if isinstance(log, Path) and not log.is_file():
         raise DecisionLogNotFoundError(
-            f"no decision log at {path}; pass the log_dir= folder of a PauseToThink run, or record "
+            f"no decision log at {log}; pass the log_dir= folder of a PauseToThink run, or record "
             "one with PauseToThink(env, ..., log_dir=FOLDER)"
         )
     calls: dict[tuple[str, int], dict[str, Any]] = {}
     outcomes: dict[tuple[str, int], dict[str, Any]] = {}
-    for record in log_records(path):
+    for record in log_records(log):
         key = (str(record.get("run", "")), _call_id(record.get("id")))
         if record.get("type") == "call":
             calls[key] = record

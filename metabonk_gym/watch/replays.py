@@ -21,6 +21,7 @@ to a cap (`read_head`, `read_tail`), never whole.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
@@ -280,13 +281,19 @@ def decisions(root: Path, rel: str) -> list[dict[str, Any]]:
     path = inside_file(root, prefix + LOG_NAME)
     if path is None or path.name != LOG_NAME:  # (a link inside root to another name: refused)
         raise FileNotFoundError(f"no {LOG_NAME} in {rel}")
-    size = path.stat().st_size
-    if size > MAX_LOG_BYTES:
-        raise TooLargeError(
-            f"{prefix}{LOG_NAME} is {size / 1e6:.0f} MB; the dashboard reads decision logs of "
-            f"up to {MAX_LOG_BYTES // 1_000_000} MB"
-        )
-    return read_decisions(path.parent)[-MAX_DECISIONS:]
+    try:  # the file checked, opened once: a link swapped in since is refused, never followed
+        fd = _open_regular(path)
+    except OSError:
+        raise FileNotFoundError(f"no {LOG_NAME} in {rel}") from None
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(fd).st_size
+        if size > MAX_LOG_BYTES:
+            raise TooLargeError(
+                f"{prefix}{LOG_NAME} is {size / 1e6:.0f} MB; the dashboard reads decision logs "
+                f"of up to {MAX_LOG_BYTES // 1_000_000} MB"
+            )
+        data = handle.read(MAX_LOG_BYTES)  # (lines appended since the size was read: not read)
+    return read_decisions(io.BytesIO(data))[-MAX_DECISIONS:]
 
 
 class DatasetView:
