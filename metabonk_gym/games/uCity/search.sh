@@ -28,6 +28,12 @@ RM="$F/random_map.state"
 # --- the cursor (screen pixels): the probes move it 8 pixels a press (from the session's start) --
 "$MB" ram suggest "$F" "${S[@]}" --add x=cursor_x --add y=cursor_y
 
+# --- the city view's mode: 0 the city, 3 the build menu (SELECT opens it, B closes it) ----------
+"$MB" ram search start "$F" --state "$RM" --type s32 "${S[@]}"
+"$MB" ram filter "$F" eq 3 "${S[@]}" --inputs "SELECT 5; wait 10"
+"$MB" ram filter "$F" eq 0 "${S[@]}" --inputs "B 5; wait 10"
+"$MB" ram add "$F" mode "${S[@]}"
+
 # --- date: February 1950 at the start, a month every ~130 frames --------------------------------
 "$MB" ram search start "$F" --state "$RM" --type s32 "${S[@]}"
 "$MB" ram filter "$F" eq 1950 "${S[@]}"
