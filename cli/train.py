@@ -699,12 +699,13 @@ def bench_teacherless(
     out: Path = typer.Option(Path("runs/teacherless"), help="Folder of the runs (they resume)."),
     seeds: int = typer.Option(3, min=1, help="Training seeds."),
     minutes: float = typer.Option(60.0, min=0.1, help="Wall-clock budget of training per seed."),
+    train: bool = typer.Option(True, help="--no-train: score the runs in OUT as they stand."),
 ) -> None:
     """Learning without a teacher: PPO from pixels on SEEDS seeds against random, scored as the
     game folder's learning.yaml says (median and worst; figures.json in OUT/GAME)."""
     from metabonk_gym.bench.teacherless import teacherless
 
-    figures = guarded(lambda: teacherless(env_id, out, seeds=seeds, minutes=minutes))
+    figures = guarded(lambda: teacherless(env_id, out, seeds=seeds, minutes=minutes, train=train))
     console.print_json(json.dumps(figures))
 
 

@@ -171,3 +171,40 @@ def test_short_ppo_trains_saves_and_evaluates(tmp_path: Path, game: str) -> None
     )
     assert evaluated.exit_code == 0, evaluated.output
     assert out.is_file()
+
+
+def test_the_obvious_rule_is_an_agent_and_a_bad_one_is_one_line() -> None:
+    from metabonk_gym.agents.evaluate import evaluate
+
+    right = evaluate("MetaBonk/MeteoRain-v0", "repeat:2", episodes=2, seed=0)
+    assert right["agent"] == "repeat:2" and right["mean_length"] > 0
+    for bad in ("repeat:9", "repeat:x"):
+        result = runner.invoke(app, ["eval", "MetaBonk/MeteoRain-v0", bad, "--episodes", "1"])
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(lines) == 1 and "repeat" in lines[0], result.output
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"metric": "speed", "target": {"ratio": 2}}, "metric"),
+        ({"metric": "won", "target": {"most": 2}}, "target"),
+        ({"metric": "won", "target": {"ratio": 2}, "colour": 1}, "unknown keys"),
+    ],
+)
+def test_a_bad_learning_spec_names_the_problem(spec: dict, message: str) -> None:
+    from metabonk_gym.bench.teacherless import LearningSpec
+    from metabonk_gym.errors import MetabonkError
+
+    with pytest.raises(MetabonkError, match=message):
+        LearningSpec.from_mapping(spec)
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_every_public_game_declares_its_figure(game: str) -> None:
+    from metabonk_gym.bench.teacherless import load_spec
+
+    data, spec = load_spec(f"MetaBonk/{game}-v0")
+    assert data.name == game and spec.episodes == 20 and spec.rules
+    states = Integration.bundled(game).state_names()
+    assert spec.state in states

@@ -26,7 +26,13 @@ from typing import Any
 
 from metabonk_gym.agents.dreamer import dreamer_base_config, is_dreamer_run
 from metabonk_gym.agents.model import model_config
-from metabonk_gym.agents.registry import AGENT_NAMES, check_agent_spec, think_options
+from metabonk_gym.agents.registry import (
+    AGENT_NAMES,
+    check_agent_spec,
+    repeat_action,
+    think_options,
+)
+from metabonk_gym.agents.replay import check_replay, replay_source
 from metabonk_gym.agents.runs import agent_path
 from metabonk_gym.training.config import MODEL_KEYS, TrainConfig, resolve_config
 from metabonk_gym.training.errors import ConfigError
@@ -43,8 +49,12 @@ def episode_config(
     it was trained), else the env's training defaults; then the file and flags."""
     check_agent_spec(agent)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    if agent in AGENT_NAMES or think_options(agent):
+    if agent in AGENT_NAMES or think_options(agent) or repeat_action(agent) is not None:
         return resolve_config(env_id, config_file, overrides)
+    if replay_source(agent) is not None:  # recorded actions: the episodes must start as they did
+        cfg = resolve_config(env_id, config_file, overrides)
+        check_replay(agent, cfg.state, cfg.frameskip)
+        return cfg
     agent = agent_path(agent)  # a run directory: its model zip (or the Dreamer run)
     if is_dreamer_run(agent):
         base = dreamer_base_config(agent, env_id)

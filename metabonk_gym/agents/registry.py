@@ -1,5 +1,7 @@
 """Agents by name: `make_agent("random" | "scripted" | "think" | "think:MODEL" | "human" | PATH.zip |
-RUN_DIR, env)` (a model zip of any trainer, or a run directory of any trainer: `agents.runs`).
+RUN_DIR | "replay:SOURCE", env)` (a model zip of any trainer, a run directory of any trainer:
+`agents.runs`, or recorded actions played back: `agents.replay`, a Go-Explore archive's best
+trajectory or a Minari dataset's episodes).
 
 `think:MODEL` is the think agent with its strategist given in the name (`think:oracle`,
 `think:M.gguf`, `think:policy.pt` from `metabonk distill`, `think:http://HOST:PORT` a model
@@ -31,8 +33,9 @@ import gymnasium as gym
 from metabonk_gym.agents.dreamer import DreamerAgent, dreamer_env_overrides, is_dreamer_run
 from metabonk_gym.agents.human import HumanAgent
 from metabonk_gym.agents.model import ModelAgent, model_env_overrides
+from metabonk_gym.agents.replay import ReplayAgent, check_replay, replay_source
 from metabonk_gym.agents.runs import agent_path, find_run
-from metabonk_gym.experts.base import Agent, AgentError, RandomAgent
+from metabonk_gym.experts.base import Agent, AgentError, RandomAgent, RepeatAgent
 from metabonk_gym.think.agent import make_think_agent
 from metabonk_gym.think.baselines import RULE_STRATEGISTS
 from metabonk_gym.think.games import game_module
@@ -65,10 +68,27 @@ def think_options(spec: str) -> dict[str, Any]:
     return {"model_path": model}
 
 
+def repeat_action(spec: str) -> int | None:
+    """The action index of a `repeat:N` spec (None for any other spec).
+
+    >>> repeat_action("repeat:2"), repeat_action("random")
+    (2, None)
+    """
+    if not spec.startswith("repeat:"):
+        return None
+    index = spec.partition(":")[2]
+    if not index.isdigit():
+        raise AgentError(f"agent {spec!r}: write repeat:N with N an action index (repeat:0)")
+    return int(index)
+
+
 def check_agent_spec(spec: str) -> str:
     """`spec` itself when it names an agent, a model file or a run directory (of any trainer:
     `agents.runs.find_run` checks it), else a clear error."""
-    if spec in AGENT_NAMES or think_options(spec):
+    if spec in AGENT_NAMES or think_options(spec) or repeat_action(spec) is not None:
+        return spec
+    if replay_source(spec) is not None:
+        check_replay(spec)  # a missing, corrupt or foreign file: one line before any work
         return spec
     if Path(spec).expanduser().is_dir():
         find_run(spec)
@@ -81,7 +101,7 @@ def check_agent_spec(spec: str) -> str:
 def agent_env_overrides(spec: str) -> dict[str, Any]:
     """Env kwargs an agent needs (a model sees frames as it was trained: obs_type, downscale,
     frameskip); `{}` for agents that read RAM or take any frame."""
-    if spec in AGENT_NAMES or think_options(spec):
+    if spec in AGENT_NAMES or think_options(spec) or replay_source(spec) is not None:
         return {}
     spec = agent_path(spec)
     if is_dreamer_run(spec):
@@ -98,7 +118,8 @@ def unknown_agent(spec: str) -> AgentError:
         return AgentError(f"model file not found: {path}")
     return AgentError(
         f"unknown agent {spec!r}; use one of {', '.join(AGENT_NAMES)}, think:MODEL, a model "
-        "PATH.zip or a run directory (train ppo/bc/appo/dreamer, curriculum, tune pbt)"
+        "PATH.zip, a run directory (train ppo/bc/appo/dreamer, curriculum, tune pbt) or "
+        "replay:ARCHIVE.npz / replay:DATASET_ID"
     )
 
 
@@ -117,10 +138,12 @@ def scripted_expert(env: gym.Env, seed: int | None = None) -> Agent:
 
 
 def make_agent(spec: str, env: gym.Env, seed: int | None = None, **kwargs: Any) -> Agent:
-    """The agent named by `spec` ("random", "scripted", "think", "think:MODEL", "human", a model
-    PATH.zip or a run directory) for `env` (an env made with `agent_env_overrides(spec)`)."""
+    """The agent named by `spec` ("random", "repeat:N", "scripted", "think", "think:MODEL",
+    "human", a model PATH.zip or a run directory) for `env` (an env made with `agent_env_overrides(spec)`)."""
     if spec == "random":
         return RandomAgent(env.action_space, seed=seed)
+    if (action := repeat_action(spec)) is not None:
+        return RepeatAgent(env.action_space, action)
     if spec == "scripted":
         return scripted_expert(env, seed=seed)
     if spec == "human":
@@ -131,6 +154,8 @@ def make_agent(spec: str, env: gym.Env, seed: int | None = None, **kwargs: Any) 
             options["seed"] = seed  # the rule's answers repeat for the same seed
         agent: Agent = make_think_agent(env, **{**kwargs, **options})
         return agent
+    if replay_source(spec) is not None:
+        return ReplayAgent(spec, env)
     spec = agent_path(spec)
     if is_dreamer_run(spec):
         return DreamerAgent(Path(spec).expanduser(), env, **kwargs)

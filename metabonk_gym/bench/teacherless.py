@@ -49,6 +49,7 @@ class LearningSpec:
         max_steps: the episode step limit of evaluation (None: the config's).
         target: {"at-least": X} (the learned value) or {"ratio": R} (learned / random).
         total_steps: PPO env steps per seed (None: the folder's defaults.yaml).
+        rules: the obvious rules measured beside random (agent specs such as `repeat:2`).
     """
 
     metric: str = "won"
@@ -57,6 +58,7 @@ class LearningSpec:
     max_steps: int | None = None
     target: Mapping[str, float] = field(default_factory=dict)
     total_steps: int | None = None
+    rules: tuple[str, ...] = ()
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> LearningSpec:
@@ -64,7 +66,9 @@ class LearningSpec:
         unknown = set(data) - {f for f in cls.__dataclass_fields__}
         if unknown:
             raise MetabonkError(f"learning.yaml: unknown keys {sorted(unknown)}")
-        spec = cls(**dict(data))
+        values = dict(data)
+        values["rules"] = tuple(str(rule) for rule in values.get("rules") or ())
+        spec = cls(**values)
         if not (spec.metric in ("won", "length") or spec.metric.startswith("variable:")):
             raise MetabonkError(
                 f"learning.yaml: metric must be won, length or variable:NAME, not {spec.metric!r}"
@@ -149,39 +153,51 @@ def _evaluate(env_id: str, agent: str, spec: LearningSpec) -> dict[str, Any]:
     return evaluate(env_id, agent, episodes=spec.episodes, seed=EVAL_SEED, overrides=overrides)
 
 
+def _trained_seed(
+    env_id: str, where: Path, spec: LearningSpec, seed: int, minutes: float, train: bool
+) -> dict[str, Any]:
+    """One seed: train it (unless `train` is False: its run as it stands), evaluate it; its
+    training record (steps, wall minutes) is kept beside the run, so a re-score reads it."""
+    run_dir, record_path = where / f"seed{seed}", where / f"seed{seed}.json"
+    if train:
+        start = time.monotonic()
+        result = train_seed(env_id, run_dir, spec, seed, minutes)
+        if result.interrupted:
+            raise KeyboardInterrupt(f"{run_dir} stopped at step {result.num_timesteps}")
+        record = {
+            "seed": seed,
+            "env_steps": result.num_timesteps,
+            "wall_minutes": round((time.monotonic() - start) / 60, 1),
+        }
+        atomic_write_text(record_path, json.dumps(record) + "\n")
+    elif record_path.is_file():
+        record = json.loads(record_path.read_text())
+    else:
+        raise MetabonkError(f"{run_dir} was not trained by this bench: run it without --no-train")
+    return {**record, "value": score(_evaluate(env_id, str(run_dir), spec), spec.metric)}
+
+
 def teacherless(
     env_id: str,
     out_dir: Path,
     seeds: int = 3,
     minutes: float = 60.0,
     log: Log = print,
+    train: bool = True,
 ) -> dict[str, Any]:
-    """Random, then PPO on `seeds` seeds (each at most `minutes`), scored by the folder's spec;
-    the figures are written to `out_dir/<game>/figures.json` and returned."""
+    """Random and the spec's rules, then PPO on `seeds` seeds (each at most `minutes`; with
+    `train=False` the runs as they stand), scored by the folder's spec; the figures are written
+    to `out_dir/<game>/figures.json` and returned."""
     data, spec = load_spec(env_id)
     where = Path(out_dir) / data.name
+    where.mkdir(parents=True, exist_ok=True)
     random_value = score(_evaluate(env_id, "random", spec), spec.metric)
-    log(f"{data.name}: random {spec.metric} = {random_value:.3f}")
+    rules = {rule: score(_evaluate(env_id, rule, spec), spec.metric) for rule in spec.rules}
+    log(f"{data.name}: random {spec.metric} = {random_value:.3f}; rules {rules}")
     per_seed = []
     for seed in range(seeds):
-        run_dir = where / f"seed{seed}"
-        start = time.monotonic()
-        result = train_seed(env_id, run_dir, spec, seed, minutes)
-        if result.interrupted:
-            raise KeyboardInterrupt(f"{run_dir} stopped at step {result.num_timesteps}")
-        wall = (time.monotonic() - start) / 60
-        value = score(_evaluate(env_id, str(run_dir), spec), spec.metric)
-        per_seed.append(
-            {
-                "seed": seed,
-                "value": value,
-                "env_steps": result.num_timesteps,
-                "wall_minutes": round(wall, 1),
-            }
-        )
-        log(
-            f"{data.name}: seed {seed}: {spec.metric} = {value:.3f} ({result.num_timesteps} steps, {wall:.1f} min)"
-        )
+        per_seed.append(_trained_seed(env_id, where, spec, seed, minutes, train))
+        log(f"{data.name}: seed {seed}: {per_seed[-1]}")
     values = [s["value"] for s in per_seed]
     figures = {
         "env_id": short_id(env_id),
@@ -190,6 +206,7 @@ def teacherless(
         "eval_episodes": spec.episodes,
         "eval_seed": EVAL_SEED,
         "random": random_value,
+        "rules": rules,
         "median": statistics.median(values),
         "worst": min(values),
         "seeds": per_seed,
@@ -199,6 +216,5 @@ def teacherless(
         "command": f"metabonk bench teacherless {short_id(env_id)} --seeds {seeds} --minutes {minutes:g}",
         "date": time.strftime("%Y-%m-%d"),
     }
-    where.mkdir(parents=True, exist_ok=True)
     atomic_write_text(where / "figures.json", json.dumps(figures, indent=2) + "\n")
     return figures

@@ -8,6 +8,6 @@ builds its `Expert` on), trained models, humans, with shortest paths on tile gri
 'scripted'
 """
 
-from metabonk_gym.experts.base import Agent, AgentError, RamExpert, RandomAgent
+from metabonk_gym.experts.base import Agent, AgentError, RamExpert, RandomAgent, RepeatAgent
 
-__all__ = ["Agent", "AgentError", "RamExpert", "RandomAgent"]
+__all__ = ["Agent", "AgentError", "RamExpert", "RandomAgent", "RepeatAgent"]

@@ -95,6 +95,37 @@ class RandomAgent:
         return int(sample) if isinstance(self.action_space, gym.spaces.Discrete) else sample
 
 
+class RepeatAgent:
+    """The same discrete action every step (`repeat:N`): the obvious rule beside which a learned
+    agent is measured (always RIGHT in a dodging game, always no-op in a city that grows alone).
+
+    >>> import gymnasium as gym
+    >>> RepeatAgent(gym.spaces.Discrete(3), 2).act(None, {})
+    2
+
+    Args:
+        action_space: the env's action space (`Discrete`).
+        action: the action index to repeat.
+    """
+
+    def __init__(self, action_space: gym.spaces.Space, action: int) -> None:
+        if not isinstance(action_space, gym.spaces.Discrete) or not 0 <= action < int(
+            action_space.n
+        ):
+            raise AgentError(
+                f"repeat:{action}: this env's actions are {action_space}; repeat:N takes a "
+                "Discrete action index"
+            )
+        self.action = int(action)
+        self.name = f"repeat:{action}"
+
+    def reset(self, obs: Any, info: dict[str, Any]) -> None:
+        pass
+
+    def act(self, obs: Any, info: dict[str, Any]) -> int:
+        return self.action
+
+
 def close_agent(agent: Any) -> None:
     """Release what an agent holds (a think agent's model server, ...), if it has `close()`."""
     close = getattr(agent, "close", None)
