@@ -42,8 +42,9 @@ console = Console(markup=False)  # print text as given: no markup in user text
 AGENTS_HELP = (
     "Comma-separated agents: random, scripted (the game's expert), oracle (oracle strategist + "
     "directive follower), think:MODEL (M.gguf, a distilled policy.pt or a server URL, + "
-    "follower), a model PATH.zip, or a run directory of any trainer (train ppo/bc/appo/dreamer, "
-    "curriculum, tune pbt)."
+    "follower), a model PATH.zip, a run directory of any trainer (train ppo/bc/appo/dreamer, "
+    "curriculum, tune pbt), or replay:ARCHIVE.npz / replay:DATASET_ID (recorded actions played "
+    "back: an explorer archive's best trajectory, a person's recorded play)."
 )
 
 
@@ -134,6 +135,8 @@ def ladder_command(
             console.print(
                 f"warning: {cell['agent']} on {cell['env_id']} is not ranked: {cell['note']}"
             )
+        if (cell.get("replay") or {}).get("note"):
+            console.print(f"{cell['agent']} on {cell['env_id']}: {cell['replay']['note']}")
     for env_id, what in ladder["scoring"].items():
         console.print(f"{env_id}: won scores {what['won_means']}")
     console.print(f"ladder: {out / 'ladder.html'} (and ladder.json, ladder.md)")

@@ -22,6 +22,7 @@ import numpy as np
 
 from metabonk_gym.agents.episode import episode_config, scoring, with_goal
 from metabonk_gym.agents.registry import make_agent
+from metabonk_gym.agents.replay import replay_summary
 from metabonk_gym.agents.runs import agent_path, describe
 from metabonk_gym.experts.base import close_agent
 from metabonk_gym.registration import env_traits
@@ -130,6 +131,7 @@ def evaluate(
     actor: Any = None
     videos: dict[str, Any] = {}
     think: dict[str, Any] | None = None
+    replay: dict[str, Any] | None = None
     kwargs = dict(agent_kwargs or {})
     is_model = Path(agent).expanduser().is_file()
     if is_model:
@@ -160,12 +162,15 @@ def evaluate(
         if video_dir is not None:
             videos = _publish_videos(kept, results, Path(video_dir))
         think = think_counts(actor)
+        replay = replay_summary(actor)
     finally:
         close_agent(actor)
         env.close()
     report = make_report(env_id, spec, cfg.to_dict(), seed, results)
     if think is not None:
         report["think"] = think
+    if replay is not None:
+        report["replay"] = replay
     report["run"] = run_info
     report["scoring"] = scoring(cfg, goal)
     report["deterministic"] = bool(kwargs.get("deterministic", False)) if is_model else None

@@ -12,7 +12,9 @@ trainer's runs, so a figure of the README names the one command that made it.
 
 Agents: `random`, `scripted`, `oracle` (= `think:oracle`, the oracle strategist with the directive
 follower), `think:MODEL` (a GGUF thinker, a distilled `policy.pt`, or a server URL, with the
-follower), a model zip, or a run directory of any trainer (`agents.runs`).
+follower), a model zip, a run directory of any trainer (`agents.runs`), or `replay:SOURCE`
+(a Go-Explore archive's best trajectory or a Minari dataset's episodes, `agents.replay`; the
+row's note says how many steps were no-ops after the recording ran out).
 
 >>> [round(x, 3) for x in wilson(8, 10)]
 [0.49, 0.943]
@@ -242,6 +244,7 @@ def cell_entry(cell: Cell, report: Mapping[str, Any], out_dir: Path) -> dict[str
         "deterministic": report.get("deterministic"),
         "videos": videos,
         "think": report.get("think"),
+        **({"replay": report["replay"]} if report.get("replay") else {}),
         "seeds": [e["seed"] for e in episodes],
         "episode_results": [
             {k: e[k] for k in ("seed", "return", "length", "won", "game_won")} for e in episodes
@@ -469,7 +472,23 @@ def markdown(ladder: Mapping[str, Any]) -> str:
         row = [*cell_fields(c), str(c["episodes"]), links]
         row[2] = row[2].replace("|", "\\|")
         lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines) + "\n"
+    notes = [
+        f"- {c['agent']} on {c['env_id']}: {n}" for c in ladder["cells"] if (n := cell_note(c))
+    ]
+    return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
+
+
+def cell_note(cell: Mapping[str, Any]) -> str | None:
+    """What a replay's row needs said beside its figures: how much of its recording it played
+    and the no-op steps after it (`agents.replay`); None for other rows.
+
+    >>> cell_note({"replay": {"note": "replayed 5 of 5 recorded actions"}})
+    'replayed 5 of 5 recorded actions'
+    >>> cell_note({"rank": 1}) is None
+    True
+    """
+    note = (cell.get("replay") or {}).get("note")
+    return str(note) if note else None
 
 
 def cell_fields(cell: Mapping[str, Any]) -> list[str]:

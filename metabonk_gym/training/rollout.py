@@ -109,9 +109,17 @@ def run_episode(
     `stopped=True`. With `noise` > 0, that fraction of steps executes a random action instead of
     the agent's (DART-style demonstrations: the data then shows how the agent recovers from
     mistakes); `trajectory.labels` keeps the agent's choices.
+
+    An agent with `episode_start(index, seed) -> (seed, options)` chooses the episode's reset
+    seed and options (a replay starts where its recording did), and one with
+    `episode_end(info)` gets the last step's info.
     """
     rng = rng if rng is not None else np.random.default_rng(seed)
-    obs, info = env.reset(seed=seed)
+    options = None
+    start = getattr(agent, "episode_start", None)
+    if callable(start):  # an agent replaying recorded episodes starts each as it was recorded
+        seed, options = start(index, seed)
+    obs, info = env.reset(seed=seed, options=options)
     agent.reset(obs, info)
     if trajectory is not None:
         trajectory.observations.append(obs)
@@ -144,6 +152,9 @@ def run_episode(
             on_frame(env.unwrapped.render())
         if terminated or truncated:
             break
+    end = getattr(agent, "episode_end", None)
+    if callable(end):
+        end(info)
     variables = {k: v for k, v in info_numbers(info).items() if k not in ("success",)}
     return EpisodeResult(
         index=index,
