@@ -38,6 +38,7 @@ from rich.table import Table
 from metabonk_gym.agents.evaluate import evaluate, read_ladder
 from metabonk_gym.agents.many import evaluate_many
 from metabonk_gym.agents.proof import PARTS, SEEDED_PARTS
+from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.process import stop_exit_code, stop_on_signals, stop_signal
@@ -700,6 +701,9 @@ def bench_teacherless(
     seeds: int = typer.Option(3, min=1, help="Training seeds."),
     minutes: float = typer.Option(60.0, min=0.1, help="Wall-clock budget of training per seed."),
     train: bool = typer.Option(True, help="--no-train: score the runs in OUT as they stand."),
+    figures_file: Path | None = typer.Option(
+        None, "--figures", help="Put the figure into this record (docs/figures/public-games.json)."
+    ),
 ) -> None:
     """Learning without a teacher: PPO from pixels on SEEDS seeds against random, scored as the
     game folder's learning.yaml says (median and worst; figures.json in OUT/GAME)."""
@@ -707,6 +711,17 @@ def bench_teacherless(
 
     figures = guarded(lambda: teacherless(env_id, out, seeds=seeds, minutes=minutes, train=train))
     console.print_json(json.dumps(figures))
+    if figures_file is not None:
+        from metabonk_gym.bench.teacherless import figure_records
+
+        guarded(
+            lambda: put_figures(
+                figures_file,
+                figure_records(figures),
+                command=figures["command"],
+                title="Public games learned without a teacher",
+            )
+        )
 
 
 def _mount_predictor() -> None:

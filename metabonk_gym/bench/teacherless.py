@@ -213,8 +213,43 @@ def teacherless(
         "target": spec.describe(),
         "met": spec.passed(statistics.median(values), random_value),
         "worst_met": spec.passed(min(values), random_value),
-        "command": f"metabonk bench teacherless {short_id(env_id)} --seeds {seeds} --minutes {minutes:g}",
+        "command": f"metabonk bench teacherless {short_id(env_id)} --seeds {seeds} --minutes "
+        f"{minutes if train else max(s['wall_minutes'] for s in per_seed):g}",
         "date": time.strftime("%Y-%m-%d"),
     }
     atomic_write_text(where / "figures.json", json.dumps(figures, indent=2) + "\n")
     return figures
+
+
+def _fmt(value: float, metric: str) -> str:
+    return f"{value:.2f}" if metric == "won" else f"{value:.1f}"
+
+
+def figure_records(figures: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """`teacherless`'s figures as one record for `docs/figures/public-games.json`: the median
+    and worst of the seeds beside random and the rules, the target and whether it was met."""
+    metric, random_value = figures["metric"], figures["random"]
+    name = short_id(figures["env_id"]).split("/")[-1].removesuffix("-v0")
+    seeds = figures["seeds"]
+    per_seed = " / ".join(_fmt(s["value"], metric) for s in seeds)
+    rules = ", ".join(f"{rule} {_fmt(v, metric)}" for rule, v in figures.get("rules", {}).items())
+    walls = " / ".join(f"{s['wall_minutes']:g}" for s in seeds)
+    steps = " / ".join(f"{s['env_steps']:,}" for s in seeds)
+    text = (
+        f"PPO median {_fmt(figures['median'], metric)}, worst {_fmt(figures['worst'], metric)} "
+        f"(seeds {per_seed}); random {_fmt(random_value, metric)}"
+        + (f"; rules: {rules}" if rules else "")
+        + f"; {steps} env steps in {walls} min a seed"
+    )
+    return [
+        {
+            "id": f"{name.lower()}-teacherless",
+            "name": f"{name} from `{figures['state']}`, PPO from pixels, no teacher: {metric}",
+            "value": round(float(figures["median"]), 3),
+            "unit": "",
+            "text": text,
+            "target": figures["target"],
+            "met": bool(figures["met"]),
+            "seeds": {"first": figures["eval_seed"], "count": figures["eval_episodes"]},
+        }
+    ]
