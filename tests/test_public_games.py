@@ -78,7 +78,9 @@ def test_default_start_is_past_the_title(game: str) -> None:
 def test_search_script_refinds_every_address(tmp_path: Path, game: str) -> None:
     here = folder(game)
     copy = tmp_path / game
-    shutil.copytree(here, copy, ignore=shutil.ignore_patterns("*.state", "savestates", "tiles.json", "__*"))
+    shutil.copytree(
+        here, copy, ignore=shutil.ignore_patterns("*.state", "savestates", "tiles.json", "__*")
+    )
     shipped = json.loads((here / "data.json").read_text())["info"]
     (copy / "data.json").write_text(json.dumps({"info": {"keyinput": shipped["keyinput"]}}))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -208,3 +210,32 @@ def test_every_public_game_declares_its_figure(game: str) -> None:
     assert data.name == game and spec.episodes == 20 and spec.rules
     states = Integration.bundled(game).state_names()
     assert spec.state in states
+
+
+@pytest.mark.slow
+def test_teacherless_bench_trains_scores_ranks_and_rescores(tmp_path: Path, monkeypatch) -> None:
+    from metabonk_gym.bench import teacherless as bench
+
+    data, spec = bench.load_spec("MetaBonk/MeteoRain-v0")
+    small = bench.LearningSpec.from_mapping(
+        {
+            "metric": "length",
+            "state": "play",
+            "episodes": 2,
+            "max_steps": 30,
+            "target": {"ratio": 3},
+            "rules": ["repeat:2"],
+        }
+    )
+    monkeypatch.setattr(bench, "load_spec", lambda env_id: (data, small))
+    args = ("MetaBonk/MeteoRain-v0", tmp_path)
+    figures = bench.teacherless(*args, seeds=1, minutes=0.05, log=lambda line: None)
+    assert set(figures["rules"]) == {"repeat:2"} and 0 < figures["median"] <= 30
+    assert figures["seeds"][0]["env_steps"] > 0
+    ladder = json.loads((tmp_path / "MeteoRain" / "ladder.json").read_text())
+    assert len(json.dumps(ladder)) > 0 and "repeat:2" in json.dumps(ladder)
+    again = bench.teacherless(*args, seeds=1, train=False, log=lambda line: None)
+    assert again["seeds"][0]["env_steps"] == figures["seeds"][0]["env_steps"]  # not trained again
+    assert again["median"] == figures["median"]  # the same seeds, the same episodes
+    record = bench.figure_records(again)[0]
+    assert record["id"] == "meteorain-teacherless" and record["met"] is again["met"]

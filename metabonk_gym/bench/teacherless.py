@@ -144,13 +144,23 @@ def train_seed(env_id: str, run_dir: Path, spec: LearningSpec, seed: int, minute
     return train_ppo(env_id, run_dir, overrides=overrides, callbacks=stop, progress=True)
 
 
-def _evaluate(env_id: str, agent: str, spec: LearningSpec) -> dict[str, Any]:
+def _evaluate(env_id: str, agent: str, spec: LearningSpec, where: Path) -> dict[str, Any]:
+    """`agent` on the spec's evaluation seeds; the report is ranked into `where/ladder.json`
+    (the game's ladder: random, the rules and every seed on the same seeds)."""
     overrides: dict[str, Any] = {}
     if spec.state is not None:
         overrides["state"] = spec.state
     if spec.max_steps is not None:
         overrides["max_episode_steps"] = spec.max_steps
-    return evaluate(env_id, agent, episodes=spec.episodes, seed=EVAL_SEED, overrides=overrides)
+    return evaluate(
+        env_id,
+        agent,
+        episodes=spec.episodes,
+        seed=EVAL_SEED,
+        overrides=overrides,
+        ladder=where / "ladder.json",
+        goal="game",
+    )
 
 
 def _trained_seed(
@@ -174,7 +184,7 @@ def _trained_seed(
         record = json.loads(record_path.read_text())
     else:
         raise MetabonkError(f"{run_dir} was not trained by this bench: run it without --no-train")
-    return {**record, "value": score(_evaluate(env_id, str(run_dir), spec), spec.metric)}
+    return {**record, "value": score(_evaluate(env_id, str(run_dir), spec, where), spec.metric)}
 
 
 def teacherless(
@@ -191,8 +201,8 @@ def teacherless(
     data, spec = load_spec(env_id)
     where = Path(out_dir) / data.name
     where.mkdir(parents=True, exist_ok=True)
-    random_value = score(_evaluate(env_id, "random", spec), spec.metric)
-    rules = {rule: score(_evaluate(env_id, rule, spec), spec.metric) for rule in spec.rules}
+    random_value = score(_evaluate(env_id, "random", spec, where), spec.metric)
+    rules = {rule: score(_evaluate(env_id, rule, spec, where), spec.metric) for rule in spec.rules}
     log(f"{data.name}: random {spec.metric} = {random_value:.3f}; rules {rules}")
     per_seed = []
     for seed in range(seeds):
