@@ -107,8 +107,7 @@ class TileCollector:
         top = np.full((20, 30), -1, np.int32)
         rows, cols = np.arange(20)[:, None], np.arange(30)[None, :]
         for _, _bg, cnt, hofs, vofs in sorted(layers, reverse=True):  # lowest priority drawn first
-            if cnt & 0x80:
-                continue  # 256-colour tiles: not read here
+            size = 64 if cnt & 0x80 else 32  # 256-colour tiles: a byte a pixel; else a nibble
             char_base = ((cnt >> 2) & 3) * 0x4000
             screen_base = ((cnt >> 8) & 31) * 0x800
             self.charblock = (cnt >> 2) & 3
@@ -118,17 +117,14 @@ class TileCollector:
             entries = screen[(rows + vofs // 8) % 32, (cols + hofs // 8) % 32].astype(np.int32)
             ids = entries & 0x3FF
             chars = vram[char_base : char_base + 0x8000]
-            chars = chars[: len(chars) // 32 * 32].reshape(-1, 32)
+            chars = chars[: len(chars) // size * size].reshape(-1, size)
             opaque = np.zeros(1024, bool)
-            opaque[: len(chars)] = chars.any(axis=1)
+            opaque[: min(len(chars), 1024)] = chars[:1024].any(axis=1)
             shown = opaque[ids]
             for tile in np.unique(ids[shown]).tolist():
                 if tile not in self.pixels:
                     bank = int(entries[ids == tile][0]) >> 12
-                    raw = chars[tile]
-                    nibbles = np.stack([raw & 0xF, raw >> 4], axis=1).reshape(64).astype(np.int64)
-                    colours = palette[bank * 16 + nibbles].astype(np.uint16)
-                    self.pixels[tile] = np.where(nibbles == 0, 0xFFFF, colours).astype(np.uint16)
+                    self.pixels[tile] = _tile_colours(chars[tile], bank, palette)
             top = np.where(shown, ids, top)
         return top
 
@@ -189,6 +185,27 @@ class TileCollector:
             json.dumps({"charblock": self.charblock, "groups": table}, indent=1) + "\n",
         )
         return {"tiles": len(groups), "groups": len(table), "sheet": str(sheet), "table": table}
+
+
+def _tile_colours(raw: np.ndarray, bank: int, palette: np.ndarray) -> np.ndarray:
+    """A tile's 64 RGB555 colours from its VRAM bytes: 32 bytes of 4-bit indices into palette
+    bank `bank`, or 64 bytes of 8-bit indices into the whole palette; index 0 is transparent
+    (0xFFFF).
+
+    >>> palette = np.arange(256, dtype=np.uint16)
+    >>> four = _tile_colours(np.full(32, 0x21, np.uint8), 1, palette)
+    >>> int(four[0]), int(four[1])
+    (17, 18)
+    >>> eight = _tile_colours(np.zeros(64, np.uint8), 0, palette)
+    >>> int(eight[0])
+    65535
+    """
+    if len(raw) == 64:
+        index = raw.astype(np.int64)
+    else:
+        index = np.stack([raw & 0xF, raw >> 4], axis=1).reshape(64).astype(np.int64)
+        index = np.where(index == 0, 0, bank * 16 + index)
+    return np.where(index == 0, 0xFFFF, palette[index]).astype(np.uint16)
 
 
 def _rgb(colours: np.ndarray) -> np.ndarray:

@@ -77,3 +77,9 @@ POLICE="B 5; wait 10; $MENU$(printf '; DOWN 5; wait 5%.0s' {1..3}); A 5; wait 90
 "$MB" ram filter "$F" eq 1 "${S[@]}" --inputs "wait 400"
 "$MB" ram filter "$F" eq 2 "${S[@]}" --inputs "$(printf 'wait 200; A 2; wait 100; A 2; %.0s' {1..4})wait 1"
 "$MB" ram add "$F" negative_budgets "${S[@]}"
+
+# --- tile classes: the map's background tiles (256 colours) seen from Boringtown on a seeded
+# random walk of the cursor, grouped, then named -----------------------------------------------
+"$MB" integrate tiles "$F" --start boringtown
+"$MB" tiles label "$F" 0=land 1=land 2=land 3=land 4=land 5=land 6=land 7=land 8=land 9=land 10=land 11=land 12=land 13=land 14=land 15=land 74=land 75=land 76=land 77=land 16=water 17=water 18=water 19=water 20=water 21=water 22=water 23=water 24=water 25=water 26=water 27=water 28=water 29=water 32=road 33=road 34=road 35=road 37=road 39=road 40=road 36=text 38=text 41=text 42=text 43=text 44=text 45=text 46=text 47=text 48=text 55=text 56=text 57=text 58=text 59=text 60=text 61=text 71=text 72=text 73=text 31=ui 78=ui 79=ui 30=building 49=building 50=building 51=building 52=building 53=building 54=building 66=building 62=forest 64=forest 68=forest 70=forest 63=power_line 65=power_line 67=power_line 69=power_line 80=zone 81=zone 82=zone 83=zone 84=zone 85=zone 86=zone 87=zone 88=zone 89=zone 90=zone 91=zone 92=zone 93=zone 94=zone 95=zone
+rm -f "$F/tile_groups.json" "$F/tiles.png"
