@@ -3,8 +3,9 @@
 Importing the package registers the envs under the `MetaBonk/` namespace:
 
 >>> import gymnasium as gym, metabonk_gym
->>> sorted(i for i in gym.registry if i.startswith("MetaBonk/"))
-['MetaBonk/BonkArena-v0', 'MetaBonk/BonkQuest-v0', 'MetaBonk/GBA-v0', 'MetaBonk/Megabonk-v0']
+>>> sorted(i for i in gym.registry if i.startswith("MetaBonk/"))  # doctest: +NORMALIZE_WHITESPACE
+['MetaBonk/BonkArena-v0', 'MetaBonk/BonkQuest-v0', 'MetaBonk/GBA-v0', 'MetaBonk/HatWizard-v0',
+ 'MetaBonk/Megabonk-v0', 'MetaBonk/MeteoRain-v0', 'MetaBonk/uCity-v0']
 
 Without the import, `gym.make("metabonk_gym:MetaBonk/BonkQuest-v0")` imports it first (this is
 how Ray RLlib's env runners, which do not share the driver's imports, find the envs).

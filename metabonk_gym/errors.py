@@ -8,7 +8,7 @@ Each is a `MetabonkError` and also the builtin it refines (`KeyError`, `ValueErr
 ...     Integration.bundled("BonkQuest").resolve_state("room9")
 ... except MetabonkError as exc:
 ...     print(type(exc).__name__, isinstance(exc, KeyError), exc)
-UnknownStateError True unknown state 'room9' for BonkQuest; valid states: room1, ... start. ...
+UnknownStateError True unknown state 'room9' for BonkQuest; valid states: ...room1, ... start. ...
 """
 
 from __future__ import annotations

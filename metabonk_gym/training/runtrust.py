@@ -253,7 +253,7 @@ def _check_inside(value: Path, place: str, path: Path, folder: Path) -> None:
         return
     raise _refuse(
         path,
-        f"{place} to {_short(str(value))}, outside the run's folder {folder}",
+        f"{place} to {_short(str(value), PATH_LIMIT)}, outside the run's folder {folder}",
         "a shared run may write and read files only inside its own folder; refused: move the "
         f"file into the run's folder, or {YOUR_STACK}",
     )
@@ -289,6 +289,10 @@ def check_value(value: Any, bound: float, where: str, path: Path, depth: int = 0
         items = value.values() if isinstance(value, Mapping) else value
         for item in items:
             check_value(item, bound, where, path, depth + 1)
+
+
+#: A path in an error is shown whole up to this many characters (a user must see which file).
+PATH_LIMIT = 400
 
 
 def _short(value: Any, limit: int = 80) -> str:

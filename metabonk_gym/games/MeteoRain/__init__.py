@@ -8,7 +8,7 @@ Lua on BPCore-Engine, so each variable is a 32-bit Lua integer in the interprete
 >>> from metabonk_gym.gamedata import GameData, bundled_game_folder
 >>> meteo = GameData(bundled_game_folder("MeteoRain"))
 >>> sorted(meteo.presets()), meteo.defaults()["state"], meteo.defaults()["reward"]
-(['score', 'survival'], 'play', 'survival')
+(['score', 'survival'], 'any', 'survival')
 >>> import json
 >>> info = json.loads((meteo.folder / "data.json").read_text())["info"]
 >>> sorted(name for name, var in info.items() if var["type"] == "<i4")
