@@ -492,7 +492,7 @@ def test_frames_from_a_process_pool_reach_the_page(tmp_path: Path) -> None:
         "--n-envs",
         "2",
         "--episodes",
-        "8",
+        "40",  # ~30 s of play: the page (a browser started cold) still sees frames change
         "--max-steps",
         "600",
         "--watch",
