@@ -7,13 +7,16 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from metabonk_gym.errors import BadNumberError
 
 W = TypeVar("W")
+
+#: A progress sink: one line of text, no return (`print`, a logger's method, a list's append).
+Log = Callable[[str], None]
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

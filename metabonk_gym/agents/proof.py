@@ -37,11 +37,11 @@ from metabonk_gym.agents.whole_games import arena as arena_dagger
 from metabonk_gym.agents.whole_games import quest_full
 from metabonk_gym.training.megabonk import SimSwarm
 from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.utils import Log
 
 QUEST = "MetaBonk/BonkQuest-v0"
 ARENA = "MetaBonk/BonkArena-v0"
 MEGABONK = "MetaBonk/Megabonk-v0"
-Log = Callable[[str], None]
 
 
 def first_step_at_or_above(points: list[tuple[int, float]], threshold: float) -> int | None:

@@ -37,11 +37,10 @@ from metabonk_gym.agents.many import evaluate_many
 from metabonk_gym.training.dagger import DaggerSettings, train_dagger
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.rundir import RunDir
-from metabonk_gym.utils import atomic_write_text
+from metabonk_gym.utils import Log, atomic_write_text
 
 QUEST = "MetaBonk/BonkQuest-v0"
 ARENA = "MetaBonk/BonkArena-v0"
-Log = Callable[[str], None]
 
 #: Evaluation seeds start here (the other learning figures use the same ones).
 EVAL_SEED = 100_000

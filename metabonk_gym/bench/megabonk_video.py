@@ -43,7 +43,6 @@ import contextlib
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +56,7 @@ from metabonk_gym.bonklink.sim import SimProcess
 from metabonk_gym.training.bc import train_bc
 from metabonk_gym.training.datasets import DatasetWriter, dataset_env_kwargs, load_dataset
 from metabonk_gym.training.rollout import Trajectory
-from metabonk_gym.utils import env_var
+from metabonk_gym.utils import Log, env_var
 from metabonk_gym.video.dataset import to_dataset
 from metabonk_gym.video.idm import Idm, train_idm
 from metabonk_gym.video.label import relabel_dataset, spec_env
@@ -73,7 +72,6 @@ FRAMES: dict[str, Any] = {
     "policy": "MultiInputPolicy",
     "frameskip": 4,
 }
-Log = Callable[[str], None]
 
 
 def summary(rows: list[dict[str, Any]], key: str, lower_is_worse: bool = True) -> dict[str, Any]:

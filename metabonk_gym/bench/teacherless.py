@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,8 @@ from metabonk_gym.errors import MetabonkError
 from metabonk_gym.gamedata import GameData, bundled_game_folder
 from metabonk_gym.registration import env_traits, short_id
 from metabonk_gym.training.rundir import RunDir
-from metabonk_gym.utils import atomic_write_text
+from metabonk_gym.utils import Log, atomic_write_text
 
-Log = Callable[[str], None]
 #: Evaluation episode i is reset with seed EVAL_SEED + i, for every agent (the fixed seeds).
 EVAL_SEED = 100_000
 

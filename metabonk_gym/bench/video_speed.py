@@ -38,7 +38,6 @@ import math
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +56,7 @@ from metabonk_gym.training.datasets import DatasetWriter, load_dataset
 from metabonk_gym.training.envs import convert_frames, make_env
 from metabonk_gym.training.rollout import Trajectory, run_episode
 from metabonk_gym.training.video import Mp4Stream
+from metabonk_gym.utils import Log
 from metabonk_gym.video.dataset import to_dataset
 from metabonk_gym.video.idm import evaluate_predictions, train_idm
 from metabonk_gym.video.label import label, spec_env
@@ -76,7 +76,6 @@ FULL = {"obs_type": "rgb", "downscale": 1}
 #: Targets: the IDM's per-step accuracy on every game, BC from its labels vs the true actions.
 IDM_TARGET = 0.9
 BC_TARGET = 0.8
-Log = Callable[[str], None]
 
 
 def progress(info: dict[str, Any], game: str) -> float:

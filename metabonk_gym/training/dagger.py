@@ -40,9 +40,7 @@ from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.ppo import TrainResult
 from metabonk_gym.training.rundir import RunDir, model_metadata, save_model
 from metabonk_gym.training.safeload import SpacesEnv, load_ppo
-from metabonk_gym.utils import atomic_write_bytes
-
-Log = Callable[[str], None]
+from metabonk_gym.utils import Log, atomic_write_bytes
 
 
 @dataclass

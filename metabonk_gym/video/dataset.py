@@ -23,14 +23,14 @@ import re
 import shutil
 import time
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
-from metabonk_gym.utils import atomic_write_bytes, atomic_write_text, check_number
+from metabonk_gym.utils import Log, atomic_write_bytes, atomic_write_text, check_number
 from metabonk_gym.video.decode import MAX_FPS, MIN_FPS, open_video, parse_crop, resampled
 from metabonk_gym.video.envfacts import EnvFacts, env_facts, reference_frames
 from metabonk_gym.video.errors import VideoDatasetError, VideoError
@@ -48,7 +48,6 @@ VERSION = 1
 #: Frames per stored chunk, and the default cap on the steps kept of one video.
 CHUNK = 256
 MAX_STEPS = 20_000
-Log = Callable[[str], None]
 
 
 #: Bounds on what an index.json may say (it sizes every array read from the dataset).

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from metabonk_gym.registration import env_traits, short_id
 from metabonk_gym.training.datasets import dataset_env_kwargs, load_dataset
 from metabonk_gym.training.envs import convert_frames
 from metabonk_gym.training.errors import DatasetError
+from metabonk_gym.utils import Log
 from metabonk_gym.video.boxactions import BoxLayout, layout_of, press_weights
 from metabonk_gym.video.envfacts import env_facts
 from metabonk_gym.video.errors import ModelFileError
@@ -40,7 +41,6 @@ IDM_NAME = "idm"
 LR_SCHEDULES = ("constant", "cosine")
 #: The learning rate of `IdmNet`'s motion weight map over the rest of the net's.
 SHIFT_LR_SCALE = 30.0
-Log = Callable[[str], None]
 
 
 def button_accuracy(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,10 +36,9 @@ from metabonk_gym.training.envs import convert_frames
 from metabonk_gym.training.errors import DatasetError
 from metabonk_gym.training.rollout import Trajectory
 from metabonk_gym.training.safeload import SpacesEnv
+from metabonk_gym.utils import Log
 from metabonk_gym.video.dataset import VideoDataset
 from metabonk_gym.video.idm import Idm
-
-Log = Callable[[str], None]
 
 
 def confidence_flags(

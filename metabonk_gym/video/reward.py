@@ -16,7 +16,7 @@ by `metabonk_gym.learned.bind.bind_learned_terms`) and a `metabonk label --rewar
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,10 +27,9 @@ from metabonk_gym.registration import env_traits, short_id
 from metabonk_gym.training.datasets import dataset_env_kwargs, load_dataset
 from metabonk_gym.training.envs import convert_frames
 from metabonk_gym.training.errors import DatasetError
+from metabonk_gym.utils import Log
 from metabonk_gym.video.dataset import INDEX, VideoDataset
 from metabonk_gym.video.errors import ModelFileError
-
-Log = Callable[[str], None]
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
