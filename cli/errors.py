@@ -3,7 +3,8 @@
 A `MetabonkError` (bad input, a file refused, a run that failed) is printed as one line,
 `error: <what and how to fix>`, on stderr, and the command exits with the error's `exit_code`
 (2 unless the error says otherwise: `TrainingFailed` exits with 1). `one_line_errors` wraps every
-registered command (cli/main.py), `guarded` in cli/train.py calls `exit_with_error` too.
+registered command (`guard_commands` in cli/main.py): the CLI's one error path, so commands and
+the helpers they call raise `MetabonkError` and never print errors themselves.
 
 >>> import typer
 >>> from metabonk_gym.errors import MetabonkError

@@ -27,7 +27,6 @@ from metabonk_gym.cli.train import guarded
 from rich.console import Console
 
 from metabonk_gym.bench.think_model import STARTS, model_figures, play_figures
-from metabonk_gym.errors import MetabonkError
 from metabonk_gym.think.calibrate import calibrate_model
 from metabonk_gym.think.examples import oracle_choice_examples, oracle_examples, write_examples
 from metabonk_gym.think.finetune import FinetuneConfig, finetune, load_pairs
@@ -170,10 +169,7 @@ def check_command(
     model: str = typer.Argument("default", help="A GGUF file (default: the default model)."),
 ) -> None:
     """Check that MODEL is a complete GGUF file (the default: that the default model is installed)."""
-    try:
-        path = check_gguf(resolve_model(model))
-    except MetabonkError as exc:
-        exit_with_error(exc)
+    path = check_gguf(resolve_model(model))
     console.print(f"ok: {path}")
 
 

@@ -80,25 +80,22 @@ def serve_vlm(
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
-    try:
-        check_engine_installed(engine)
-        if engine not in ("vllm", "sglang"):
-            model = str(check_gguf(resolve_model(model)))
-        server = ServerProcess(
-            model,
-            mmproj,
-            engine=engine,
-            port=port,
-            startup_timeout_s=startup_timeout,
-            parallel=parallel,
-            n_ctx=n_ctx,
-            n_gpu_layers=n_gpu_layers,
-            chat_format=chat_format,
-            server_binary=server_binary,
-            n_threads=threads,
-        )
-    except MetabonkError as exc:
-        exit_with_error(exc)
+    check_engine_installed(engine)
+    if engine not in ("vllm", "sglang"):
+        model = str(check_gguf(resolve_model(model)))
+    server = ServerProcess(
+        model,
+        mmproj,
+        engine=engine,
+        port=port,
+        startup_timeout_s=startup_timeout,
+        parallel=parallel,
+        n_ctx=n_ctx,
+        n_gpu_layers=n_gpu_layers,
+        chat_format=chat_format,
+        server_binary=server_binary,
+        n_threads=threads,
+    )
     console.print(f"starting {server.engine}: {' '.join(server.cmd)}")
     try:
         url = server.start()

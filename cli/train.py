@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import typer
 from metabonk_gym.cli.bench import bench_app
-from metabonk_gym.cli.errors import exit_with_error, fail, plain_console
+from metabonk_gym.cli.errors import fail, plain_console
 from metabonk_gym.cli.rayopts import (
     ADDRESS_OPTION,
     ENGINE_OPTION,
@@ -40,7 +40,6 @@ from metabonk_gym.agents.many import evaluate_many
 from metabonk_gym.agents.proof import PARTS, SEEDED_PARTS
 from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.configfile import ConfigFileError, load_config_file
-from metabonk_gym.errors import MetabonkError
 from metabonk_gym.process import stop_exit_code, stop_on_signals, stop_signal
 from metabonk_gym.training.config import (
     config_to_yaml,
@@ -64,21 +63,20 @@ train_app = typer.Typer(
 
 
 def guarded(fn: Callable[[], T]) -> T:
-    """Run `fn`, turning the package's input errors into a one-line message and exit code 2.
+    """Run `fn` so that a signal stops it cleanly: the one place long commands stop on a signal
+    (`process.stop_on_signals`).
 
-    Also the one place long commands stop on a signal (`process.stop_on_signals`): Ctrl-C and
-    SIGTERM (`kill PID`, a scheduler) interrupt `fn` once, its Ctrl-C path saves a checkpoint,
-    and the command exits 130 / 143; a second signal (during the save) kills it at once. After a
-    stop, no further `guarded` work starts: a command looping over runs ends there.
+    Ctrl-C and SIGTERM (`kill PID`, a scheduler) interrupt `fn` once, its Ctrl-C path saves a
+    checkpoint, and the command exits 130 / 143; a second signal (during the save) kills it at
+    once. After a stop, no further `guarded` work starts: a command looping over runs ends
+    there. Errors pass through: every command's `MetabonkError` becomes one `error:` line and
+    exit code 2 in one place (`metabonk_gym.cli.errors.one_line_errors`).
     """
     if stop_signal() is not None:  # a stopped command carries on with nothing new
         raise typer.Exit(stop_exit_code())
     try:
         with stop_on_signals():
             return fn()
-    except MetabonkError as exc:
-        exit_with_error(exc)
-        raise  # not reached: exit_with_error raises typer.Exit
     except KeyboardInterrupt:
         if stop_signal() is None:  # raised by Python's own Ctrl-C handler (outside the block)
             raise

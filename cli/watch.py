@@ -24,12 +24,10 @@ from typing import Any
 
 import typer
 from metabonk_gym.cli.bench import bench_app
-from metabonk_gym.cli.errors import exit_with_error
 from rich.console import Console
 
 from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.bench.watch_speed import bench_watch_speed, figure_records
-from metabonk_gym.errors import MetabonkError
 from metabonk_gym.training.datasets import datasets_root
 from metabonk_gym.utils import atomic_write_text
 from metabonk_gym.watch import LiveProcess, WatchServer, parse_address
@@ -52,12 +50,8 @@ def live_watch(spec: str | None, root: Path | None = None, label: str = "") -> L
     process of its own and goes with this one."""
     if spec is None:
         return None
-    try:
-        host, port = parse_address(spec)
-        live = LiveProcess(host, port, root, label).start()
-    except MetabonkError as exc:
-        exit_with_error(exc)
-        raise  # not reached
+    host, port = parse_address(spec)
+    live = LiveProcess(host, port, root, label).start()
     err_console.print(f"watch: {live.url}")
     return live
 
@@ -103,15 +97,11 @@ def watch_command(
     ),
 ) -> None:
     """Browse a directory's replays and training curves in the browser (read-only)."""
-    try:
-        root = _root_of(target)
-        host, port = parse_address(address)
-        server = WatchServer(
-            root, None, host=host, port=port, token=token, allowed_hosts=tuple(allow_host)
-        ).start()
-    except MetabonkError as exc:
-        exit_with_error(exc)
-        return
+    root = _root_of(target)
+    host, port = parse_address(address)
+    server = WatchServer(
+        root, None, host=host, port=port, token=token, allowed_hosts=tuple(allow_host)
+    ).start()
     typer.echo(f"watch: {server.url}  (Ctrl-C stops)")
     deadline = None if seconds is None else time.monotonic() + seconds
     try:
@@ -134,11 +124,7 @@ def bench_watch(
     ),
 ) -> None:
     """Training env steps/s with one live viewer connected vs no watch at all, in one run."""
-    try:
-        result = bench_watch_speed(env_id, n_envs=n_envs, rounds=rounds, seconds=seconds)
-    except MetabonkError as exc:
-        exit_with_error(exc)
-        return
+    result = bench_watch_speed(env_id, n_envs=n_envs, rounds=rounds, seconds=seconds)
     text = json.dumps(result, indent=2)
     typer.echo(text)
     if out is not None:
