@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from metabonk_gym.errors import MetabonkError
+
 __all__ = [
     "ACTION_CLICK_LEN",
     "ACTION_PLAIN_LEN",
@@ -107,8 +109,9 @@ _RAW_HEAD = struct.Struct("<4s3i")
 _ENEMY_SIZE = 16
 
 
-class BonkLinkProtocolError(Exception):
-    """The one error raised for anything wrong on the wire: bad lengths, truncation, garbage.
+class BonkLinkProtocolError(MetabonkError):
+    """The one error raised for anything wrong on the wire: bad lengths, truncation, garbage
+    (a `MetabonkError`, so the CLI prints it as one `error:` line).
 
     A client that sees it drops the connection and resyncs by reconnecting (spec, "Game -> client").
     """

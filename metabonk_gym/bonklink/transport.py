@@ -34,6 +34,7 @@ from metabonk_gym.bonklink.codec import (
     decode_action_payload,
     decode_state,
 )
+from metabonk_gym.errors import MetabonkError
 
 __all__ = [
     "ActionReader",
@@ -47,8 +48,9 @@ _I32 = struct.Struct("<i")
 _INITIAL_CAPACITY = 1 << 16
 
 
-class ConnectionClosed(ConnectionError):
-    """The peer closed the connection (possibly in the middle of a message)."""
+class ConnectionClosed(MetabonkError, ConnectionError):
+    """The peer closed the connection (possibly in the middle of a message); a `MetabonkError`
+    and still a `ConnectionError` (an `OSError`), which callers catch."""
 
 
 class RecvBuffer:
