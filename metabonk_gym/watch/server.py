@@ -34,10 +34,11 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from http.cookies import SimpleCookie
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from metabonk_gym.errors import MetabonkError
@@ -58,6 +59,10 @@ from metabonk_gym.watch.replays import (
     scalars,
     scan,
 )
+
+if TYPE_CHECKING:
+    from starlette.exceptions import HTTPException
+    from starlette.responses import Response
 
 COOKIE = "metabonk_watch_token"
 STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css", "index.html": "text/html"}
@@ -210,6 +215,53 @@ def unpack_frames(message: bytes) -> list[tuple[int, int, bytes]]:
 
 def _static(name: str) -> bytes:
     return (resources.files("metabonk_gym.watch") / "static" / name).read_bytes()
+
+
+#: A route's handler: the request in, a response out (`WatchServer._routes`).
+Endpoint = Callable[[Any], Awaitable["Response"]]
+
+
+def _http_error(status: int, text: str) -> HTTPException:
+    from starlette.exceptions import HTTPException
+
+    return HTTPException(status, text)
+
+
+def _not_found() -> HTTPException:
+    return _http_error(404, "not found")
+
+
+def _json(data: Any, loose: bool = False) -> Response:
+    """`data` as JSON; `loose`: what JSON cannot hold (a path, a date) as its text."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(json.loads(json.dumps(data, default=str)) if loose else data)
+
+
+def _jpeg(data: bytes, no_store: bool = False) -> Response:
+    from starlette.responses import Response
+
+    headers = {"cache-control": "no-store"} if no_store else None
+    return Response(data, media_type="image/jpeg", headers=headers)
+
+
+def _query_ints(request: Any, *names: str) -> list[int]:
+    """The query's integers `names` (0 where missing; not one: 400)."""
+    try:
+        return [int(request.query_params.get(n, "0")) for n in names]
+    except ValueError:
+        raise _http_error(400, "episode and step are integers") from None
+
+
+def _train_state(base: Path) -> dict[str, Any]:
+    """The training view's data: the runs under `base`, their state and curves."""
+    found = scan(base)
+    out: dict[str, Any] = {"runs": run_state(base, found["runs"], found["pbt"])}
+    try:
+        out["scalars"] = scalars(base, found["tensorboard"])
+    except ImportError:
+        out["scalars"], out["error"] = {}, "tensorboard is not installed"
+    return out
 
 
 class _Gate:
@@ -411,228 +463,244 @@ class WatchServer:
         self.app = self._build()
 
     # --------------------------------------------------------------------------------- routes
+    # A route is a path and an async method that takes the request. Each `_*_routes` method
+    # lists one group's routes beside its handlers; `_routes` joins the groups (paths do not
+    # overlap, so their order is free) and `_build` makes the app. Handlers answer with
+    # `_json`, `_jpeg` or a starlette response and refuse with `_not_found`/`_http_error`.
+    def _build(self) -> Any:
+        from starlette.applications import Starlette
+        from starlette.routing import Route, WebSocketRoute
+
+        routes: list[Any] = [Route(path, endpoint) for path, endpoint in self._routes()]
+        routes += [WebSocketRoute("/ws", self._stream), WebSocketRoute("/publish", self._publish)]
+        app = Starlette(routes=routes)
+        return _Gate(app, self.token, self._connection_cap(), self.host, self.host_names)
+
+    def _routes(self) -> list[tuple[str, Endpoint]]:
+        """Every HTTP route, group by group."""
+        return [
+            *self._page_routes(),
+            *self._live_routes(),
+            *self._run_routes(),
+            *self._dataset_routes(),
+            *self._memory_routes(),
+        ]
+
     def _path(self, request: Any) -> Path | None:
         rel = request.query_params.get("path", "")
         if self.root is None or not self.root.is_dir():
             return None
         return self.root if rel in ("", ".") else inside(self.root, rel)
 
-    def _build(self) -> Any:
-        from starlette.applications import Starlette
-        from starlette.exceptions import HTTPException
-        from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
-        from starlette.routing import Route, WebSocketRoute
-
-        def not_found() -> HTTPException:
-            return HTTPException(404, "not found")
-
-        async def index(request: Any) -> Response:
-            response = Response(_static("index.html"), media_type="text/html")
-            given = request.query_params.get("token")
-            if given:
-                response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
-            response.headers["cache-control"] = "no-store"
-            response.headers["referrer-policy"] = "no-referrer"  # (its URL may hold the token)
-            return response
-
-        async def static(request: Any) -> Response:
-            name = request.path_params["name"]
-            if name not in STATIC_FILES:
-                raise not_found()
-            return Response(_static(name), media_type=STATIC_FILES[name])
-
-        async def info(request: Any) -> Response:
-            return JSONResponse(
-                {
-                    "live": self.hub is not None,
-                    "label": self.hub.label if self.hub is not None else "",
-                    "root": self.root.name if self.root is not None else None,
-                    "replays": self.root is not None,
-                }
-            )
-
-        def hub() -> LiveHub:
-            if self.hub is None:
-                raise not_found()
-            return self.hub
-
-        async def live(request: Any) -> Response:
-            return JSONResponse(hub().snapshot())
-
-        async def frame(request: Any) -> Response:
-            _, jpeg = hub().frame(request.path_params["i"])
-            if not jpeg:
-                raise not_found()
-            return Response(jpeg, media_type="image/jpeg", headers={"cache-control": "no-store"})
-
-        async def timeline(request: Any) -> Response:
-            return JSONResponse(hub().timeline(request.path_params["i"]))
-
-        async def calls(request: Any) -> Response:
-            records = await asyncio.to_thread(hub().decisions, request.path_params["i"])
-            return JSONResponse(json.loads(json.dumps(records, default=str)))
-
-        async def call_frame(request: Any) -> Response:
-            log = hub().decision_log(request.path_params["i"])
-            rel = request.query_params.get("file", "")
-            path = inside(Path(log["folder"]), rel) if log is not None else None
-            if path is None or not path.is_file() or path.suffix != ".png":
-                raise not_found()
-            return FileResponse(path, media_type="image/png")
-
-        async def timeline_frame(request: Any) -> Response:
-            jpeg = hub().timeline_frame(request.path_params["i"], request.path_params["e"])
-            if not jpeg:
-                raise not_found()
-            return Response(jpeg, media_type="image/jpeg")
-
-        async def world_map(request: Any) -> Response:
-            return JSONResponse(hub().world_map())
-
-        def root() -> Path:
-            if self.root is None or not self.root.is_dir():
-                raise not_found()
-            return self.root
-
-        async def scan_route(request: Any) -> Response:
-            return JSONResponse(await asyncio.to_thread(scan, root()))
-
-        async def train(request: Any) -> Response:
-            base = root()
-
-            def read() -> dict[str, Any]:
-                found = scan(base)
-                out: dict[str, Any] = {"runs": run_state(base, found["runs"], found["pbt"])}
-                try:
-                    out["scalars"] = scalars(base, found["tensorboard"])
-                except ImportError:
-                    out["scalars"], out["error"] = {}, "tensorboard is not installed"
-                return out
-
-            return JSONResponse(await asyncio.to_thread(read))
-
-        def dataset(request: Any) -> DatasetView:
-            folder = self._path(request)
-            if folder is None or not (folder / "data").is_dir():
-                raise not_found()
-            key = str(folder)
-            if key not in self._datasets:
-                if self.root is None or not confined(self.root, folder / "data"):
-                    raise not_found()  # (a file in it links out of the root)
-                if len(self._datasets) >= 4:
-                    self._datasets.pop(next(iter(self._datasets)))
-                try:
-                    self._datasets[key] = DatasetView(folder)
-                except TooLargeError as exc:
-                    raise HTTPException(413, str(exc)) from None
-            return self._datasets[key]
-
-        def ints(request: Any, *names: str) -> list[int]:
-            try:
-                return [int(request.query_params.get(n, "0")) for n in names]
-            except ValueError:
-                raise HTTPException(400, "episode and step are integers") from None
-
-        async def dataset_route(request: Any) -> Response:
-            view = await asyncio.to_thread(dataset, request)
-            return JSONResponse({"episodes": await asyncio.to_thread(view.episodes)})
-
-        async def dataset_step(request: Any) -> Response:
-            view = await asyncio.to_thread(dataset, request)
-            episode, step = ints(request, "episode", "step")
-            try:
-                data = await asyncio.to_thread(view.step, episode, step)
-            except IndexError:
-                raise not_found() from None
-            return JSONResponse(data)
-
-        async def dataset_frame(request: Any) -> Response:
-            view = await asyncio.to_thread(dataset, request)
-            episode, step = ints(request, "episode", "step")
-            try:
-                image = await asyncio.to_thread(view.frame, episode, step)
-            except IndexError:
-                raise not_found() from None
-            if image is None:
-                raise not_found()
-            return Response(await asyncio.to_thread(encode_jpeg, image), media_type="image/jpeg")
-
-        async def decisions_route(request: Any) -> Response:
-            rel = request.query_params.get("path", "")
-            try:
-                records = await asyncio.to_thread(decisions, root(), rel)
-            except (FileNotFoundError, NotADirectoryError):
-                raise not_found() from None
-            except TooLargeError as exc:
-                raise HTTPException(413, str(exc)) from None
-            return JSONResponse(json.loads(json.dumps(records, default=str)))
-
-        def open_graph(request: Any) -> Any:
-            path = self._path(request)
-            if path is None or self.root is None or not confined(self.root, path):
-                raise not_found()
-            return KnowledgeGraph(str(path), read_only=True)
-
-        async def memory_route(request: Any) -> Response:
-            def read() -> Any:
-                graph = open_graph(request)
-                try:
-                    return summary(graph)
-                finally:
-                    with contextlib.suppress(Exception):
-                        graph.close()
-
-            return JSONResponse(json.loads(json.dumps(await asyncio.to_thread(read), default=str)))
-
-        async def memory_map(request: Any) -> Response:
-            def draw() -> bytes:
-                graph = open_graph(request)
-                try:
-                    return encode_jpeg(render_map(graph), 90)
-                finally:
-                    with contextlib.suppress(Exception):
-                        graph.close()
-
-            return Response(await asyncio.to_thread(draw), media_type="image/jpeg")
-
-        async def files(request: Any) -> Response:
-            path = inside_file(root(), request.path_params["path"])
-            if path is None:
-                raise not_found()
-            given = request.query_params.get("token")
-            if given:  # a page must not read the token from its own URL: the cookie carries it
-                response: Response = RedirectResponse(request.url.path, status_code=303)
-                response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
-            else:
-                response = FileResponse(path)
-            response.headers.update(FILE_HEADERS)
-            return response
-
-        routes = [
-            Route("/", index),
-            Route("/static/{name}", static),
-            Route("/api/info", info),
-            Route("/api/live", live),
-            Route("/api/live/frame/{i:int}", frame),
-            Route("/api/live/timeline/{i:int}", timeline),
-            Route("/api/live/timeline/{i:int}/{e:int}", timeline_frame),
-            Route("/api/live/calls/{i:int}", calls),
-            Route("/api/live/calls/{i:int}/frame", call_frame),
-            Route("/api/map", world_map),
-            Route("/api/scan", scan_route),
-            Route("/api/train", train),
-            Route("/api/dataset", dataset_route),
-            Route("/api/dataset/step", dataset_step),
-            Route("/api/dataset/frame", dataset_frame),
-            Route("/api/decisions", decisions_route),
-            Route("/api/memory", memory_route),
-            Route("/api/memory/map", memory_map),
-            Route("/files/{path:path}", files),
-            WebSocketRoute("/ws", self._stream),
-            WebSocketRoute("/publish", self._publish),
+    # The page: its HTML (which takes the token into a cookie), its static files, what it shows.
+    def _page_routes(self) -> list[tuple[str, Endpoint]]:
+        return [
+            ("/", self._index),
+            ("/static/{name}", self._static_file),
+            ("/api/info", self._info),
         ]
-        app = Starlette(routes=routes)
-        return _Gate(app, self.token, self._connection_cap(), self.host, self.host_names)
+
+    async def _index(self, request: Any) -> Response:
+        from starlette.responses import Response
+
+        response = Response(_static("index.html"), media_type="text/html")
+        given = request.query_params.get("token")
+        if given:
+            response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
+        response.headers["cache-control"] = "no-store"
+        response.headers["referrer-policy"] = "no-referrer"  # (its URL may hold the token)
+        return response
+
+    async def _static_file(self, request: Any) -> Response:
+        from starlette.responses import Response
+
+        name = request.path_params["name"]
+        if name not in STATIC_FILES:
+            raise _not_found()
+        return Response(_static(name), media_type=STATIC_FILES[name])
+
+    async def _info(self, request: Any) -> Response:
+        return _json(
+            {
+                "live": self.hub is not None,
+                "label": self.hub.label if self.hub is not None else "",
+                "root": self.root.name if self.root is not None else None,
+                "replays": self.root is not None,
+            }
+        )
+
+    # The live envs of `hub` (404 without one): their state, frames, timelines, model calls, map.
+    def _live_routes(self) -> list[tuple[str, Endpoint]]:
+        return [
+            ("/api/live", self._live),
+            ("/api/live/frame/{i:int}", self._live_frame),
+            ("/api/live/timeline/{i:int}", self._timeline),
+            ("/api/live/timeline/{i:int}/{e:int}", self._timeline_frame),
+            ("/api/live/calls/{i:int}", self._calls),
+            ("/api/live/calls/{i:int}/frame", self._call_frame),
+            ("/api/map", self._world_map),
+        ]
+
+    def _live_hub(self) -> LiveHub:
+        if self.hub is None:
+            raise _not_found()
+        return self.hub
+
+    async def _live(self, request: Any) -> Response:
+        return _json(self._live_hub().snapshot())
+
+    async def _live_frame(self, request: Any) -> Response:
+        _, jpeg = self._live_hub().frame(request.path_params["i"])
+        if not jpeg:
+            raise _not_found()
+        return _jpeg(jpeg, no_store=True)
+
+    async def _timeline(self, request: Any) -> Response:
+        return _json(self._live_hub().timeline(request.path_params["i"]))
+
+    async def _timeline_frame(self, request: Any) -> Response:
+        params = request.path_params
+        jpeg = self._live_hub().timeline_frame(params["i"], params["e"])
+        if not jpeg:
+            raise _not_found()
+        return _jpeg(jpeg)
+
+    async def _calls(self, request: Any) -> Response:
+        records = await asyncio.to_thread(self._live_hub().decisions, request.path_params["i"])
+        return _json(records, loose=True)
+
+    async def _call_frame(self, request: Any) -> Response:
+        from starlette.responses import FileResponse
+
+        log = self._live_hub().decision_log(request.path_params["i"])
+        rel = request.query_params.get("file", "")
+        path = inside(Path(log["folder"]), rel) if log is not None else None
+        if path is None or not path.is_file() or path.suffix != ".png":
+            raise _not_found()
+        return FileResponse(path, media_type="image/png")
+
+    async def _world_map(self, request: Any) -> Response:
+        return _json(self._live_hub().world_map())
+
+    # The root directory's runs (404 without one): what is there, training curves, model
+    # calls, and its files (served sandboxed).
+    def _run_routes(self) -> list[tuple[str, Endpoint]]:
+        return [
+            ("/api/scan", self._scan),
+            ("/api/train", self._train),
+            ("/api/decisions", self._decisions),
+            ("/files/{path:path}", self._files),
+        ]
+
+    def _root_dir(self) -> Path:
+        if self.root is None or not self.root.is_dir():
+            raise _not_found()
+        return self.root
+
+    async def _scan(self, request: Any) -> Response:
+        return _json(await asyncio.to_thread(scan, self._root_dir()))
+
+    async def _train(self, request: Any) -> Response:
+        return _json(await asyncio.to_thread(_train_state, self._root_dir()))
+
+    async def _decisions(self, request: Any) -> Response:
+        rel = request.query_params.get("path", "")
+        try:
+            records = await asyncio.to_thread(decisions, self._root_dir(), rel)
+        except (FileNotFoundError, NotADirectoryError):
+            raise _not_found() from None
+        except TooLargeError as exc:
+            raise _http_error(413, str(exc)) from None
+        return _json(records, loose=True)
+
+    async def _files(self, request: Any) -> Response:
+        from starlette.responses import FileResponse, RedirectResponse
+
+        path = inside_file(self._root_dir(), request.path_params["path"])
+        if path is None:
+            raise _not_found()
+        given = request.query_params.get("token")
+        if given:  # a page must not read the token from its own URL: the cookie carries it
+            response: Response = RedirectResponse(request.url.path, status_code=303)
+            response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
+        else:
+            response = FileResponse(path)
+        response.headers.update(FILE_HEADERS)
+        return response
+
+    # A recorded Minari dataset under the root (`?path=`): its episodes, a step, a frame.
+    def _dataset_routes(self) -> list[tuple[str, Endpoint]]:
+        return [
+            ("/api/dataset", self._dataset_episodes),
+            ("/api/dataset/step", self._dataset_step),
+            ("/api/dataset/frame", self._dataset_frame),
+        ]
+
+    def _dataset(self, request: Any) -> DatasetView:
+        """The dataset at `?path=` (the last four opened stay open)."""
+        folder = self._path(request)
+        if folder is None or not (folder / "data").is_dir():
+            raise _not_found()
+        key = str(folder)
+        if key not in self._datasets:
+            if self.root is None or not confined(self.root, folder / "data"):
+                raise _not_found()  # (a file in it links out of the root)
+            if len(self._datasets) >= 4:
+                self._datasets.pop(next(iter(self._datasets)))
+            try:
+                self._datasets[key] = DatasetView(folder)
+            except TooLargeError as exc:
+                raise _http_error(413, str(exc)) from None
+        return self._datasets[key]
+
+    async def _dataset_episodes(self, request: Any) -> Response:
+        view = await asyncio.to_thread(self._dataset, request)
+        return _json({"episodes": await asyncio.to_thread(view.episodes)})
+
+    async def _dataset_step(self, request: Any) -> Response:
+        view = await asyncio.to_thread(self._dataset, request)
+        episode, step = _query_ints(request, "episode", "step")
+        try:
+            data = await asyncio.to_thread(view.step, episode, step)
+        except IndexError:
+            raise _not_found() from None
+        return _json(data)
+
+    async def _dataset_frame(self, request: Any) -> Response:
+        view = await asyncio.to_thread(self._dataset, request)
+        episode, step = _query_ints(request, "episode", "step")
+        try:
+            image = await asyncio.to_thread(view.frame, episode, step)
+        except IndexError:
+            raise _not_found() from None
+        if image is None:
+            raise _not_found()
+        return _jpeg(await asyncio.to_thread(encode_jpeg, image))
+
+    # A knowledge graph under the root (`?path=`, opened read-only): its summary and its map.
+    def _memory_routes(self) -> list[tuple[str, Endpoint]]:
+        return [("/api/memory", self._memory), ("/api/memory/map", self._memory_map)]
+
+    def _with_graph(self, request: Any, read: Callable[[Any], Any]) -> Any:
+        """`read(graph)` on the graph at `?path=`, closed after."""
+        path = self._path(request)
+        if path is None or self.root is None or not confined(self.root, path):
+            raise _not_found()
+        graph = KnowledgeGraph(str(path), read_only=True)
+        try:
+            return read(graph)
+        finally:
+            with contextlib.suppress(Exception):
+                graph.close()
+
+    async def _memory(self, request: Any) -> Response:
+        return _json(await asyncio.to_thread(self._with_graph, request, summary), loose=True)
+
+    async def _memory_map(self, request: Any) -> Response:
+        def draw(graph: Any) -> bytes:
+            return encode_jpeg(render_map(graph), 90)
+
+        return _jpeg(await asyncio.to_thread(self._with_graph, request, draw))
 
     async def _stream(self, websocket: Any) -> None:
         """Every env's newest frame at the view's rate within the bandwidth cap (binary
