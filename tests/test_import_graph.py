@@ -57,6 +57,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "metabonk_gym.errors",
             "metabonk_gym.utils",
             "metabonk_gym.process",
+            "metabonk_gym.runloop",  # the training-run skeleton (every trainer's loop)
             "metabonk_gym.configfile",
             "metabonk_gym.gamedata",
             "metabonk_gym.preprocess",
