@@ -22,9 +22,9 @@ from metabonk_gym.cli.train import train_app
 
 from metabonk_gym.bench.figures import invoked_command, put_figures
 from metabonk_gym.contract import DOWNSCALES
+from metabonk_gym.training.errors import VideoError
 from metabonk_gym.utils import atomic_write_text, check_number
 from metabonk_gym.video.dataset import to_dataset
-from metabonk_gym.video.errors import VideoError
 from metabonk_gym.video.idm import train_idm
 from metabonk_gym.video.label import label, relabel_dataset
 from metabonk_gym.video.reward import train_reward_model

@@ -97,3 +97,12 @@ class EnvArgumentError(MetabonkError, ValueError):
 class WeightsFileError(MetabonkError, ValueError):
     """A weights file (a predictor net, a distilled policy) that is corrupt, of another model,
     or holds more than tensors and plain numbers (never unpickled)."""
+
+
+class ModelFileError(MetabonkError, ValueError):
+    """An IDM or reward model that is missing, malformed, or made for another game or env
+    (raised before any weights are loaded where the metadata already tells)."""
+
+
+class IntegrateError(MetabonkError, ValueError):
+    """Bad input to `metabonk integrate` / `metabonk ram` (a ROM, an address, a filter, a session)."""

@@ -8,7 +8,7 @@ start states (the library under `metabonk integrate`, `metabonk ram`, `metabonk 
 
 from __future__ import annotations
 
-from metabonk_gym.integrate.errors import IntegrateError
+from metabonk_gym.errors import IntegrateError
 from metabonk_gym.integrate.folder import (
     add_variable,
     new_game_folder,

@@ -25,10 +25,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.errors import IntegrateError
 from metabonk_gym.gamedata import is_bundled_folder
 from metabonk_gym.gba.backends import read_state_file, write_state_file
 from metabonk_gym.gba.integration import SAVESTATES, savestates_dir
-from metabonk_gym.integrate.errors import IntegrateError
 from metabonk_gym.integrate.machine import Machine, check_ram_address
 from metabonk_gym.integrate.rom import read_rom
 from metabonk_gym.integrate.scan import view_type

@@ -19,10 +19,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from metabonk_gym.errors import IntegrateError
 from metabonk_gym.gba.backends import GBA_REGIONS, RetroCore, decode_value
 from metabonk_gym.gba.backends.base import check_region
 from metabonk_gym.gba.backends.skyemu import BUTTON_NAMES, ROM_BASE
-from metabonk_gym.integrate.errors import IntegrateError
 from metabonk_gym.integrate.script import Step
 from metabonk_gym.skyemu.bmp import decode_bmp
 from metabonk_gym.skyemu.client import SkyEmuClient

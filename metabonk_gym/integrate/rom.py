@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from metabonk_gym.integrate.errors import IntegrateError
+from metabonk_gym.errors import IntegrateError
 from metabonk_gym.utils import printable
 
 HEADER_BYTES = 0xC0

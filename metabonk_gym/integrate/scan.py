@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from metabonk_gym.errors import IntegrateError
 from metabonk_gym.gba.backends.base import decode_value
-from metabonk_gym.integrate.errors import IntegrateError
 
 #: Every value type a search tracks (stable-retro's type strings): size from the last digit.
 VIEWS: tuple[str, ...] = (

@@ -15,8 +15,8 @@ search, the probes and `integrate state` play without a window, and what tests r
 
 from __future__ import annotations
 
+from metabonk_gym.errors import IntegrateError
 from metabonk_gym.gba.buttons import BUTTONS, buttons_to_mask, mask_to_buttons
-from metabonk_gym.integrate.errors import IntegrateError
 
 #: The most frames one script may run (an hour of play): a typo such as `wait 6000000` is refused.
 MAX_SCRIPT_FRAMES = 60 * 60 * 60

@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
+from metabonk_gym.errors import IntegrateError
 from metabonk_gym.gba.backends import read_state_file
 from metabonk_gym.gba.backends.base import decode_value
-from metabonk_gym.integrate.errors import IntegrateError
 from metabonk_gym.integrate.folder import start_state
 from metabonk_gym.integrate.machine import (
     DEFAULT_REGIONS,

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from metabonk_gym.integrate.errors import IntegrateError
+from metabonk_gym.errors import IntegrateError
 from metabonk_gym.integrate.folder import start_state
 from metabonk_gym.integrate.machine import Machine
 from metabonk_gym.integrate.script import Step, parse_script

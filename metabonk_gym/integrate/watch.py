@@ -21,7 +21,7 @@ from typing import Any
 
 from rich.table import Table
 
-from metabonk_gym.integrate.errors import IntegrateError
+from metabonk_gym.errors import IntegrateError
 from metabonk_gym.integrate.machine import Machine, check_ram_address
 from metabonk_gym.integrate.scan import view_type
 

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
-from metabonk_gym.learned.errors import ModelFileError
+from metabonk_gym.errors import ModelFileError
 from metabonk_gym.learned.motion import CameraShift
 from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
 
@@ -176,7 +176,7 @@ def check_sizes(meta: dict[str, Any], where: Path) -> None:
     >>> check_sizes({"width": 8000}, Path("idm.json"))
     Traceback (most recent call last):
     ...
-    metabonk_gym.learned.errors.ModelFileError: idm.json: width must be a whole number in 2..512, not 8000 (the net is built from it before its weights are read)
+    metabonk_gym.errors.ModelFileError: idm.json: width must be a whole number in 2..512, not 8000 (the net is built from it before its weights are read)
     """
     for keys, low, high in SIZE_BOUNDS:
         value: Any = meta

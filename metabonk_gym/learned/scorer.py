@@ -8,7 +8,7 @@ and the model files, and nothing of the training machinery.
 ...     RewardModel(tmp)
 Traceback (most recent call last):
 ...
-metabonk_gym.learned.errors.ModelFileError: reward model not found: need .../reward_model.pt and .../reward_model.json
+metabonk_gym.errors.ModelFileError: reward model not found: need .../reward_model.pt and .../reward_model.json
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from metabonk_gym.learned.errors import ModelFileError
+from metabonk_gym.errors import ModelFileError
 from metabonk_gym.learned.model import IdmNet, frames_tensor, load_state, read_metadata
 from metabonk_gym.preprocess import screen
 

@@ -1,4 +1,4 @@
-"""Errors of the training layer: each names the problem and the fix, and is raised before anything
+"""Errors of the training layer (training, video, world models): each names the problem and the fix, and is raised before anything
 of a run directory or dataset is touched.
 
 >>> issubclass(ConfigError, MetabonkError)
@@ -8,6 +8,7 @@ True
 from __future__ import annotations
 
 from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import ModelFileError as ModelFileError  # re-exported for video
 from metabonk_gym.errors import UntrustedGameCodeError as UntrustedGameCodeError  # its home moved
 
 
@@ -30,3 +31,11 @@ class DatasetError(MetabonkError, ValueError):
 class GameUnreachableError(MetabonkError, ConnectionError):
     """No game (Megabonk with the BonkLink plugin, or `metabonk bonklink-sim`) answers where a
     training or evaluation env must connect."""
+
+
+class VideoError(MetabonkError, ValueError):
+    """A video or frame folder that is missing, empty, corrupt, too large or not of the game."""
+
+
+class VideoDatasetError(MetabonkError, ValueError):
+    """A video dataset folder (`metabonk video to-dataset`) that is missing or malformed."""

@@ -12,7 +12,7 @@ full-size RGB: `convert_frames` turns them into any `obs_type`/`downscale` the w
 ...     VideoDataset(tmp)
 Traceback (most recent call last):
 ...
-metabonk_gym.video.errors.VideoDatasetError: ... is not a video dataset (no index.json); make one with `metabonk video to-dataset VIDEO... --env ENV_ID --out DIR`
+metabonk_gym.training.errors.VideoDatasetError: ... is not a video dataset (no index.json); make one with `metabonk video to-dataset VIDEO... --env ENV_ID --out DIR`
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
+from metabonk_gym.training.errors import VideoDatasetError, VideoError
 from metabonk_gym.utils import Log, atomic_write_bytes, atomic_write_text, check_number
 from metabonk_gym.video.decode import MAX_FPS, MIN_FPS, open_video, parse_crop, resampled
 from metabonk_gym.video.envfacts import EnvFacts, env_facts, reference_frames
-from metabonk_gym.video.errors import VideoDatasetError, VideoError
 from metabonk_gym.video.screen import (
     LOOKS_LIKE_THRESHOLD,
     check_aspect,

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from metabonk_gym.training.errors import VideoError
 from metabonk_gym.utils import check_number
-from metabonk_gym.video.errors import VideoError
 
 VIDEO_SUFFIXES: tuple[str, ...] = (".mp4", ".webm", ".mkv", ".mov", ".avi")
 FRAME_SUFFIXES: tuple[str, ...] = (".png", ".jpg", ".jpeg", ".bmp")

@@ -1,23 +1,14 @@
-"""Errors of the video layer: a video, frame folder, video dataset or IDM that cannot be used.
+"""The video errors' old import path: `VideoError` and `VideoDatasetError` live in
+`metabonk_gym.training.errors` (the training layer's one errors module), `ModelFileError` in
+`metabonk_gym.errors`; both are re-exported here so existing imports keep working.
 
-`ModelFileError` lives in `metabonk_gym.learned.errors` (the model files are read below the video
-trainers) and is re-exported here.
-
+>>> from metabonk_gym.errors import MetabonkError
 >>> issubclass(VideoError, MetabonkError), issubclass(ModelFileError, ValueError)
 (True, True)
 """
 
 from __future__ import annotations
 
-from metabonk_gym.errors import MetabonkError
-from metabonk_gym.learned.errors import ModelFileError
+from metabonk_gym.training.errors import ModelFileError, VideoDatasetError, VideoError
 
 __all__ = ["ModelFileError", "VideoDatasetError", "VideoError"]
-
-
-class VideoError(MetabonkError, ValueError):
-    """A video or frame folder that is missing, empty, corrupt, too large or not of the game."""
-
-
-class VideoDatasetError(MetabonkError, ValueError):
-    """A video dataset folder (`metabonk video to-dataset`) that is missing or malformed."""

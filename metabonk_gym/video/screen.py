@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from metabonk_gym.preprocess import downscale
-from metabonk_gym.video.errors import VideoError
+from metabonk_gym.training.errors import VideoError
 
 #: Relative difference of width/height ratios accepted as the same aspect.
 ASPECT_TOLERANCE = 0.04
