@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
+from metabonk_gym.runloop import RunLoop, seed_all
 from metabonk_gym.training.config import TrainConfig, config_to_yaml, resolve_config
 from metabonk_gym.training.datasets import check_dataset_env, check_dataset_fits, load_dataset
 from metabonk_gym.training.envs import convert_frames, probe_env, stack_episode, stacked_space
@@ -83,32 +85,31 @@ def dataset_arrays(
     return np.concatenate(xs), np.concatenate(ys), returns
 
 
-def train_bc(
-    env_id: str,
-    dataset_id: str,
-    run_dir: str | Path,
-    *,
-    config_file: str | Path | None = None,
-    overrides: Mapping[str, Any] | None = None,
-    val_fraction: float = 0.1,
-    progress: bool = False,
-) -> TrainResult:
-    """Clone the dataset's actions into a PPO policy saved as `run_dir/model.zip`.
+@dataclass
+class BcData:
+    """A dataset made ready for cloning (`bc_data`): the policy's inputs, labels and returns.
 
-    TensorBoard gets `bc/loss`, `bc/accuracy`, `bc/val_accuracy`, `bc/value_loss` and
-    `bc/entropy` per epoch; with Box actions (Megabonk's) `bc/action_error` and
-    `bc/val_action_error` (mean absolute error of the policy's mean action) instead of the
-    accuracies.
+    Args:
+        x: policy observations (N, H, W, C*stack), or a dict of them per key.
+        y: the actions to clone (N,) or (N, D) for Box actions.
+        g: the discounted returns the value head is fitted to (N,).
+        policy_space: the policy's (stacked) observation space.
+        action_space: the env's action space.
     """
-    import torch
-    from stable_baselines3.common.logger import configure
-    from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from metabonk_gym.training.policies import make_ppo
+    x: Any
+    y: np.ndarray
+    g: np.ndarray
+    policy_space: Any
+    action_space: Any
 
-    cfg = resolve_config(env_id, config_file, overrides)
-    run = RunDir(Path(run_dir))
-    run.check_new()
+    @property
+    def samples(self) -> int:
+        return len(self.y)
+
+
+def bc_data(env_id: str, dataset_id: str, cfg: TrainConfig) -> BcData:
+    """Load `dataset_id` and check it fits the env and the config's wrappers and frames."""
     dataset = load_dataset(dataset_id)
     check_dataset_env(dataset, env_id)
     obs_space, action_space, _ = probe_env(env_id, cfg)
@@ -134,133 +135,186 @@ def train_bc(
             raise DatasetError(
                 f"dataset frames become {x.shape[1:]}, the policy wants {policy_space.shape}"
             )
+    return BcData(x, y, g, policy_space, action_space)
 
-    existed = run.path.exists()
-    run.path.mkdir(parents=True, exist_ok=True)
-    run.write_config(config_to_yaml(cfg))
-    run.write_state(env_id=env_id, algo="bc", status="running", dataset=dataset_id)
 
-    torch.set_num_threads(cfg.torch_threads)
-    rng = np.random.default_rng(cfg.seed)
-    samples = len(y)
-    order = rng.permutation(samples)
-    n_val = int(samples * val_fraction) if samples >= 20 else 0
-    val, train = order[:n_val], order[n_val:]
+class Cloner:
+    """One PPO policy fitted to a `BcData`: an epoch of Adam steps, and its accuracy.
 
-    venv = DummyVecEnv([lambda: SpacesEnv(policy_space, action_space)])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # PPO's rollout-size hints do not apply to cloning
-        model = make_ppo(cfg, venv)
-    policy = model.policy
-    if isinstance(policy_space, spaces.Dict):  # the image keys SB3 turned channel-first
-        transposed = {
-            k for k, s in policy_space.spaces.items() if model.observation_space[k].shape != s.shape
-        }
-    else:
-        channel_first = model.observation_space.shape != policy_space.shape
-    logger = configure(str(run.tensorboard), ["tensorboard"])
-    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.bc_learning_rate)
+    Args:
+        model: the PPO model whose policy is fitted.
+        data: the samples.
+        cfg: the run's config (`bc_*` options, `max_grad_norm`).
+    """
 
-    def observations(indices: np.ndarray) -> Any:
+    def __init__(self, model: Any, data: BcData, cfg: TrainConfig) -> None:
+        import torch
+
+        self.policy, self.data, self.cfg = model.policy, data, cfg
+        space = data.policy_space
+        self.transposed: set[str] = set()
+        self.channel_first = False
+        if isinstance(space, spaces.Dict):  # the image keys SB3 turned channel-first
+            self.transposed = {
+                k for k, s in space.spaces.items() if model.observation_space[k].shape != s.shape
+            }
+        else:
+            self.channel_first = model.observation_space.shape != space.shape
+        self.box = isinstance(data.action_space, spaces.Box)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.bc_learning_rate)
+
+    def observations(self, indices: np.ndarray) -> Any:
+        import torch
+
+        x, device = self.data.x, self.policy.device
         if isinstance(x, dict):
             return {
                 k: torch.as_tensor(
-                    np.transpose(v[indices], (0, 3, 1, 2)) if k in transposed else v[indices],
-                    device=policy.device,
+                    np.transpose(v[indices], (0, 3, 1, 2)) if k in self.transposed else v[indices],
+                    device=device,
                 )
                 for k, v in x.items()
             }
         obs = x[indices]
-        if channel_first:
+        if self.channel_first:
             obs = np.transpose(obs, (0, 3, 1, 2))
-        return torch.as_tensor(obs, device=policy.device)
+        return torch.as_tensor(obs, device=device)
 
-    def batch(indices: np.ndarray) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    def batch(self, indices: np.ndarray) -> tuple[Any, Any, Any]:
+        import torch
+
+        device = self.policy.device
         return (
-            observations(indices),
-            torch.as_tensor(y[indices], device=policy.device),
-            torch.as_tensor(g[indices], device=policy.device),
+            self.observations(indices),
+            torch.as_tensor(self.data.y[indices], device=device),
+            torch.as_tensor(self.data.g[indices], device=device),
         )
 
-    box = isinstance(action_space, spaces.Box)
-
-    def accuracy(indices: np.ndarray) -> float:
+    def accuracy(self, indices: np.ndarray) -> float:
         """Discrete: the share of steps whose most likely action is the dataset's; Box: the
         mean absolute error of the policy's mean action (clipped to the space)."""
+        import torch
+
         if len(indices) == 0:
             return float("nan")
         hits = 0.0
         with torch.no_grad():
             for start in range(0, len(indices), 512):
-                obs, act, _ = batch(indices[start : start + 512])
-                dist = policy.get_distribution(obs)
-                if box:
+                obs, act, _ = self.batch(indices[start : start + 512])
+                dist = self.policy.get_distribution(obs)
+                if self.box:
                     mean = dist.distribution.mean.clamp(-1.0, 1.0)
                     hits += float((mean - act).abs().mean(dim=1).sum())
                 else:
                     hits += int((dist.distribution.probs.argmax(dim=1) == act).sum())
         return hits / len(indices)
 
-    progress_bar = _progress(cfg.bc_epochs) if progress else None
-    stats: dict[str, float] = {}
-    epochs_done = 0
-    try:
-        policy.set_training_mode(True)
-        for epoch in range(cfg.bc_epochs):
-            rng.shuffle(train)
-            totals = {"loss": 0.0, "value_loss": 0.0, "entropy": 0.0}
-            batches = 0
-            for start in range(0, len(train), cfg.bc_batch_size):
-                obs, act, ret = batch(train[start : start + cfg.bc_batch_size])
-                values, log_prob, entropy = policy.evaluate_actions(obs, act)
-                value_loss = torch.nn.functional.mse_loss(values.flatten(), ret)
-                ent = entropy.mean() if entropy is not None else torch.zeros(())
-                loss = -log_prob.mean() - cfg.bc_ent_coef * ent + cfg.bc_value_coef * value_loss
-                optimizer.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-                totals["loss"] += loss.item()
-                totals["value_loss"] += value_loss.item()
-                totals["entropy"] += ent.item()
-                batches += 1
-            policy.set_training_mode(False)
-            stats = {k: v / max(batches, 1) for k, v in totals.items()}
-            name = "action_error" if box else "accuracy"
-            stats[name] = accuracy(train)
-            if n_val:
-                stats[f"val_{name}"] = accuracy(val)
-            policy.set_training_mode(True)
-            for key, value in stats.items():
-                logger.record(f"bc/{key}", value)
-            logger.dump(step=epoch + 1)
-            if progress_bar is not None:
-                progress_bar.update(1, stats)
-            epochs_done = epoch + 1
+    def epoch(self, train: np.ndarray, val: np.ndarray) -> dict[str, float]:
+        """One pass of Adam over `train` (in its order); the mean losses, and the accuracy on
+        `train` and `val` (when it has samples) after it."""
+        import torch
+
+        cfg, policy = self.cfg, self.policy
+        totals = {"loss": 0.0, "value_loss": 0.0, "entropy": 0.0}
+        batches = 0
+        for start in range(0, len(train), cfg.bc_batch_size):
+            obs, act, ret = self.batch(train[start : start + cfg.bc_batch_size])
+            values, log_prob, entropy = policy.evaluate_actions(obs, act)
+            value_loss = torch.nn.functional.mse_loss(values.flatten(), ret)
+            ent = entropy.mean() if entropy is not None else torch.zeros(())
+            loss = -log_prob.mean() - cfg.bc_ent_coef * ent + cfg.bc_value_coef * value_loss
+            self.optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            self.optimizer.step()
+            totals["loss"] += loss.item()
+            totals["value_loss"] += value_loss.item()
+            totals["entropy"] += ent.item()
+            batches += 1
         policy.set_training_mode(False)
+        stats = {k: v / max(batches, 1) for k, v in totals.items()}
+        name = "action_error" if self.box else "accuracy"
+        stats[name] = self.accuracy(train)
+        if len(val):
+            stats[f"val_{name}"] = self.accuracy(val)
+        policy.set_training_mode(True)
+        return stats
+
+
+def train_bc(
+    env_id: str,
+    dataset_id: str,
+    run_dir: str | Path,
+    *,
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    val_fraction: float = 0.1,
+    progress: bool = False,
+) -> TrainResult:
+    """Clone the dataset's actions into a PPO policy saved as `run_dir/model.zip`.
+
+    TensorBoard gets `bc/loss`, `bc/accuracy`, `bc/val_accuracy`, `bc/value_loss` and
+    `bc/entropy` per epoch; with Box actions (Megabonk's) `bc/action_error` and
+    `bc/val_action_error` (mean absolute error of the policy's mean action) instead of the
+    accuracies. Ctrl-C / SIGTERM (`process.stop_on_signals`) keeps the clone as it stands (its
+    finished epochs and the part of the next one) as `model.zip`, marked interrupted.
+    """
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from metabonk_gym.training.policies import make_ppo
+
+    cfg = resolve_config(env_id, config_file, overrides)
+    run = RunDir(Path(run_dir))
+    run.check_new()
+    data = bc_data(env_id, dataset_id, cfg)
+    existed = run.path.exists()
+    run.path.mkdir(parents=True, exist_ok=True)
+    run.write_config(config_to_yaml(cfg))
+    run.write_state(env_id=env_id, algo="bc", status="running", dataset=dataset_id)
+
+    rng = seed_all(cfg.seed, cfg.torch_threads)
+    samples = data.samples
+    order = rng.permutation(samples)
+    n_val = int(samples * val_fraction) if samples >= 20 else 0
+    val, train = order[:n_val], order[n_val:]
+    venv = DummyVecEnv([lambda: SpacesEnv(data.policy_space, data.action_space)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PPO's rollout-size hints do not apply to cloning
+        model = make_ppo(cfg, venv)
+    cloner = Cloner(model, data, cfg)
+    stats: dict[str, float] = {}
+
+    def save() -> None:
+        model.policy.set_training_mode(False)
         meta = model_metadata(
             env_id, "bc", cfg.to_dict(), dataset=dataset_id, samples=samples, **stats
         )
         save_model(model, run.model, meta)
-        run.write_state(status="finished", num_timesteps=0, samples=samples, **stats)
-    except KeyboardInterrupt:
-        # Ctrl-C / SIGTERM (`process.stop_on_signals`): keep the clone as it stands (its finished
-        # epochs and the part of the next one), marked interrupted, then stop.
-        policy.set_training_mode(False)
+
+    def interrupted(epochs_done: int) -> None:
         if epochs_done:
-            meta = model_metadata(
-                env_id, "bc", cfg.to_dict(), dataset=dataset_id, samples=samples, **stats
-            )
-            save_model(model, run.model, meta)
+            save()
+        model.policy.set_training_mode(False)
         run.write_state(status="interrupted", epochs_done=epochs_done, samples=samples, **stats)
-        raise
-    except Exception:
-        run.discard_new(existed)
-        raise
+
+    loop = RunLoop(
+        total=cfg.bc_epochs,
+        tensorboard=run.tensorboard,
+        on_interrupt=interrupted,
+        on_error=lambda _exc: run.discard_new(existed),
+        bar="BC" if progress else "",
+        bar_keys=("loss", "accuracy", "val_accuracy"),
+    )
+    try:
+        with loop:
+            model.policy.set_training_mode(True)
+            for epoch in loop.steps():
+                rng.shuffle(train)
+                stats = cloner.epoch(train, val)
+                loop.report(epoch, stats, prefix="bc/")
+            save()
+            run.write_state(status="finished", num_timesteps=0, samples=samples, **stats)
     finally:
-        if progress_bar is not None:
-            progress_bar.close()
-        logger.close()
         venv.close()
     return TrainResult(
         run_dir=run.path,
@@ -268,28 +322,3 @@ def train_bc(
         num_timesteps=0,
         extra={"samples": samples, **stats},
     )
-
-
-class _progress:
-    """A rich progress bar over BC epochs."""
-
-    def __init__(self, total: int) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        self.bar = Progress(
-            TextColumn("[bold]BC"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[extra]}"),
-        )
-        self.bar.start()
-        self.task = self.bar.add_task("bc", total=total, extra="")
-
-    def update(self, n: int, stats: Mapping[str, float]) -> None:
-        extra = "  ".join(
-            f"{k} {v:.3f}" for k, v in stats.items() if k in ("loss", "accuracy", "val_accuracy")
-        )
-        self.bar.update(self.task, advance=n, extra=extra)
-
-    def close(self) -> None:
-        self.bar.stop()
