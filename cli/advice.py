@@ -4,8 +4,9 @@ with a wrapper stack vs none).
 
 Thin typer layer over `metabonk_gym.bench.advice_learning` and `metabonk_gym.bench.train_wrappers`.
 
->>> sorted(c.name for c in bench_app.registered_commands if c.name in ("advice", "train-wrappers"))
-['advice', 'train-wrappers']
+>>> from metabonk_gym.cli.bench import BENCHES
+>>> BENCHES["advice"], BENCHES["train-wrappers"]
+('advice:bench_advice', 'advice:bench_train_wrappers')
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 from pathlib import Path
 
 import typer
-from metabonk_gym.cli.bench import _print, bench_app, console
+from metabonk_gym.cli.bench import _print, console
 from metabonk_gym.cli.train import guarded
 
 from metabonk_gym.bench.advice_learning import run_advice_bench
@@ -22,7 +23,6 @@ from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.bench.train_wrappers import figure_records, run_train_wrappers
 
 
-@bench_app.command("advice")
 def bench_advice(
     out: Path = typer.Option(Path("runs/advice"), help="Folder of the runs (they resume)."),
     seeds: int = typer.Option(3, min=1, help="Training seeds per arm."),
@@ -68,7 +68,6 @@ def bench_advice(
     console.print_json(json.dumps({k: v for k, v in result.items() if k != "runs"}))
 
 
-@bench_app.command("train-wrappers")
 def bench_train_wrappers(
     env_id: str = typer.Argument("MetaBonk/BonkQuest-v0", help="Env id to train on."),
     steps: int = typer.Option(4096, min=256, help="PPO env steps per variant and round."),
@@ -90,4 +89,4 @@ def bench_train_wrappers(
 
 
 def register(app: typer.Typer) -> None:
-    """The commands register themselves on `bench_app` when this module is imported."""
+    """Nothing to add to `app`: both commands are registered from `metabonk_gym.cli.bench.BENCHES`."""

@@ -1,11 +1,19 @@
 """`metabonk bench ...`: every benchmark of the suite, printed as ratios against baselines.
 
->>> "env" in {command.name for command in bench_app.registered_commands}
+`BENCHES` is the one table of the bench commands: each name maps to the function behind it
+(kept beside its area's other commands), and `register` adds them all to `bench_app`.
+
+>>> BENCHES["env"], BENCHES["vector"]
+('bench:bench_env', 'vector:bench_vector')
+>>> import typer
+>>> register(typer.Typer())
+>>> [c.name for c in bench_app.registered_commands] == list(BENCHES)
 True
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -23,6 +31,32 @@ bench_app = typer.Typer(
     no_args_is_help=True,
 )
 console = plain_console()
+#: Every `metabonk bench` command, in the order `metabonk bench --help` lists them: its name and
+#: the function behind it, "module:function" of a module under `metabonk_gym.cli`.
+BENCHES: dict[str, str] = {
+    "env": "bench:bench_env",
+    "report": "bench:bench_report",
+    "learning": "train:bench_learning",
+    "teacherless": "train:bench_teacherless",
+    "tiles": "observe:bench_tiles",
+    "predictors": "observe:bench_predictors",
+    "think": "think:bench_think",
+    "serve": "think:bench_serve",
+    "think-model": "finetune:bench_think_model",
+    "think-play": "finetune:bench_think_play",
+    "bonklink": "bonklink:bench_bonklink",
+    "skyemu": "skyemu:bench_skyemu",
+    "distributed": "tune:bench_distributed",
+    "vector": "vector:bench_vector",
+    "memory": "memory:bench_memory",
+    "video": "video:bench_video",
+    "world-model": "world:bench_world_model",
+    "advice": "advice:bench_advice",
+    "train-wrappers": "advice:bench_train_wrappers",
+    "watch": "watch:bench_watch",
+    "integrate": "integrate:bench_integrate",
+    "explore": "explore:bench_explore",
+}
 #: `bench env`'s pass mark: the env keeps this fraction of the raw core's frame rate.
 ENV_VS_RAW_TARGET = 0.85
 
@@ -38,7 +72,6 @@ def _print(title: str, result: dict, out: Path | None) -> None:
         atomic_write_text(out, json.dumps(result, indent=2))
 
 
-@bench_app.command("env")
 def bench_env(
     env_id: str = typer.Argument("MetaBonk/BonkQuest-v0", help="Env id to measure."),
     steps: int = typer.Option(1500, help="Env steps per round."),
@@ -95,7 +128,6 @@ def env_figures(result: dict) -> list[dict]:
     return rows
 
 
-@bench_app.command("report")
 def bench_report(
     check: bool = typer.Option(False, help="Only check: exit 1 if docs/benchmarks.md is stale."),
     headline: bool = typer.Option(False, help="Print the README's headline table rows."),
@@ -111,4 +143,11 @@ def bench_report(
 
 
 def register(app: typer.Typer) -> None:
+    """Add every command of `BENCHES` to `bench_app` (once) and `bench_app` to `app` as `bench`."""
+    registered = {command.name for command in bench_app.registered_commands}
+    for name, where in BENCHES.items():
+        if name not in registered:
+            module, function = where.split(":")
+            callback = getattr(importlib.import_module(f"metabonk_gym.cli.{module}"), function)
+            bench_app.command(name)(callback)
     app.add_typer(bench_app, name="bench")

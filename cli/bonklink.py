@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from metabonk_gym.cli.bench import bench_app
 
 from metabonk_gym.bench.bonklink_speed import figure_records, report, run
 from metabonk_gym.bench.figures import put_figures
@@ -54,8 +53,7 @@ def bench_bonklink(
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``bonklink-sim`` command to ``app`` and ``bonklink`` to ``metabonk bench``."""
-    bench_app.command("bonklink")(bench_bonklink)
+    """Add the ``bonklink-sim`` command to ``app`` (``bench bonklink`` is in ``cli.bench.BENCHES``)."""
 
     @app.command("bonklink-sim")
     def bonklink_sim(

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import typer
-from metabonk_gym.cli.bench import _print, bench_app
+from metabonk_gym.cli.bench import _print
 from metabonk_gym.cli.errors import exit_with_error
 from metabonk_gym.cli.train import guarded
 from rich.console import Console
@@ -236,5 +236,3 @@ def bench_think_play(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(think_app, name="think")
-    bench_app.command("think-model")(bench_think_model)
-    bench_app.command("think-play")(bench_think_play)

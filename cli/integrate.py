@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import typer
-from metabonk_gym.cli.bench import _print, bench_app
+from metabonk_gym.cli.bench import _print
 from metabonk_gym.cli.errors import plain_console
 from rich.console import Console
 from rich.live import Live
@@ -501,7 +501,6 @@ def label(
     console.print(f"tiles.json: {written['tiles']} tiles in {written['classes']} classes")
 
 
-@bench_app.command("integrate")
 def bench_integrate(
     steps: int = typer.Option(20, help="Timed filter steps of each kind."),
     figures: bool = typer.Option(

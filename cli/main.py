@@ -25,7 +25,7 @@ app = typer.Typer(
 )
 
 
-#: Each module has `register(app)`; benchmarks add themselves to `metabonk_gym.cli.bench.bench_app`.
+#: Each module has `register(app)`; the bench commands are listed in `metabonk_gym.cli.bench.BENCHES`.
 COMMAND_MODULES = (
     "envs",
     "bench",

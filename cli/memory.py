@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 import typer
-from metabonk_gym.cli.bench import _print, bench_app
+from metabonk_gym.cli.bench import _print
 from metabonk_gym.cli.errors import plain_console
 from rich.table import Table
 
@@ -157,4 +157,3 @@ def bench_memory(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(memory_app, name="memory")
-    bench_app.command("memory")(bench_memory)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from metabonk_gym.cli.bench import _print, bench_app, console
+from metabonk_gym.cli.bench import _print, console
 
 from metabonk_gym.bench.figures import invoked_command, put_figures
 from metabonk_gym.bench.wrappers_speed import DEFAULT_ENVS as BENCH_ENVS
@@ -28,7 +28,6 @@ from metabonk_gym.training.predictor import DEFAULT_ENVS as PREDICTOR_ENVS
 from metabonk_gym.training.predictor import train_predictor
 
 
-@bench_app.command("tiles")
 def bench_tiles(
     env_id: str = typer.Argument("MetaBonk/BonkQuest-v0", help="GBA env id to measure."),
     steps: int = typer.Option(2000, help="Env steps (each timed: env, VRAM tokens, pixel tokens)."),
@@ -48,7 +47,6 @@ def bench_tiles(
         )
 
 
-@bench_app.command("predictors")
 def bench_predictors(
     env_ids: list[str] = typer.Argument(None, help="Env ids (default: BonkQuest and BonkArena)."),
     episodes: int = typer.Option(2, help="Held-out episodes per env."),
@@ -109,5 +107,5 @@ def predictor_command(
 
 
 def register(app: typer.Typer) -> None:
-    # the bench commands joined bench_app when this module was imported
+    # the bench commands are registered from metabonk_gym.cli.bench.BENCHES
     app.command("train-predictor", hidden=True)(predictor_command)  # alias of `train predictor`

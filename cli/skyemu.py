@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from metabonk_gym.cli.bench import _print, bench_app
+from metabonk_gym.cli.bench import _print
 
 from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.bench.skyemu_speed import figure_records, run
@@ -69,6 +69,5 @@ def bench_skyemu(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `skyemu-peer` to `app` and `skyemu` to `metabonk bench`."""
+    """Add `skyemu-peer` to `app` (`bench skyemu` is in `metabonk_gym.cli.bench.BENCHES`)."""
     app.command("skyemu-peer")(skyemu_peer)
-    bench_app.command("skyemu")(bench_skyemu)

@@ -20,7 +20,7 @@ import signal
 from pathlib import Path
 
 import typer
-from metabonk_gym.cli.bench import _print, bench_app
+from metabonk_gym.cli.bench import _print
 from metabonk_gym.cli.errors import exit_with_error, plain_console
 from metabonk_gym.cli.train import guarded
 
@@ -231,5 +231,3 @@ def bench_serve(
 def register(app: typer.Typer) -> None:
     app.command("serve-vlm")(serve_vlm)
     app.command("distill")(distill_command)
-    bench_app.command("think")(bench_think)
-    bench_app.command("serve")(bench_serve)

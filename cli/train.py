@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
-from metabonk_gym.cli.bench import bench_app
 from metabonk_gym.cli.errors import fail, plain_console
 from metabonk_gym.cli.rayopts import (
     ADDRESS_OPTION,
@@ -734,8 +733,6 @@ def _mount_predictor() -> None:
 
 def register(app: typer.Typer) -> None:
 
-    bench_app.command("learning")(bench_learning)
-    bench_app.command("teacherless")(bench_teacherless)
     _mount_predictor()
     app.add_typer(train_app, name="train")
     app.command("curriculum")(curriculum_command)

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import typer
-from metabonk_gym.cli.bench import _print, bench_app
+from metabonk_gym.cli.bench import _print
 from metabonk_gym.cli.errors import plain_console
 from metabonk_gym.cli.rayopts import (
     ADDRESS_OPTION,
@@ -195,4 +195,3 @@ def bench_distributed(
 def register(app: typer.Typer) -> None:
     app.add_typer(tune_app, name="tune")
     train_app.command("appo")(appo_command)
-    bench_app.command("distributed")(bench_distributed)

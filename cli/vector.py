@@ -1,8 +1,9 @@
 """`metabonk bench vector`: the shared-memory vector engine against gymnasium's `AsyncVectorEnv`
 and SB3's `SubprocVecEnv` (thin typer layer over `metabonk_gym.bench.vector_speed`).
 
->>> "vector" in {command.name for command in bench_app.registered_commands}
-True
+>>> from metabonk_gym.cli.bench import BENCHES
+>>> BENCHES["vector"]
+'vector:bench_vector'
 """
 
 from __future__ import annotations
@@ -11,14 +12,13 @@ import json
 from pathlib import Path
 
 import typer
-from metabonk_gym.cli.bench import bench_app, console
+from metabonk_gym.cli.bench import console
 
 from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.bench.vector_speed import figure_records, run
 from metabonk_gym.utils import atomic_write_text
 
 
-@bench_app.command("vector")
 def bench_vector(
     counts: str = typer.Option("2,4,8,16", help="Env counts for the main-process CPU figure."),
     steps: int = typer.Option(300, help="Vector steps per measurement."),
@@ -48,4 +48,4 @@ def bench_vector(
 
 
 def register(app: typer.Typer) -> None:
-    """Nothing to add to `app`: the command joined `bench_app` when this module was imported."""
+    """Nothing to add to `app`: `bench vector` is registered from `metabonk_gym.cli.bench.BENCHES`."""

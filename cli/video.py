@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from metabonk_gym.cli.bench import bench_app
 from metabonk_gym.cli.errors import plain_console
 from metabonk_gym.cli.train import train_app
 
@@ -376,4 +375,3 @@ def register(app: typer.Typer) -> None:
     app.command("label")(label_command)
     train_app.command("idm")(idm_command)
     train_app.command("reward")(reward_command)
-    bench_app.command("video")(bench_video)

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from metabonk_gym.cli.bench import bench_app
 from rich.console import Console
 
 from metabonk_gym.bench.figures import put_figures
@@ -136,4 +135,3 @@ def bench_watch(
 
 def register(app: typer.Typer) -> None:
     app.command("watch")(watch_command)
-    bench_app.command("watch")(bench_watch)

@@ -313,7 +313,7 @@ def bench_world_model(
 
 
 def register(app: typer.Typer) -> None:
-    # the bench command joined bench_app when this module was imported
+    # `bench world-model` is registered from metabonk_gym.cli.bench.BENCHES
     train_app.command("world-model")(world_model_command)
     train_app.command("dreamer")(dreamer_command)
     app.command("dream")(dream_command)
