@@ -5,8 +5,9 @@ A thin typer layer over `metabonk_gym.worldmodel` (training, imagined rollouts) 
 (`metabonk_gym.worldmodel.dreamer`). `train world-model` and `train dreamer` join `metabonk train`
 (cli/train.py's group) when this module registers.
 
->>> "world-model" in {command.name for command in bench_app.registered_commands}
-True
+>>> from metabonk_gym.cli.bench import BENCHES
+>>> BENCHES["world-model"]
+'world:bench_world_model'
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from metabonk_gym.cli.bench import _print, bench_app, console
+from metabonk_gym.cli.bench import _print, console
 from metabonk_gym.cli.errors import fail
 from metabonk_gym.cli.train import (
     TRUST_GAME_FOLDER_OPTION,
@@ -262,7 +263,6 @@ def dream_command(
     _print(f"metabonk dream {model}", result, None)
 
 
-@bench_app.command("world-model")
 def bench_world_model(
     env_ids: list[str] = typer.Argument(None, help="Env ids (default: BonkQuest and BonkArena)."),
     train_episodes: int = typer.Option(6, help="Training episodes per env (sticky random policy)."),
