@@ -16,11 +16,13 @@ import pytest
 from metabonk_gym.games.BonkQuest.game import quest_advice
 from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.follower import make_follower
-from metabonk_gym.think.pause_to_think import PauseToThink
+from metabonk_gym.think.pause_to_think import DirectorOptions, EngineOptions, PauseToThink
 from metabonk_gym.think.prompts import HistoryItem
 from metabonk_gym.think.strategist import Strategist, ThinkResult
 from metabonk_gym.think.testing import write_tiny_llama
 from metabonk_gym.think.view import GameView
+from metabonk_gym.training.errors import ConfigError
+from metabonk_gym.training.wrapstack import normalize_wrappers
 
 
 class SlowOracle(Strategist):
@@ -98,6 +100,56 @@ def test_observation_space_and_info(make_env) -> None:
     obs, _ = plain.reset(seed=0)
     assert isinstance(obs, np.ndarray)
     plain.close()
+
+
+def test_option_objects_and_the_keyword_form_build_the_same_wrapper(make_env, tmp_path) -> None:
+    keywords = PauseToThink(
+        make_env("MetaBonk/BonkQuest-v0"),
+        engine="oracle",
+        game_card="Collect the gems.",
+        profile="full",
+        mode="async",
+        timeout_s=3.0,
+        think_every=5,
+        log_dir=tmp_path / "a",
+        follow_weight=1.0,
+        seed=2,
+        temperature=0.5,
+        api_key="secret",
+    )
+    objects = PauseToThink(
+        make_env("MetaBonk/BonkQuest-v0"),
+        EngineOptions(
+            "oracle", game_card="Collect the gems.", profile="full", extra={"temperature": 0.5}
+        ),
+        DirectorOptions(mode="async", timeout_s=3.0, think_every=5, log_dir=tmp_path / "b"),
+        follow_weight=1.0,
+        seed=2,
+    )
+    spec_a = {**keywords._saved_kwargs, "log_dir": None}
+    spec_b = {**objects._saved_kwargs, "log_dir": None}
+    assert spec_a == spec_b and list(spec_a) == list(spec_b)  # the keyword form, in either case
+    assert spec_a["temperature"] == 0.5 and "api_key" not in spec_a  # no secret in the spec
+    assert keywords.engine_options.extra["api_key"] == "secret"  # (the engine still gets it)
+    for env in (keywords, objects):
+        assert env.director.mode == "async" and env.director.timeout_s == 3.0
+        assert env.director.think_every == 5 and env.follower is not None
+    assert keywords.reset(seed=1)[1]["directive"] == objects.reset(seed=1)[1]["directive"]
+    # keywords replace the objects' fields; a config lists the keyword form's names
+    mixed = PauseToThink(
+        make_env("MetaBonk/BonkQuest-v0"), "oracle", DirectorOptions(mode="async"), think_every=7
+    )
+    assert mixed.director.mode == "async" and mixed.director.think_every == 7
+    assert normalize_wrappers([{"name": "pause_to_think", "timeout_s": 2, "mode": "async"}])
+    with pytest.raises(ConfigError, match="did you mean 'timeout_s'"):
+        normalize_wrappers([{"name": "pause_to_think", "timeout": 2}])
+    for env in (keywords, objects, mixed):
+        env.close()
+    metas = [
+        json.loads((tmp_path / d / "decisions.jsonl").read_text().splitlines()[0]) for d in "ab"
+    ]
+    assert metas[0]["system_prompt"] == metas[1]["system_prompt"]
+    assert "Collect the gems." in metas[0]["system_prompt"]
 
 
 def test_stacks_on_dict_observation_wrappers(make_env) -> None:

@@ -38,6 +38,7 @@ that is never told the step (eval of a finished run) plays alone, as the final p
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, SupportsFloat
 
@@ -76,42 +77,203 @@ def advice_scale(fade: Sequence[int] | None, step: int | None) -> float:
     return 1.0 - (step - start) / (end - start)
 
 
-class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
-    """See the module docstring.
+#: The default server of `engine="openai"`.
+DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Which model answers and how it is asked (the first half of `PauseToThink`'s options).
 
     Args:
-        env: the env to think about (a game with a think adapter, or any GBA env).
         engine: the language model: `"llama_cpp"` (in-process GGUF), `"openai"` (an
             OpenAI-compatible server at `base_url`, e.g. `metabonk serve-vlm`), or `"oracle"`,
             `"distilled"`, a `Strategist`.
         model_path: the GGUF (llama_cpp; None: the default model, SmolLM2-135M-Instruct, see
             `metabonk_gym.think.models`) or the distilled policy (distilled).
         mmproj_path: the vision projector GGUF (llama_cpp).
-        base_url: the server's URL (openai; default http://127.0.0.1:8000/v1).
+        base_url: the server's URL (openai; default `DEFAULT_BASE_URL`).
         model: the model name sent to the server (openai).
         chat_handler: the vision family (llama_cpp; "auto" detects it).
         vision: send the frame to the server (openai).
-        timeout_s: the longest wait for one directive (then the safe fallback).
-        max_timeout_s: let that deadline grow 1.5x at a time up to this while half of the
-            recent calls run out of time (`Director`); None: it stays `timeout_s`.
-        mode: "pause" (the env waits for the answer) or "async" (it steps on meanwhile).
-        think_every: think every N steps as well (0: only on events).
-        cooldown_steps: steps between two non-urgent calls.
-        min_confidence: ask again (after the cooldown) below this confidence.
-        directive_in_obs: add the directive as numbers to the observation (a Dict).
-        log_dir: write the decision log there.
-        log_frames: store each call's frame as PNG in the log.
         max_tokens: the longest answer.
         game_card: replaces the integration's `game_card.md` in the system prompt.
         profile: the prompt profile: "full", "compact" (small models), or "auto" (full for
             vision models, else compact; `metabonk_gym.think.prompts.prompt_profile`).
+        extra: go to the engine (`n_ctx`, `n_gpu_layers`, `api_key`, `response_format`,
+            `temperature`, ...); `api_key` is left out of `env.spec` (better: set
+            METABONK_API_KEY or OPENAI_API_KEY).
+
+    >>> EngineOptions("openai", model="smol").strategist_kwargs()["base_url"]
+    'http://127.0.0.1:8000/v1'
+    """
+
+    engine: str | Strategist = "llama_cpp"
+    model_path: str | Path | None = None
+    mmproj_path: str | Path | None = None
+    base_url: str | None = None
+    model: str = "default"
+    chat_handler: str = "auto"
+    vision: bool | None = None
+    max_tokens: int = 256
+    game_card: str | None = None
+    profile: str = "auto"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def strategist_kwargs(self) -> dict[str, Any]:
+        """What `make_strategist` gets for this engine beside the adapter, the deadline and the
+        prompt builder."""
+        kwargs: dict[str, Any] = dict(self.extra)
+        if self.engine == "llama_cpp":
+            kwargs.update(
+                model_path=resolve_model(self.model_path),
+                mmproj_path=self.mmproj_path,
+                chat_handler=self.chat_handler,
+            )
+        elif self.engine == "openai":
+            base_url = self.base_url or DEFAULT_BASE_URL
+            kwargs.update(base_url=base_url, model=self.model, vision=bool(self.vision))
+        elif self.engine == "distilled":
+            kwargs.update(model_path=self.model_path)
+        return kwargs
+
+    def sees(self) -> bool:
+        """Whether the model sees the frame (a vision projector or `vision=True`)."""
+        return self.mmproj_path is not None or bool(self.vision)
+
+
+@dataclass(frozen=True)
+class DirectorOptions:
+    """When the wrapper asks and how long it waits (the second half of `PauseToThink`'s options,
+    those of `metabonk_gym.think.director.Director`).
+
+    Args:
+        mode: "pause" (the env waits for the answer) or "async" (it steps on meanwhile).
+        timeout_s: the longest wait for one directive (then the safe fallback).
+        max_timeout_s: let that deadline grow 1.5x at a time up to this while half of the
+            recent calls run out of time (`Director`); None: it stays `timeout_s`.
+        think_every: think every N steps as well (0: only on events).
+        cooldown_steps: steps between two non-urgent calls.
+        min_confidence: ask again (after the cooldown) below this confidence.
+        log_dir: write the decision log there.
+        log_frames: store each call's frame as PNG in the log.
+
+    >>> DirectorOptions(mode="async").timeout_s
+    10.0
+    """
+
+    mode: str = "pause"
+    timeout_s: float = 10.0
+    max_timeout_s: float | None = None
+    think_every: int = 0
+    cooldown_steps: int = 4
+    min_confidence: float = 0.25
+    log_dir: str | Path | None = None
+    log_frames: bool = True
+
+
+#: The keyword form's names, in the order `env.spec` records them: every field of the two option
+#: classes (but `extra`, whose items are keywords of their own) and the wrapper's own options.
+KEYWORDS: tuple[str, ...] = (
+    "engine",
+    "model_path",
+    "mmproj_path",
+    "base_url",
+    "model",
+    "chat_handler",
+    "vision",
+    "timeout_s",
+    "max_timeout_s",
+    "mode",
+    "think_every",
+    "cooldown_steps",
+    "min_confidence",
+    "directive_in_obs",
+    "log_dir",
+    "log_frames",
+    "max_tokens",
+    "game_card",
+    "profile",
+    "follow_weight",
+    "advice_fade",
+    "seed",
+)
+_ENGINE_FIELDS = frozenset(f.name for f in fields(EngineOptions)) - {"extra"}
+_DIRECTOR_FIELDS = frozenset(f.name for f in fields(DirectorOptions))
+
+
+def split_options(
+    engine: str | Strategist | EngineOptions,
+    director: DirectorOptions | None,
+    keywords: dict[str, Any],
+) -> tuple[EngineOptions, DirectorOptions]:
+    """The two option objects from `PauseToThink`'s arguments: `keywords` (the keyword form)
+    replace the fields they name, any other keyword goes to the engine (`extra`).
+
+    >>> e, d = split_options("oracle", None, {"timeout_s": 2.0, "n_ctx": 512})
+    >>> e.engine, e.extra, d.timeout_s
+    ('oracle', {'n_ctx': 512}, 2.0)
+    """
+    options = engine if isinstance(engine, EngineOptions) else EngineOptions(engine)
+    own = {k: v for k, v in keywords.items() if k in _ENGINE_FIELDS}
+    extra = {k: v for k, v in keywords.items() if k not in _ENGINE_FIELDS | _DIRECTOR_FIELDS}
+    options = replace(options, **own, extra={**options.extra, **extra})
+    asking = replace(
+        director or DirectorOptions(),
+        **{k: v for k, v in keywords.items() if k in _DIRECTOR_FIELDS},
+    )
+    return options, asking
+
+
+def _spec_kwargs(engine: EngineOptions, director: DirectorOptions, **own: Any) -> dict[str, Any]:
+    """The keyword form of the options, as `env.spec` records them (it rebuilds the same
+    wrapper; never secrets: the spec is serialised and logged, and the engine reads the key
+    from METABONK_API_KEY / OPENAI_API_KEY)."""
+    flat: dict[str, Any] = {
+        **{f: getattr(engine, f) for f in _ENGINE_FIELDS},
+        **{f: getattr(director, f) for f in _DIRECTOR_FIELDS},
+        **own,
+    }
+    name = engine.engine
+    flat["engine"] = name if isinstance(name, str) else type(name).__name__
+    for key in ("model_path", "mmproj_path", "log_dir"):
+        flat[key] = str(flat[key]) if flat[key] else None
+    if flat["advice_fade"] is not None:
+        flat["advice_fade"] = list(flat["advice_fade"])
+    extra = {k: v for k, v in engine.extra.items() if k not in SECRET_KWARGS}
+    return {**{k: flat[k] for k in KEYWORDS}, **extra}
+
+
+def _check_advice(follow_weight: float, advice_fade: Sequence[int] | None) -> None:
+    if follow_weight < 0:
+        raise ValueError(f"follow_weight must be >= 0, not {follow_weight}")
+    if advice_fade is not None and (
+        len(advice_fade) != 2 or not 0 <= int(advice_fade[0]) < int(advice_fade[1])
+    ):
+        raise ValueError(
+            f"advice_fade must be [START, END] with 0 <= START < END, not {advice_fade}"
+        )
+
+
+class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
+    """See the module docstring.
+
+    The options come as two objects, `EngineOptions` (which model) and `DirectorOptions`
+    (when to ask), or in the keyword form, each field by its name (`engine="openai",
+    base_url=..., mode="async"`); keywords replace the objects' fields.
+
+    Args:
+        env: the env to think about (a game with a think adapter, or any GBA env).
+        engine: an `EngineOptions`, or just its engine (`"llama_cpp"`, `"openai"`, `"oracle"`,
+            `"distilled"`, a `Strategist`).
+        director: a `DirectorOptions` (None: the defaults).
+        directive_in_obs: add the directive as numbers to the observation (a Dict).
         follow_weight: weight of the `follow` reward term (0: none).
         advice_fade: `[START, END]` training env steps over which the adviser fades out
             (None: advice always).
         seed: seeds the draw of advised episodes.
-        **engine_kwargs: go to the engine (`n_ctx`, `n_gpu_layers`, `api_key`,
-            `response_format`, `temperature`, ...); `api_key` is left out of `env.spec`
-            (better: set METABONK_API_KEY or OPENAI_API_KEY).
+        **options: the keyword form: any field of `EngineOptions` or `DirectorOptions` by
+            name; any other keyword goes to the engine (`EngineOptions.extra`).
     """
 
     #: info keys this wrapper adds (vector envs send them every step by default)
@@ -120,67 +282,24 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
     def __init__(
         self,
         env: gym.Env,
-        engine: str | Strategist = "llama_cpp",
-        model_path: str | Path | None = None,
-        mmproj_path: str | Path | None = None,
-        base_url: str | None = None,
-        model: str = "default",
-        chat_handler: str = "auto",
-        vision: bool | None = None,
-        timeout_s: float = 10.0,
-        max_timeout_s: float | None = None,
-        mode: str = "pause",
-        think_every: int = 0,
-        cooldown_steps: int = 4,
-        min_confidence: float = 0.25,
+        engine: str | Strategist | EngineOptions = "llama_cpp",
+        director: DirectorOptions | None = None,
+        *,
         directive_in_obs: bool = True,
-        log_dir: str | Path | None = None,
-        log_frames: bool = True,
-        max_tokens: int = 256,
-        game_card: str | None = None,
-        profile: str = "auto",
         follow_weight: float = 0.0,
         advice_fade: Sequence[int] | None = None,
         seed: int | None = None,
-        **engine_kwargs: Any,
+        **options: Any,
     ) -> None:
+        engine_options, director_options = split_options(engine, director, options)
+        own: dict[str, Any] = {"directive_in_obs": directive_in_obs, "follow_weight": follow_weight}
+        own.update(advice_fade=advice_fade, seed=seed)
         RecordConstructorArgs.__init__(
-            self,
-            engine=engine if isinstance(engine, str) else type(engine).__name__,
-            model_path=str(model_path) if model_path else None,
-            mmproj_path=str(mmproj_path) if mmproj_path else None,
-            base_url=base_url,
-            model=model,
-            chat_handler=chat_handler,
-            vision=vision,
-            timeout_s=timeout_s,
-            max_timeout_s=max_timeout_s,
-            mode=mode,
-            think_every=think_every,
-            cooldown_steps=cooldown_steps,
-            min_confidence=min_confidence,
-            directive_in_obs=directive_in_obs,
-            log_dir=str(log_dir) if log_dir else None,
-            log_frames=log_frames,
-            max_tokens=max_tokens,
-            game_card=game_card,
-            profile=profile,
-            follow_weight=follow_weight,
-            advice_fade=list(advice_fade) if advice_fade is not None else None,
-            seed=seed,
-            # so that `env.spec` rebuilds the same engine; never secrets: the spec is serialised
-            # and logged (the engine reads the key from METABONK_API_KEY / OPENAI_API_KEY)
-            **{k: v for k, v in engine_kwargs.items() if k not in SECRET_KWARGS},
+            self, **_spec_kwargs(engine_options, director_options, **own)
         )
         gym.Wrapper.__init__(self, env)
-        if follow_weight < 0:
-            raise ValueError(f"follow_weight must be >= 0, not {follow_weight}")
-        if advice_fade is not None and (
-            len(advice_fade) != 2 or not 0 <= int(advice_fade[0]) < int(advice_fade[1])
-        ):
-            raise ValueError(
-                f"advice_fade must be [START, END] with 0 <= START < END, not {advice_fade}"
-            )
+        _check_advice(follow_weight, advice_fade)
+        self.engine_options, self.director_options = engine_options, director_options
         self.follow_weight = float(follow_weight)
         self.advice_fade = [int(v) for v in advice_fade] if advice_fade is not None else None
         self.train_step: int | None = None
@@ -189,67 +308,73 @@ class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         self._target: tuple[str, tuple[int, int] | None] | None = None
         self._distance: float | None = None
         self.adapter = adapter_for(env)
-        if game_card is None:  # the game's game_card.md (or the adapter's), the rules
-            game_data = getattr(env.unwrapped, "game_data", None)
-            game_card = game_data.game_card() if game_data is not None else None
-            game_card = game_card if game_card is not None else self.adapter.game_card()
-        kwargs: dict[str, Any] = dict(engine_kwargs)
-        if engine == "llama_cpp":
-            kwargs.update(
-                model_path=resolve_model(model_path),
-                mmproj_path=mmproj_path,
-                chat_handler=chat_handler,
-            )
-        elif engine == "openai":
-            kwargs.update(
-                base_url=base_url or "http://127.0.0.1:8000/v1", model=model, vision=bool(vision)
-            )
-        elif engine == "distilled":
-            kwargs.update(model_path=model_path)
-        builder = PromptBuilder.for_env(
-            env,
-            self.adapter,
-            game_card,
-            strip=mode == "async",
-            max_tokens=max_tokens,
-            profile=prompt_profile(profile, vision=mmproj_path is not None or bool(vision)),
-        )
-        self.strategist = make_strategist(
-            self.adapter, engine, timeout_s=timeout_s, builder=builder, **kwargs
-        )
-        log = None
-        if log_dir is not None:
-            meta = {
-                "system_prompt": builder.system,
-                "profile": builder.profile,
-                **self.strategist.describe(),
-            }
-            log = DecisionLog(log_dir, game=self.adapter.spec.game, frames=log_frames, meta=meta)
-        self.director = Director(
-            self.strategist,
-            self.adapter,
-            mode=mode,
-            timeout_s=timeout_s,
-            think_every=think_every,
-            cooldown_steps=cooldown_steps,
-            min_confidence=min_confidence,
-            log=log,
-            max_timeout_s=max_timeout_s,
-        )
+        self.director = self._make_director(engine_options, director_options)
         self.directive_in_obs = directive_in_obs
         self.follower = make_follower(env, self.adapter) if follow_weight > 0 else None
         self._steps = 0
         self._view: GameView | None = None
         if directive_in_obs:
-            size = self.adapter.feature_size()
-            directive_space = spaces.Box(-1.0, 1.0, (size,), np.float32)
-            inner = env.observation_space
-            if isinstance(inner, spaces.Dict):
-                self.observation_space = spaces.Dict({**inner.spaces, "directive": directive_space})
-            else:
-                self.observation_space = spaces.Dict(
-                    {"pixels": inner, "directive": directive_space}
-                )
+            self.observation_space = self._directive_space()
+
+    @classmethod
+    def keyword_options(cls) -> list[str]:
+        """The names the keyword form takes (a config's `pause_to_think` options)."""
+        return list(KEYWORDS)
+
+    def _game_card(self, given: str | None) -> str | None:
+        """`given`, else the game's game_card.md (or the adapter's): the rules."""
+        if given is not None:
+            return given
+        game_data = getattr(self.env.unwrapped, "game_data", None)
+        card = game_data.game_card() if game_data is not None else None
+        return card if card is not None else self.adapter.game_card()
+
+    def _make_director(self, engine: EngineOptions, director: DirectorOptions) -> Director:
+        """The prompt builder, the strategist, the decision log and the director over them."""
+        builder = PromptBuilder.for_env(
+            self.env,
+            self.adapter,
+            self._game_card(engine.game_card),
+            strip=director.mode == "async",
+            max_tokens=engine.max_tokens,
+            profile=prompt_profile(engine.profile, vision=engine.sees()),
+        )
+        self.strategist = make_strategist(
+            self.adapter,
+            engine.engine,
+            timeout_s=director.timeout_s,
+            builder=builder,
+            **engine.strategist_kwargs(),
+        )
+        log = None
+        if director.log_dir is not None:
+            meta = {
+                "system_prompt": builder.system,
+                "profile": builder.profile,
+                **self.strategist.describe(),
+            }
+            game = self.adapter.spec.game
+            log = DecisionLog(director.log_dir, game=game, frames=director.log_frames, meta=meta)
+        return Director(
+            self.strategist,
+            self.adapter,
+            mode=director.mode,
+            timeout_s=director.timeout_s,
+            think_every=director.think_every,
+            cooldown_steps=director.cooldown_steps,
+            min_confidence=director.min_confidence,
+            log=log,
+            max_timeout_s=director.max_timeout_s,
+        )
+
+    def _directive_space(self) -> spaces.Dict:
+        """The observation space with the directive's numbers beside the env's."""
+        size = self.adapter.feature_size()
+        directive_space = spaces.Box(-1.0, 1.0, (size,), np.float32)
+        inner = self.env.observation_space
+        if isinstance(inner, spaces.Dict):
+            return spaces.Dict({**inner.spaces, "directive": directive_space})
+        return spaces.Dict({"pixels": inner, "directive": directive_space})
 
     @property
     def directive(self) -> dict[str, Any]:

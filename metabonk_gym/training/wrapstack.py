@@ -53,7 +53,11 @@ class WrapperEntry:
     dict_obs: bool = True
 
     def options(self) -> list[str]:
-        """The options it takes: its constructor's named arguments but `env`."""
+        """The options it takes: its constructor's named arguments but `env`, or the names of
+        its keyword form where it has one (`PauseToThink.keyword_options`)."""
+        keyword_options = getattr(self.cls, "keyword_options", None)
+        if keyword_options is not None:
+            return list(keyword_options())
         params = inspect.signature(self.cls.__init__).parameters.values()
         return [
             p.name
