@@ -62,8 +62,9 @@ class RunLoop:
         time_limit_s: stop (with a checkpoint) once this many seconds have passed since `started`.
         log: progress lines (the time limit's).
         on_interrupt: called with the steps done on Ctrl-C, after the checkpoint (mark the run
-            interrupted, save what the run keeps).
-        on_error: called with the exception when the body fails (discard a new run's files).
+            interrupted, save what the run keeps); the writer and the bar are closed first.
+        on_error: called with the exception when the body fails (discard a new run's files),
+            after the writer and the bar are closed.
         bar: a label: show a rich progress bar over the steps ("" for none).
         bar_keys: the reported values the bar shows beside the count.
         started: the clock (`time.monotonic`) the time limit counts from (default: entering).
@@ -145,23 +146,21 @@ class RunLoop:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        try:
-            if error is None:
-                self.status = "stopped" if self.status == "stopped" else "finished"
-            elif isinstance(error, KeyboardInterrupt):
-                self.status = "interrupted"
-                self.save()
-                if self.on_interrupt is not None:
-                    self.on_interrupt(self.step)
-            else:
-                self.status = "failed"
-                if self.on_error is not None:
-                    self.on_error(error)
-        finally:
-            if self._progress is not None:
-                self._progress.close()
-            if self.writer is not None:
-                self.writer.close()
+        if self._progress is not None:
+            self._progress.close()
+        if self.writer is not None:
+            self.writer.close()
+        if error is None:
+            self.status = "stopped" if self.status == "stopped" else "finished"
+        elif isinstance(error, KeyboardInterrupt):
+            self.status = "interrupted"
+            self.save()
+            if self.on_interrupt is not None:
+                self.on_interrupt(self.step)
+        else:
+            self.status = "failed"
+            if self.on_error is not None:
+                self.on_error(error)
 
 
 class _Bar:

@@ -17,17 +17,18 @@ the losses, held-out PSNR against `copy` per horizon, and real vs imagined strip
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from metabonk_gym.runloop import RunLoop, seed_all
 from metabonk_gym.training.config import config_to_yaml
 from metabonk_gym.training.errors import CheckpointError, RunDirError
 from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.utils import Log
 from metabonk_gym.worldmodel.data import EnvFacts, Episode, split_heldout, windows
 from metabonk_gym.worldmodel.files import (
     MODEL_NAME,
@@ -133,6 +134,72 @@ def _options(overrides: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
+def _resume(
+    run: RunDir, facts: EnvFacts, overrides: dict[str, Any], log: Log
+) -> tuple[dict[str, Any], int, dict[str, Any]]:
+    """(options, steps done, checkpoint state) of the run in `run` to go on with: its stored
+    options under `overrides` (which may not change the model's shape), its newest checkpoint,
+    checked to be of these episodes' game and frames."""
+    run.check_resumable()
+    note = run.check_not_running()
+    if note:
+        log(note)
+    stored = run.read_config()
+    opts = _options({**{k: v for k, v in stored.items() if k in TRAIN_DEFAULTS}, **overrides})
+    for key in ("width", "action_dim", "horizon"):
+        if key in overrides and overrides[key] is not None and overrides[key] != stored.get(key):
+            raise RunDirError(f"--resume cannot change {key} (the model's shape); start a new run")
+    checkpoints = list_checkpoints(run)
+    if not checkpoints:
+        raise CheckpointError(
+            f"cannot resume {run.path}: no checkpoints/step_*.pt; start a new run"
+        )
+    start_step, latest = checkpoints[-1]
+    meta = read_metadata(latest)
+    if meta.get("game") != facts.game or list(meta.get("obs_shape", [])) != list(facts.obs_shape):
+        raise WorldModelError(
+            f"{run.path} trains a model of {meta.get('game')} on {tuple(meta.get('obs_shape', []))} "
+            f"frames; these episodes are {facts.game} {facts.obs_shape}"
+        )
+    state = read_weights(latest)
+    log(f"resuming {run.path} from step {start_step} ({latest.name})")
+    return opts, start_step, state
+
+
+def _train_step(
+    model: WorldModel, optimizer: Any, batch: tuple[Any, Any, Any], nll_weight: float
+) -> tuple[float, float]:
+    """One Adam step on a batch of windows; (mse, nll) of it."""
+    x, a, y = batch
+    frames, target = to_tensor(x), to_tensor(y)
+    present = frames[:, -1:]
+    mean, logvar = model(frames, torch.as_tensor(a))
+    diff = target - present
+    mse = (mean - diff).pow(2).mean()
+    nll = 0.5 * (logvar + (mean.detach() - diff).pow(2) / logvar.exp()).mean()
+    loss = mse + nll_weight * nll
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return float(mse.detach()), float(nll.detach())
+
+
+def _evaluate(
+    loop: RunLoop, step: int, model: WorldModel, heldout: list[Episode], horizon: int, rng: Any
+) -> dict[str, float]:
+    """Held-out scores at `step` (TensorBoard scalars) and one real vs imagined strip."""
+    model.eval()
+    scores = heldout_scores(model, heldout, horizon)
+    loop.report(step, scores, prefix="world_model/")
+    ep = max(heldout, key=lambda e: len(e.frames))
+    if len(ep.frames) > CONTEXT + horizon and loop.writer is not None:
+        t = int(rng.integers(CONTEXT - 1, len(ep.frames) - horizon))
+        image = comparison_image(model, ep, t, horizon)
+        loop.writer.add_image("world_model/real_vs_imagined", image, step, dataformats="HWC")
+    model.train()
+    return scores
+
+
 def train_world_model(
     episodes: list[Episode],
     facts: EnvFacts,
@@ -141,7 +208,7 @@ def train_world_model(
     resume: bool = False,
     source: dict[str, Any] | None = None,
     threads: int | None = None,
-    log: Callable[[str], None] | None = None,
+    log: Log | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Train (or with `resume`, continue) a world model in run directory `out`.
@@ -159,45 +226,12 @@ def train_world_model(
 
     Returns the figures also written into `model.json`.
     """
-    from torch.utils.tensorboard import SummaryWriter
-
-    log = log or (lambda _msg: None)
+    say: Log = log or (lambda _msg: None)
     run = RunDir(Path(out))
-    start_step = 0
-    state: dict[str, Any] | None = None
+    existed = True
+    start_step, state = 0, None
     if resume:
-        run.check_resumable()
-        note = run.check_not_running()
-        if note:
-            log(note)
-        stored = run.read_config()
-        opts = _options({**{k: v for k, v in stored.items() if k in TRAIN_DEFAULTS}, **overrides})
-        for key in ("width", "action_dim", "horizon"):
-            if (
-                key in overrides
-                and overrides[key] is not None
-                and overrides[key] != stored.get(key)
-            ):
-                raise RunDirError(
-                    f"--resume cannot change {key} (the model's shape); start a new run"
-                )
-        checkpoints = list_checkpoints(run)
-        if not checkpoints:
-            raise CheckpointError(
-                f"cannot resume {run.path}: no checkpoints/step_*.pt; start a new run"
-            )
-        start_step, latest = checkpoints[-1]
-        meta = read_metadata(latest)
-        if meta.get("game") != facts.game or list(meta.get("obs_shape", [])) != list(
-            facts.obs_shape
-        ):
-            raise WorldModelError(
-                f"{run.path} trains a model of {meta.get('game')} on {tuple(meta.get('obs_shape', []))} "
-                f"frames; these episodes are {facts.game} {facts.obs_shape}"
-            )
-        state = read_weights(latest)
-        log(f"resuming {run.path} from step {start_step} ({latest.name})")
-        existed = True
+        opts, start_step, state = _resume(run, facts, overrides, say)
     else:
         opts = _options(overrides)
         existed = run.path.exists()
@@ -206,10 +240,7 @@ def train_world_model(
         raise WorldModelError("no episodes to train on")
     train_eps, heldout = split_heldout(episodes)
     horizon = int(opts["horizon"])
-    if threads is not None:
-        torch.set_num_threads(int(threads))
-    torch.manual_seed(int(opts["seed"]) + start_step)
-    rng = np.random.default_rng(int(opts["seed"]) + start_step)
+    rng = seed_all(int(opts["seed"]) + start_step, threads)
     meta_config = {
         "channels": facts.obs_shape[2],
         "n_actions": facts.n_actions,
@@ -232,95 +263,62 @@ def train_world_model(
     run.write_config(config_to_yaml({**opts, "env_id": facts.env_id, "source": dict(source or {})}))
     run.write_state(algo="world-model", env_id=facts.env_id, status="running", **run.owner())
     crop = None if int(opts["crop"]) <= 0 else (int(opts["crop"]), int(opts["crop"]))
-    base_meta = {
-        **facts.to_dict(),
-        "config": meta_config,
-        "source": dict(source or {}),
-        "context": CONTEXT,
-    }
+    base_meta = {**facts.to_dict(), "config": meta_config, "source": dict(source or {})}
+    base_meta["context"] = CONTEXT
 
     def save(step: int, path: Path, with_optimizer: bool, extra: dict[str, Any]) -> None:
         payload: dict[str, Any] = {"model": model.state_dict()}
         if with_optimizer:
             payload["optimizer"] = optimizer.state_dict()
-        save_weights(
-            payload if with_optimizer else model.state_dict(),
-            path,
-            {**base_meta, "steps": step, **extra},
-        )
+        weights = payload if with_optimizer else model.state_dict()
+        save_weights(weights, path, {**base_meta, "steps": step, **extra})
 
-    writer = SummaryWriter(str(run.tensorboard))
+    def failed(_exc: BaseException) -> None:
+        if not resume and not list_checkpoints(run):
+            for path in (run.config_file, run.state_file):
+                path.unlink(missing_ok=True)
+            run.discard_new(existed)
+        else:
+            run.write_state(status="failed", num_timesteps=loop.step, pid=None)
+
     steps_total = int(opts["steps"])
-    time_limit = opts["time_limit_s"]
-    started = time.perf_counter()
-    step = start_step
+    loop = RunLoop(
+        total=steps_total,
+        start=start_step,
+        tensorboard=run.tensorboard,
+        checkpoint=lambda s: save(s, run.checkpoints / f"step_{s:09d}.pt", True, {}),
+        checkpoint_every=int(opts["checkpoint_every"]),
+        time_limit_s=opts["time_limit_s"],
+        log=say,
+        on_interrupt=lambda s: run.write_state(status="interrupted", num_timesteps=s, pid=None),
+        on_error=failed,
+    )
     losses: list[float] = []
     scores: dict[str, float] = {}
-    status = "failed"
-    try:
+    with loop:
         model.train()
-        while step < steps_total:
-            x, a, y = windows(train_eps, rng, int(opts["batch_size"]), horizon, crop)
-            frames, target = to_tensor(x), to_tensor(y)
-            present = frames[:, -1:]
-            mean, logvar = model(frames, torch.as_tensor(a))
-            diff = target - present
-            mse = (mean - diff).pow(2).mean()
-            nll = 0.5 * (logvar + (mean.detach() - diff).pow(2) / logvar.exp()).mean()
-            loss = mse + float(opts["nll_weight"]) * nll
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            step += 1
-            losses.append(float(mse.detach()))
-            writer.add_scalar("world_model/mse", losses[-1], step)
-            writer.add_scalar("world_model/nll", float(nll.detach()), step)
+        for step in loop.steps():
+            batch = windows(train_eps, rng, int(opts["batch_size"]), horizon, crop)
+            mse, nll = _train_step(model, optimizer, batch, float(opts["nll_weight"]))
+            losses.append(mse)
+            loop.report(step, {"mse": mse, "nll": nll}, prefix="world_model/")
             if step % int(opts["eval_every"]) == 0 or step == steps_total:
-                log(f"step {step}/{steps_total}: mse {np.mean(losses[-50:]):.6f}")
+                say(f"step {step}/{steps_total}: mse {np.mean(losses[-50:]):.6f}")
                 if heldout:
-                    model.eval()
-                    scores = heldout_scores(model, heldout, horizon)
-                    for key, value in scores.items():
-                        writer.add_scalar(f"world_model/{key}", value, step)
-                    ep = max(heldout, key=lambda e: len(e.frames))
-                    if len(ep.frames) > CONTEXT + horizon:
-                        t = int(rng.integers(CONTEXT - 1, len(ep.frames) - horizon))
-                        image = comparison_image(model, ep, t, horizon)
-                        writer.add_image(
-                            "world_model/real_vs_imagined", image, step, dataformats="HWC"
-                        )
-                    model.train()
-            if step % int(opts["checkpoint_every"]) == 0 or step == steps_total:
-                save(step, run.checkpoints / f"step_{step:09d}.pt", True, {})
-            if time_limit is not None and time.perf_counter() - started > float(time_limit):
-                log(f"time limit of {time_limit} s reached at step {step}")
-                save(step, run.checkpoints / f"step_{step:09d}.pt", True, {})
-                break
+                    scores = _evaluate(loop, step, model, heldout, horizon, rng)
         model.eval()
         if heldout and not scores:
             scores = heldout_scores(model, heldout, horizon)
         figures: dict[str, Any] = {
-            "steps": step,
-            "train_seconds": time.perf_counter() - started,
+            "steps": loop.step,
+            "train_seconds": loop.seconds,
             "final_mse": float(np.mean(losses[-50:])) if losses else None,
             "parameters": sum(p.numel() for p in model.parameters()),
             "train_episodes": len(train_eps),
             "heldout_episodes": len(heldout),
             **scores,
         }
-        save(step, run.path / MODEL_NAME, False, {"figures": figures})
-        status = "finished"
-        figures["path"] = str(run.path / MODEL_NAME)
-        return figures
-    except KeyboardInterrupt:
-        save(step, run.checkpoints / f"step_{step:09d}.pt", True, {})
-        status = "interrupted"
-        raise
-    finally:
-        writer.close()
-        if status == "failed" and not resume and not list_checkpoints(run):
-            for path in (run.config_file, run.state_file):
-                path.unlink(missing_ok=True)
-            run.discard_new(existed)
-        else:
-            run.write_state(status=status, num_timesteps=step, pid=None)
+        save(loop.step, run.path / MODEL_NAME, False, {"figures": figures})
+        run.write_state(status="finished", num_timesteps=loop.step, pid=None)
+    figures["path"] = str(run.path / MODEL_NAME)
+    return figures
