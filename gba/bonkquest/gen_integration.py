@@ -180,23 +180,32 @@ ARRAYS = [
 
 def build() -> dict[str, object]:
     """The JSON files, by name, as this script writes them (tests compare them with the package)."""
-    files: dict[str, object] = {}
-
-    def dump(path: Path, obj: object) -> None:
-        files[path.name] = obj
-
     header = (HERE / "game.h").read_text()
     fields, size = parse_layout(header)
     assert size == 0x314, hex(size)  # game.h static-asserts the same size
     assert fields["room_tiles"]["offset"] == 0xBC and fields["enemy_x"]["offset"] == 0x64
+    return {
+        "data.json": data_json(fields),
+        "metabonk.json": metabonk_json(fields, header),
+        "scenario.json": SCENARIO,
+        "metadata.json": METADATA,
+        "tiles.json": tiles_json(),
+    }
 
+
+def data_json(fields: dict[str, dict]) -> dict[str, object]:
+    """data.json: every scalar field of GameState (no arrays, no padding) as a RAM variable."""
     variables = {}
     for name, f in fields.items():
         if f["shape"] or name.startswith("pad"):
             continue
         variables[name] = {"address": EWRAM + f["offset"], "type": CTYPES[f["ctype"]][1]}
-    dump(PKG / "data.json", {"info": variables})
+    return {"info": variables}
 
+
+def metabonk_json(fields: dict[str, dict], header: str) -> dict[str, object]:
+    """metabonk.json: actions, info names, RAM arrays, named starts, the contract's variables
+    and the semantic tile classes."""
     arrays = {
         n: {
             "address": EWRAM + fields[n]["offset"],
@@ -205,92 +214,89 @@ def build() -> dict[str, object]:
         }
         for n in ARRAYS
     }
-    dump(
-        PKG / "metabonk.json",
-        {
-            "name": "BonkQuest",
-            "discrete_actions": [[], ["UP"], ["DOWN"], ["LEFT"], ["RIGHT"], ["A"]],
-            "info": INFO,
-            "arrays": arrays,
-            "starts": {
-                "start": {"cmd": "new_game", "arg": 0},
-                **{f"room{n}": {"cmd": "warp", "arg": n} for n in range(1, 6)},
-                # the riddle quest (game.h ARG_RIDDLES): the same starts with the mode bit set
-                "riddles": {"cmd": "new_game", "arg": RIDDLES},
-                **{f"riddles_room{n}": {"cmd": "warp", "arg": RIDDLES | n} for n in range(1, 6)},
-            },
-            "won": "won",
-            "lost": "lost",
-            "player": ["player_x", "player_y"],
-            "tile_classes": {str(k): v for k, v in parse_tile_classes(header).items()},
+    return {
+        "name": "BonkQuest",
+        "discrete_actions": [[], ["UP"], ["DOWN"], ["LEFT"], ["RIGHT"], ["A"]],
+        "info": INFO,
+        "arrays": arrays,
+        "starts": {
+            "start": {"cmd": "new_game", "arg": 0},
+            **{f"room{n}": {"cmd": "warp", "arg": n} for n in range(1, 6)},
+            # the riddle quest (game.h ARG_RIDDLES): the same starts with the mode bit set
+            "riddles": {"cmd": "new_game", "arg": RIDDLES},
+            **{f"riddles_room{n}": {"cmd": "warp", "arg": RIDDLES | n} for n in range(1, 6)},
         },
-    )
+        "won": "won",
+        "lost": "lost",
+        "player": ["player_x", "player_y"],
+        "tile_classes": {str(k): v for k, v in parse_tile_classes(header).items()},
+    }
 
-    dump(
-        PKG / "scenario.json",
-        {
-            "done": {
-                "condition": "any",
-                "variables": {
-                    "won": {"op": "equal", "reference": 1},
-                    "lost": {"op": "equal", "reference": 1},
-                },
-            },
-            "reward": {
-                "variables": {
-                    "score": {"reward": 0.01},
-                    "rooms_visited": {"reward": 0.5},
-                    "hp": {"reward": 0.1, "penalty": 0.1},
-                    "won": {"reward": 5.0},
-                    "lost": {"reward": -1.0},
-                }
-            },
+
+#: scenario.json: the episode ends on a win or a loss; the default reward.
+SCENARIO = {
+    "done": {
+        "condition": "any",
+        "variables": {
+            "won": {"op": "equal", "reference": 1},
+            "lost": {"op": "equal", "reference": 1},
         },
-    )
+    },
+    "reward": {
+        "variables": {
+            "score": {"reward": 0.01},
+            "rooms_visited": {"reward": 0.5},
+            "hp": {"reward": 0.1, "penalty": 0.1},
+            "won": {"reward": 5.0},
+            "lost": {"reward": -1.0},
+        }
+    },
+}
+METADATA = {
+    "default_state": "room1",
+    "default_player_state": ["room1"],
+    "description": "BonkQuest: a top-down adventure on a tile grid. Find keys, open locked "
+    "doors, hear the sage's hint, open chests, dodge patrolling enemies and "
+    "reach the golden treasure in room 5. Bundled with metabonk-gym.",
+}
 
-    dump(
-        PKG / "metadata.json",
-        {
-            "default_state": "room1",
-            "default_player_state": ["room1"],
-            "description": "BonkQuest: a top-down adventure on a tile grid. Find keys, open locked "
-            "doors, hear the sage's hint, open chests, dodge patrolling enemies and "
-            "reach the golden treasure in room 5. Bundled with metabonk-gym.",
-        },
-    )
 
-    g = parse_bg_tiles((HERE / "gfx.c").read_text())
-    font_base = int(re.search(r"#define FONT_BASE (\d+)", (HERE / "gfx.c").read_text())[1])
-    glyphs = int(
-        re.search(r"#define FONT_GLYPHS (\d+)", (REPO / "gba" / "common" / "font.h").read_text())[1]
-    )
+def _define(source: str, name: str) -> int:
+    """The number `#define NAME N` gives in `source`."""
+    found = re.search(rf"#define {name} (\d+)", source)
+    assert found, f"no #define {name}"
+    return int(found[1])
+
+
+def tiles_json() -> dict[str, object]:
+    """tiles.json: the BG layers, each BG tile's class (gfx.c's enum, the font as text) and the
+    sprites'."""
+    gfx = (HERE / "gfx.c").read_text()
+    g = parse_bg_tiles(gfx)
+    font_base = _define(gfx, "FONT_BASE")
+    glyphs = _define((REPO / "gba" / "common" / "font.h").read_text(), "FONT_GLYPHS")
     classes = {str(i): BG_CLASS[n] for n, i in g.items()}
     classes.update({str(font_base + i): "text" for i in range(glyphs)})
-    dump(
-        PKG / "tiles.json",
-        {
-            "charblock": 0,
-            "bg": {
-                "room": {"bg": 1, "screenblock": 31, "priority": 1},
-                "overlay": {
-                    "bg": 0,
-                    "screenblock": 30,
-                    "priority": 0,
-                    "rows": "0: HUD bar; 14-19: dialogue box when open",
-                },
+    return {
+        "charblock": 0,
+        "bg": {
+            "room": {"bg": 1, "screenblock": 31, "priority": 1},
+            "overlay": {
+                "bg": 0,
+                "screenblock": 30,
+                "priority": 0,
+                "rows": "0: HUD bar; 14-19: dialogue box when open",
             },
-            "font_base": font_base,
-            "classes": classes,
-            "obj_charblock": 4,
-            "obj_mapping": "1d",
-            "sprites": {str(k): v for k, v in SPRITES.items()},
-            "oam": {"0": "player", "1-8": "enemies (slot i+1 = enemy_x[i])"},
-            "notes": "Keys, chests, the sage, hearts and the treasure are BG tiles of the room "
-            "layer; the player and the enemies are 8x8 OBJ sprites.",
         },
-    )
-
-    return files
+        "font_base": font_base,
+        "classes": classes,
+        "obj_charblock": 4,
+        "obj_mapping": "1d",
+        "sprites": {str(k): v for k, v in SPRITES.items()},
+        "oam": {"0": "player", "1-8": "enemies (slot i+1 = enemy_x[i])"},
+        "notes": "Keys, chests, the sage, hearts and the treasure are BG tiles of the room "
+        "layer; the player and the enemies are 8x8 OBJ sprites.",
+    }
 
 
 def main() -> None:
