@@ -58,6 +58,20 @@ COMMAND_FRAME_LIMIT = 120
 RAM_INFO = ("hp", "max_hp", "won", "lost")
 
 
+def _integration(
+    game: str | None, folder: str | Path | None, rom: str | Path | None, check_hash: bool
+) -> Integration:
+    """A bundled game's integration, or the one in `folder`."""
+    if game is not None:
+        return Integration.bundled(game, rom=rom, check_hash=check_hash)
+    if folder is not None:
+        return Integration.from_folder(folder, rom=rom, check_hash=check_hash)
+    raise MetabonkError(
+        "MetaBonk/GBA-v0 needs integration=FOLDER (stable-retro format: data.json, "
+        "scenario.json, metadata.json) and rom=PATH to your .gba file; see docs/integrations.md"
+    )
+
+
 class GBAEnv(gym.Env[np.ndarray, Any]):
     """A GBA game; see the module docstring and README for every option.
 
@@ -97,6 +111,45 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         check_hash: bool = True,
         **backend_kwargs: Any,
     ) -> None:
+        frameskip, downscale = self._check_options(
+            frameskip, sticky_action_prob, obs_type, action_space, downscale, render_mode
+        )
+        self._game_data: GameData | None = None
+        self.integration = _integration(game, integration, rom, check_hash)
+        self.frameskip = int(frameskip)
+        self.obs_type = obs_type
+        self.downscale = int(downscale)
+        self.sticky_action_prob = float(sticky_action_prob)
+        self.render_mode = render_mode
+        self.state_name = state if state is not None else self.integration.default_state
+        if self.state_name is not None:  # unknown names fail here, listing valid ones
+            self.integration.resolve_state(self.state_name)
+        self._set_action_space(action_space)
+        self.state_vector = self.integration.state_vector if obs_type == "state" else None
+        self.observation_space: spaces.Box = self._make_observation_space(obs_type)
+        self._set_variables(reward)
+        self._backend_name = backend
+        self.backend: EmulatorBackend = open_backend(
+            backend, self.integration.rom_path, **backend_kwargs
+        )
+        self.memory = Memory(self.backend)
+        self._boot_state: bytes | None = None
+        self._buttons = 0
+        self._frame: np.ndarray | None = None
+        self._vars: dict[str, int] = {}
+        self._window: Any = None
+
+    def _check_options(
+        self,
+        frameskip: int,
+        sticky_action_prob: float,
+        obs_type: str,
+        action_space: str,
+        downscale: int,
+        render_mode: str | None,
+    ) -> tuple[int, int]:
+        """Refuse a bad core option (a `ValueError` naming it); the frameskip and downscale
+        as numbers."""
         frameskip = check_frameskip(frameskip)
         if not 0.0 <= sticky_action_prob < 1.0:
             raise ValueError(f"sticky_action_prob must be in [0, 1), not {sticky_action_prob}")
@@ -110,29 +163,10 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
             raise ValueError(
                 f"render_mode must be one of {self.metadata['render_modes']}, not {render_mode!r}"
             )
+        return frameskip, downscale
 
-        self._game_data: GameData | None = None
-        if game is not None:
-            self.integration = Integration.bundled(game, rom=rom, check_hash=check_hash)
-        elif integration is not None:
-            self.integration = Integration.from_folder(integration, rom=rom, check_hash=check_hash)
-        else:
-            raise MetabonkError(
-                "MetaBonk/GBA-v0 needs integration=FOLDER (stable-retro format: data.json, "
-                "scenario.json, metadata.json) and rom=PATH to your .gba file; see docs/integrations.md"
-            )
-        self.frameskip = int(frameskip)
-        self.obs_type = obs_type
-        self.downscale = int(downscale)
-        self.sticky_action_prob = float(sticky_action_prob)
-        self.render_mode = render_mode
-        self.state_name = state if state is not None else self.integration.default_state
-        if self.state_name is not None:
-            self.integration.resolve_state(
-                self.state_name
-            )  # unknown names fail here, listing valid ones
-
-        # actions
+    def _set_action_space(self, action_space: str) -> None:
+        """Discrete: the integration's button combinations (`action_masks`); else the buttons."""
         self._action_kind = action_space
         if action_space == "discrete":
             self.action_masks = [
@@ -143,9 +177,8 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
             self.action_masks = []
             self.action_space = spaces.MultiBinary(len(BUTTONS))
 
-        # observations
-        self.state_vector = self.integration.state_vector if obs_type == "state" else None
-        self.observation_space: spaces.Box
+    def _make_observation_space(self, obs_type: str) -> spaces.Box:
+        """The state vector's box, or the (downscaled) screen's."""
         if obs_type == "state":
             if self.state_vector is None:
                 raise MetabonkError(
@@ -154,15 +187,14 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
                     "available; use 'rgb' or 'grayscale', or declare one (docs/integrations.md)"
                 )
             clip = self.state_vector.clip
-            self.observation_space = spaces.Box(
-                -clip, clip, (self.state_vector.size,), dtype=np.float32
-            )
-        else:
-            height, width = SCREEN_SHAPE[0] // self.downscale, SCREEN_SHAPE[1] // self.downscale
-            channels = 3 if obs_type == "rgb" else 1
-            self.observation_space = spaces.Box(0, 255, (height, width, channels), dtype=np.uint8)
+            return spaces.Box(-clip, clip, (self.state_vector.size,), dtype=np.float32)
+        height, width = SCREEN_SHAPE[0] // self.downscale, SCREEN_SHAPE[1] // self.downscale
+        channels = 3 if obs_type == "rgb" else 1
+        return spaces.Box(0, 255, (height, width, channels), dtype=np.uint8)
 
-        # RAM variables: info, reward, done
+    def _set_variables(self, reward: Any) -> None:
+        """The RAM variables behind info, reward and done: the reward function, the done
+        condition, the contract's checks, and the variables a step reads (only those needed)."""
         variables = self.integration.variables
         self.reward_fn = build_reward(
             reward,
@@ -192,17 +224,6 @@ class GBAEnv(gym.Env[np.ndarray, Any]):
         self._var_names = [n for n in variables if n in needed]
         self._var_specs = [(variables[n].address, variables[n].type) for n in self._var_names]
         self._info_names = list(self.integration.info_names)
-
-        self._backend_name = backend
-        self.backend: EmulatorBackend = open_backend(
-            backend, self.integration.rom_path, **backend_kwargs
-        )
-        self.memory = Memory(self.backend)
-        self._boot_state: bytes | None = None
-        self._buttons = 0
-        self._frame: np.ndarray | None = None
-        self._vars: dict[str, int] = {}
-        self._window: Any = None
 
     # ------------------------------------------------------------------ accessors
     @property
