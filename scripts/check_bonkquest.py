@@ -92,7 +92,7 @@ class Check:
     def screenshot(self, name: str) -> str:
         path = f"/tmp/bonkquest_{name}.png"
         img = Image.fromarray(self.em.get_screen())
-        img.resize((480, 320), Image.NEAREST).save(path)
+        img.resize((480, 320), Image.Resampling.NEAREST).save(path)
         return path
 
     # ---- scripted player ----
@@ -202,19 +202,13 @@ def section(title: str) -> None:
     print(f"\n== {title}")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rom", default=str(GAME / "rom.gba"))
-    ap.add_argument("--seeds", type=int, default=10, help="seeds for the full play-through")
-    args = ap.parse_args()
-    c = Check(Path(args.rom))
-    shots = []
-
+def check_boot(c: Check, rom: Path, shots: list[str]) -> None:
+    """The ROM's hash, the magic after boot, the frame counter."""
     section("boot")
-    rom_sha = hashlib.sha1(Path(args.rom).read_bytes()).hexdigest()
-    if Path(args.rom) == GAME / "rom.gba":
+    rom_sha = hashlib.sha1(rom.read_bytes()).hexdigest()
+    if rom == GAME / "rom.gba":
         assert (GAME / "rom.sha").read_text().strip() == rom_sha, "rom.sha is stale"
-    print(f"{args.rom}: sha1 {rom_sha}")
+    print(f"{rom}: sha1 {rom_sha}")
     for _ in range(30):
         c.press(frames=1)
         if c["magic"] == 0x4B4E4F42:
@@ -229,6 +223,9 @@ def main() -> int:
     )
     shots.append(c.screenshot("boot"))
 
+
+def check_seeds(c: Check, rng: np.random.Generator) -> None:
+    """New games differ by seed and repeat exactly for one seed, whatever ran before."""
     section("seeds")
     layouts = {}
     for seed in (1, 2, 3, 4, 5, 6, 7, 8):
@@ -243,7 +240,6 @@ def main() -> int:
     assert layouts[1] != layouts[2], "seeds 1 and 2 give the same layout"
     print(f"distinct layouts among seeds 1-8: {len(set(layouts.values()))}")
 
-    rng = np.random.default_rng(0)
     script = [str(a) for a in rng.choice(["", "UP", "DOWN", "LEFT", "RIGHT", "A"], size=150)]
     dumps = []
     for before in (None, 3):
@@ -263,6 +259,9 @@ def main() -> int:
         f"identical {STATE_SIZE}-byte state"
     )
 
+
+def check_walking(c: Check) -> None:
+    """One step is one tile; walls stop the player."""
     section("walking and walls")
     c.command(CMD_NEW_GAME, seed=1)
     x0, y0 = c.pos()
@@ -285,6 +284,9 @@ def main() -> int:
         f"row {py - 1} after {moved} tiles (12 steps held)"
     )
 
+
+def check_room1(c: Check, shots: list[str]) -> None:
+    """A BFS player takes the key of room 1 and leaves through the locked door."""
     section("room 1 by BFS: key, locked door, out")
     c.command(CMD_NEW_GAME, seed=1)
     start = c.frames
@@ -303,6 +305,9 @@ def main() -> int:
         f"quest_stage={c['quest_stage']} hp={c['hp']}"
     )
 
+
+def check_sage(c: Check, shots: list[str]) -> None:
+    """The sage's dialogue opens with A, pauses the world and closes with A."""
     section("the sage")
     c.command(CMD_WARP, arg=2, seed=5)
     npc = (c["npc_x"], c["npc_y"])
@@ -320,6 +325,9 @@ def main() -> int:
         f"{c['ticks']}), A again: closed; key chest for seed 5 = {c['key_chest']}"
     )
 
+
+def check_enemy_contact(c: Check, shots: list[str]) -> None:
+    """Touching an enemy costs one HP and makes the player invulnerable a while."""
     section("enemy contact")
     c.command(CMD_WARP, arg=1, seed=3)
     hp = c["hp"]
@@ -334,6 +342,9 @@ def main() -> int:
     print(f"walked into the slime: hp {hp} -> {c['hp']}, invulnerable for {inv} frames")
     shots.append(c.screenshot("hurt"))
 
+
+def check_warps(c: Check, shots: list[str]) -> None:
+    """A warp to every room sets what arriving there by play would."""
     section("warps")
     expected = {1: (0, 1, 0), 2: (0, 2, 80), 3: (0, 3, 165), 4: (0, 4, 245), 5: (0, 5, 325)}
     for n in range(1, 6):
@@ -352,6 +363,10 @@ def main() -> int:
             f"enemies={len(c.enemies())}, exit={(c['exit_x'], c['exit_y'])}"
         )
 
+
+def check_patrols(c: Check) -> None:
+    """Every patrol segment lies on plain floor, off the arrival tile (rooms 1-5, seeds
+    0-19)."""
     bad = []
     for n in range(1, 6):
         for seed in range(20):
@@ -366,6 +381,9 @@ def main() -> int:
     assert not bad, bad
     print("rooms 1-5 x seeds 0-19: every patrol segment lies on plain floor, off the arrival tile")
 
+
+def check_winning(c: Check, shots: list[str]) -> None:
+    """The treasure wins; the game freezes after."""
     section("winning (warp 5, walk to the treasure)")
     c.command(CMD_WARP, arg=5, seed=11)
     steps = c.walk_to({(c["treasure_x"], c["treasure_y"])})
@@ -379,6 +397,9 @@ def main() -> int:
         f"state frozen for 60 frames"
     )
 
+
+def check_losing(c: Check, shots: list[str]) -> None:
+    """HP 0 loses; the game freezes after; a new game clears it."""
     section("losing (chase the ghosts of room 5)")
     c.command(CMD_WARP, arg=5, seed=12)
     for _ in range(2000):
@@ -396,8 +417,11 @@ def main() -> int:
     assert c["lost"] == 0 and c["hp"] == 5 and c["room"] == 1
     print(f"hp 0 after {hits} hits -> lost=1, frozen; a new game clears it")
 
-    section(f"scripted play-through, seeds 0-{args.seeds - 1}")
-    for seed in range(args.seeds):
+
+def check_playthrough(c: Check, seeds: int) -> None:
+    """The scripted player wins the five rooms for seeds 0..seeds-1."""
+    section(f"scripted play-through, seeds 0-{seeds - 1}")
+    for seed in range(seeds):
         c.command(CMD_NEW_GAME, seed=seed)
         f = c.frames
         for _ in range(5):
@@ -410,6 +434,9 @@ def main() -> int:
             f"{c['score']}, hp {c['hp']}/5, chests {c['chests']}, rooms {c['rooms_visited']}"
         )
 
+
+def check_speed(c: Check, rng: np.random.Generator) -> None:
+    """The raw core runs over 2000 frames/s."""
     section("speed of the raw core (3000 frames of gameplay, 3 runs)")
     rates = []
     for run in range(3):
@@ -436,6 +463,27 @@ def main() -> int:
     print(f"median {fps:.0f} frames/s")
     assert fps > 2000, fps
 
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rom", default=str(GAME / "rom.gba"))
+    ap.add_argument("--seeds", type=int, default=10, help="seeds for the full play-through")
+    args = ap.parse_args()
+    c = Check(Path(args.rom))
+    shots: list[str] = []
+    rng = np.random.default_rng(0)  # the random steps of the seeds check, then of the speed one
+    check_boot(c, Path(args.rom), shots)
+    check_seeds(c, rng)
+    check_walking(c)
+    check_room1(c, shots)
+    check_sage(c, shots)
+    check_enemy_contact(c, shots)
+    check_warps(c, shots)
+    check_patrols(c)
+    check_winning(c, shots)
+    check_losing(c, shots)
+    check_playthrough(c, args.seeds)
+    check_speed(c, rng)
     section("screenshots")
     for s in shots:
         print(s)
