@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import math
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -163,6 +164,19 @@ def _fmt(bound: float) -> str:
 #: Characters a terminal acts on instead of showing: C0 controls (ESC starts escape sequences),
 #: DEL and the C1 controls.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def did_you_mean(word: object, choices: Iterable[object]) -> str:
+    """` (did you mean 'x'?)` naming the choice nearest to `word`, or `""` when none is close:
+    the hint every "unknown name" error carries (names compared as strings).
+
+    >>> did_you_mean("gama", ["gamma", "seed"])
+    " (did you mean 'gamma'?)"
+    >>> did_you_mean("zzz", ["gamma"])
+    ''
+    """
+    close = difflib.get_close_matches(str(word), [str(choice) for choice in choices], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def printable(text: str, replacement: str = "?") -> str:

@@ -16,13 +16,13 @@ re-evaluated only when one of them changed.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.rewards.terms import OPS
+from metabonk_gym.utils import did_you_mean
 
 
 def check_keys(raw: Mapping[str, Any], allowed: Collection[str], at: str) -> None:
@@ -37,8 +37,7 @@ def check_keys(raw: Mapping[str, Any], allowed: Collection[str], at: str) -> Non
     """
     for key in raw:
         if key not in allowed:
-            close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(key, allowed)
             raise ConditionError(f"{at}: unknown key {key!r}{hint}; valid: {', '.join(allowed)}")
 
 

@@ -22,7 +22,6 @@ metabonk_gym.training.errors.ConfigError: unknown config key 'n_env' (did you me
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from collections.abc import Mapping
@@ -39,6 +38,7 @@ from metabonk_gym.registration import EnvTraits, env_traits, short_id
 from metabonk_gym.rewards.terms import OPS
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.wrapstack import makes_dict, normalize_wrappers
+from metabonk_gym.utils import did_you_mean
 
 CHOICES: dict[str, tuple[Any, ...]] = {
     "obs_type": ("rgb", "grayscale", "state"),
@@ -242,8 +242,7 @@ def _hint_name(hint: Any) -> str:
 
 def unknown_key_error(key: str, valid: list[str], source: str) -> ConfigError:
     """A `ConfigError` for `key` naming the nearest valid key."""
-    close = difflib.get_close_matches(key, valid, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    hint = did_you_mean(key, valid)
     return ConfigError(
         f"unknown config key {key!r}{hint}; valid keys: {', '.join(valid)} [{source}]"
     )

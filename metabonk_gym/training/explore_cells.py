@@ -24,7 +24,6 @@ metabonk_gym.training.errors.ConfigError: cells.yaml: the bucket of 'room' must 
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ import numpy as np
 
 from metabonk_gym.configfile import ConfigFileError, find_file, load_config_file
 from metabonk_gym.training.errors import ConfigError
+from metabonk_gym.utils import did_you_mean
 
 _GRIDS: dict[tuple[Any, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 #: The most variables a cell may combine (each is a column of the archive).
@@ -156,8 +156,7 @@ def _bucket(name: str, value: Any, source: str) -> int:
 
 
 def _unknown(name: str, known: Sequence[str], source: str, what: str) -> ConfigError:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    hint = did_you_mean(name, known)
     return ConfigError(
         f"{source}: {what} {name!r} is not a RAM variable of this game{hint}; valid: "
         f"{', '.join(sorted(known))}"

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import json
 import os
 import shutil
@@ -55,7 +54,7 @@ from metabonk_gym.training.rllib import (
     with_env_count,
 )
 from metabonk_gym.training.rundir import RunDir
-from metabonk_gym.utils import atomic_write_text, check_number, env_var
+from metabonk_gym.utils import atomic_write_text, check_number, did_you_mean, env_var
 
 #: Config keys PBT may mutate -> the RLlib config key they set.
 MUTABLE: dict[str, str] = {
@@ -159,8 +158,7 @@ class PBTSpec:
                 f"total_steps ({spec.total_steps}) [{source}]"
             )
         if spec.engine not in ENGINES:
-            close = difflib.get_close_matches(str(spec.engine), ENGINES, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(spec.engine, ENGINES)
             raise ConfigError(
                 f"unknown PBT engine {spec.engine!r}{hint}; engines: {', '.join(ENGINES)} [{source}]"
             )
@@ -169,8 +167,7 @@ class PBTSpec:
         valid = sorted([*MUTABLE, "state"])
         for key, value in spec.mutations.items():
             if key not in valid:
-                close = difflib.get_close_matches(key, valid, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                hint = did_you_mean(key, valid)
                 raise ConfigError(
                     f"PBT cannot mutate {key!r}{hint}; mutable keys: {', '.join(valid)}"
                 )

@@ -19,7 +19,6 @@ metabonk_gym.training.errors.ConfigError: unknown wrapper 'tile_token' (did you 
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ import gymnasium as gym
 from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.think.pause_to_think import PauseToThink
 from metabonk_gym.training.errors import ConfigError
+from metabonk_gym.utils import did_you_mean
 from metabonk_gym.wrappers import ButtonHistory, GridOverlay, TemporalStrip, TextMap, TileTokens
 from metabonk_gym.wrappers.memory import Memory
 from metabonk_gym.wrappers.pixel_cells import PixelCells
@@ -90,8 +90,7 @@ ALIASES: dict[str, str] = {entry.cls.__name__: name for name, entry in WRAPPERS.
 
 
 def _nearest(word: str, valid: Sequence[str]) -> str:
-    close = difflib.get_close_matches(word, list(valid), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return did_you_mean(word, valid)
 
 
 def normalize_wrappers(value: Any, source: str = "config") -> list[WrapperSpec]:
