@@ -37,6 +37,7 @@ from metabonk_gym.agents.whole_games import arena as arena_dagger
 from metabonk_gym.agents.whole_games import quest_full
 from metabonk_gym.training.megabonk import SimSwarm
 from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.training.seeds import EVAL_SEED
 from metabonk_gym.utils import Log
 
 QUEST = "MetaBonk/BonkQuest-v0"
@@ -99,9 +100,13 @@ def ppo_room1(
     result = _train(QUEST, run_dir, {"total_steps": total_steps, **(overrides or {})})
     minutes = (time.monotonic() - start) / 60
     curve = _scalars(run_dir, "episode/win_rate")
-    report = evaluate(QUEST, str(run_dir / "model.zip"), episodes=eval_episodes, seed=100_000)
+    report = evaluate(QUEST, str(run_dir / "model.zip"), episodes=eval_episodes, seed=EVAL_SEED)
     greedy = evaluate(
-        QUEST, str(run_dir / "model.zip"), episodes=eval_episodes, seed=100_000, deterministic=True
+        QUEST,
+        str(run_dir / "model.zip"),
+        episodes=eval_episodes,
+        seed=EVAL_SEED,
+        deterministic=True,
     )
     reached = first_step_at_or_above(curve, 0.8)
     figures = {
@@ -147,7 +152,7 @@ def bc_room1(
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, not {seeds}")
     out_dir = Path(out_dir)
-    expert = evaluate(QUEST, "scripted", episodes=eval_episodes, seed=100_000)
+    expert = evaluate(QUEST, "scripted", episodes=eval_episodes, seed=EVAL_SEED)
     stamp = time.strftime("%Y%m%d%H%M%S")
     per_seed: list[dict[str, Any]] = []
     for seed in range(seeds):
@@ -169,8 +174,8 @@ def bc_room1(
             )
             train_bc(QUEST, dataset, bc_dir, overrides={"seed": seed}, progress=True)
         model = str(bc_dir / "model.zip")
-        greedy = evaluate(QUEST, model, episodes=eval_episodes, seed=100_000, deterministic=True)
-        sampled = evaluate(QUEST, model, episodes=eval_episodes, seed=100_000)
+        greedy = evaluate(QUEST, model, episodes=eval_episodes, seed=EVAL_SEED, deterministic=True)
+        sampled = evaluate(QUEST, model, episodes=eval_episodes, seed=EVAL_SEED)
         ratio = greedy["mean_return"] / expert["mean_return"] if expert["mean_return"] else 0.0
         per_seed.append(
             {
@@ -203,10 +208,13 @@ def bc_room1(
         )
         _train(QUEST, out_dir / "ppo-scratch", {"total_steps": finetune_steps})
         tuned = evaluate(
-            QUEST, str(out_dir / "bc-ppo" / "model.zip"), episodes=eval_episodes, seed=100_000
+            QUEST, str(out_dir / "bc-ppo" / "model.zip"), episodes=eval_episodes, seed=EVAL_SEED
         )
         scratch = evaluate(
-            QUEST, str(out_dir / "ppo-scratch" / "model.zip"), episodes=eval_episodes, seed=100_000
+            QUEST,
+            str(out_dir / "ppo-scratch" / "model.zip"),
+            episodes=eval_episodes,
+            seed=EVAL_SEED,
         )
         figures.update(
             {
@@ -249,7 +257,7 @@ def arena_survival(
 
     def run_eval(agent: str, deterministic: bool = False) -> list[float]:
         report = evaluate(
-            ARENA, agent, episodes=eval_episodes, seed=100_000, deterministic=deterministic
+            ARENA, agent, episodes=eval_episodes, seed=EVAL_SEED, deterministic=deterministic
         )
         return survival(report)
 
@@ -359,10 +367,12 @@ def megabonk_survival(
     minutes = (time.monotonic() - start) / 60
     frameskip = int(RunDir(run_dir).read_config()["frameskip"])
     limit = {"max_episode_steps": int(eval_max_seconds * 60 / frameskip)}  # 60 ticks a second
-    model = _evaluate_on_fresh_games(str(run_dir / "model.zip"), eval_episodes, 100_000, limit, sim)
+    model = _evaluate_on_fresh_games(
+        str(run_dir / "model.zip"), eval_episodes, EVAL_SEED, limit, sim
+    )
     # random actions through the same interface: the same ticks per action and step limit
     same = {"frameskip": frameskip, **limit}
-    rand = _evaluate_on_fresh_games("random", eval_episodes, 100_000, same, sim)
+    rand = _evaluate_on_fresh_games("random", eval_episodes, EVAL_SEED, same, sim)
 
     def times(episodes: list[dict[str, Any]]) -> list[float]:
         return [round(float(e["variables"].get("survival_time", 0.0)), 2) for e in episodes]

@@ -37,13 +37,12 @@ from metabonk_gym.agents.many import evaluate_many
 from metabonk_gym.training.dagger import DaggerSettings, train_dagger
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.training.seeds import EVAL_SEED
 from metabonk_gym.utils import Log, atomic_write_text
 
 QUEST = "MetaBonk/BonkQuest-v0"
 ARENA = "MetaBonk/BonkArena-v0"
 
-#: Evaluation seeds start here (the other learning figures use the same ones).
-EVAL_SEED = 100_000
 #: Evaluation envs at once (`evaluate_many`: one shared-memory vector engine, batched policy).
 EVAL_ENVS = 4
 #: BonkQuest evaluation episodes end unfinished after this many steps (the teacher wins in

@@ -30,10 +30,8 @@ from metabonk_gym.errors import MetabonkError
 from metabonk_gym.gamedata import GameData, bundled_game_folder
 from metabonk_gym.registration import env_traits, short_id
 from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.training.seeds import EVAL_SEED
 from metabonk_gym.utils import Log, atomic_write_text
-
-#: Evaluation episode i is reset with seed EVAL_SEED + i, for every agent (the fixed seeds).
-EVAL_SEED = 100_000
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.ppo import TrainResult
 from metabonk_gym.training.rundir import RunDir, model_metadata, save_model
 from metabonk_gym.training.safeload import SpacesEnv, load_ppo
+from metabonk_gym.training.seeds import dagger_seed
 from metabonk_gym.utils import Log, atomic_write_bytes
 
 
@@ -469,7 +470,7 @@ def train_dagger(
                     teacher,
                     cfg.frame_stack,
                     episodes=settings.teacher_episodes,
-                    seed=cfg.seed * 1_000_003,
+                    seed=dagger_seed(cfg.seed, 0),
                     noise=settings.noise,
                     starts=settings.starts,
                     max_steps=settings.max_steps,
@@ -483,7 +484,7 @@ def train_dagger(
                     teacher,
                     cfg.frame_stack,
                     episodes=settings.episodes_per_round,
-                    seed=cfg.seed * 1_000_003 + k * 10_007,
+                    seed=dagger_seed(cfg.seed, k),
                     noise=settings.round_noise,
                     actor=actor,
                     mix=mix_probability(settings.beta, k),
