@@ -242,6 +242,34 @@ class VecEngine:
         self._done_conn = done_reader
         self._done_r = done_reader.fileno()
         groups = [list(range(s, min(s + per, n))) for s in range(0, n, per)]
+        obs_space, act_space = self._set_spaces(fns, ctx, spaces, requested, shared_memory)
+        self._make_buffers(ctx, obs_space, act_space)
+        try:
+            for w, ids in enumerate(groups):
+                self._spawn_worker(w, [fns[i] for i in ids], ids, ctx, done_w, daemon)
+        finally:
+            done_w.close()  # the workers hold it now
+        self._poll = select.poll()  # the completion pipe only: a sentinel per worker would
+        # make every wait cost more; a dead worker is found when a wait times out (LIVENESS_S)
+        self._poll.register(self._done_r, select.POLLIN)
+        # `send` to every env (the training loop's step) reuses these: no per-env Python work
+        self._step_all = [
+            (handle, STEP_ALL + bytes(range(len(handle.env_ids)))) for handle in self._workers
+        ]
+        self._await_starts()
+
+    def _set_spaces(
+        self,
+        fns: list[Any],
+        ctx: Any,
+        spaces: tuple[gym.Space, gym.Space] | None,
+        requested: tuple[str, ...] | None,
+        shared_memory: bool | None,
+    ) -> tuple[gym.Space, gym.Space]:
+        """The spaces (given, or described by a throwaway env from `fns[0]`), the info keys sent
+        as numbers, and whether observations and actions live in shared memory. Returns one
+        env's observation and action spaces."""
+        n = self.num_envs
         declared: list[str] | None = None
         if spaces is None:
             described = self._spaces_from(fns[0], ctx)
@@ -261,7 +289,12 @@ class VecEngine:
         self.action_space = batch_space(act_space, n)
         self.shared_obs = _use_shared_memory(obs_space, shared_memory)
         self.shared_actions = _use_shared_memory(act_space, shared_memory)
-        k = len(self.info_keys)
+        return obs_space, act_space
+
+    def _make_buffers(self, ctx: Any, obs_space: gym.Space, act_space: gym.Space) -> None:
+        """The shared arrays every worker writes its envs' results into, and numpy views of
+        them."""
+        n, k = self.num_envs, len(self.info_keys)
 
         def shared(space: gym.Space, yes: bool) -> Any:
             return create_shared_memory(space, n, ctx) if yes else None
@@ -291,47 +324,44 @@ class VecEngine:
         self.info_values = np.frombuffer(b.info_values.get_obj(), np.float64)[: n * k].reshape(n, k)
         self.info_kinds = np.frombuffer(b.info_kinds.get_obj(), np.int8)[: n * k].reshape(n, k)
         self._has_reply = np.frombuffer(b.has_reply.get_obj(), np.bool_)
-        parent = _parent_pid(ctx)
-        try:
-            for w, ids in enumerate(groups):
-                spec = WorkerSpec(
-                    [fns[i] for i in ids],
-                    ids,
-                    n,
-                    self.autoreset,
-                    self.info_keys,
-                    parent,
-                    shared_obs=self.shared_obs,
-                    shared_actions=self.shared_actions,
-                    all_infos=self.all_infos,
-                )
-                cmd_r, cmd_w = ctx.Pipe(duplex=False)
-                rep_r, rep_w = ctx.Pipe(duplex=False)
-                stack = CrashStack(ctx)
-                with gc_paused() as gc_on:  # the worker freezes what it inherits first
-                    process = ctx.Process(
-                        target=run_worker,
-                        args=(spec, b, cmd_r, rep_w, done_w, stack.writer, gc_on),
-                        name=f"metabonk-vec-{w}",
-                        daemon=daemon,
-                    )
-                    process.start()
-                cmd_r.close()
-                rep_w.close()
-                stack.started()
-                self._workers.append(_WorkerHandle(w, ids, process, cmd_w, rep_r, stack))
-                for local, i in enumerate(ids):
-                    self._worker_of[i] = w
-                    self._local_of[i] = local
-        finally:
-            done_w.close()  # the workers hold it now
-        self._poll = select.poll()  # the completion pipe only: a sentinel per worker would
-        # make every wait cost more; a dead worker is found when a wait times out (LIVENESS_S)
-        self._poll.register(self._done_r, select.POLLIN)
-        # `send` to every env (the training loop's step) reuses these: no per-env Python work
-        self._step_all = [
-            (handle, STEP_ALL + bytes(range(len(handle.env_ids)))) for handle in self._workers
-        ]
+
+    def _spawn_worker(
+        self, w: int, fns: list[Any], ids: list[int], ctx: Any, done_w: Any, daemon: bool
+    ) -> None:
+        """Start worker `w`, which runs the envs `ids` (made by `fns`)."""
+        spec = WorkerSpec(
+            fns,
+            ids,
+            self.num_envs,
+            self.autoreset,
+            self.info_keys,
+            _parent_pid(ctx),
+            shared_obs=self.shared_obs,
+            shared_actions=self.shared_actions,
+            all_infos=self.all_infos,
+        )
+        cmd_r, cmd_w = ctx.Pipe(duplex=False)
+        rep_r, rep_w = ctx.Pipe(duplex=False)
+        stack = CrashStack(ctx)
+        with gc_paused() as gc_on:  # the worker freezes what it inherits first
+            process = ctx.Process(
+                target=run_worker,
+                args=(spec, self.buffers, cmd_r, rep_w, done_w, stack.writer, gc_on),
+                name=f"metabonk-vec-{w}",
+                daemon=daemon,
+            )
+            process.start()
+        cmd_r.close()
+        rep_w.close()
+        stack.started()
+        self._workers.append(_WorkerHandle(w, ids, process, cmd_w, rep_r, stack))
+        for local, i in enumerate(ids):
+            self._worker_of[i] = w
+            self._local_of[i] = local
+
+    def _await_starts(self) -> None:
+        """Every worker's answer to its start (its envs' spaces, spec, metadata); then the
+        first error, if any, is raised (`_raise_worker_error`), else the spaces are checked."""
         env_obs: list[gym.Space] = []
         env_act: list[gym.Space] = []
         errors = []
