@@ -17,6 +17,7 @@ import typer
 
 from metabonk_gym.bench.bonklink_speed import figure_records, report, run
 from metabonk_gym.bench.figures import put_figures
+from metabonk_gym.bonklink import DEFAULT_PORT
 from metabonk_gym.bonklink.player import HUMAN_PLAYERS
 from metabonk_gym.bonklink.render import LOOKS
 from metabonk_gym.bonklink.sim import BonkLinkSim, SimProcess
@@ -57,7 +58,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("bonklink-sim")
     def bonklink_sim(
-        port: int = typer.Option(5560, help="Port of the first instance."),
+        port: int = typer.Option(DEFAULT_PORT, help="Port of the first instance."),
         host: str = typer.Option("127.0.0.1", help="Address to bind (the plugin uses loopback)."),
         realtime: bool = typer.Option(
             True,

@@ -17,6 +17,7 @@ from typing import Any
 
 from gymnasium.envs.registration import register, registry
 
+from metabonk_gym.bonklink import DEFAULT_PORT
 from metabonk_gym.errors import MetabonkError
 
 GBA_ENTRY_POINT = "metabonk_gym.gba.env:GBAEnv"
@@ -86,7 +87,7 @@ MEGABONK_TRAITS = EnvTraits(
     game="Megabonk",
     one_per_process=False,
     port_per_env=True,
-    default_base_port=5560,
+    default_base_port=DEFAULT_PORT,
     deterministic=False,
     can_win=False,
     tick_hz=60.0,

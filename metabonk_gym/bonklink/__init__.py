@@ -13,7 +13,10 @@ Importing this package is cheap; the env and the server load on use.
 
 from __future__ import annotations
 
-__all__ = ["ENTRY_POINT", "ENV_ID"]
+__all__ = ["DEFAULT_PORT", "ENTRY_POINT", "ENV_ID"]
 
 ENV_ID = "MetaBonk/Megabonk-v0"
 ENTRY_POINT = "metabonk_gym.bonklink.env:MegabonkEnv"
+#: Where the game's BonkLink plugin listens unless told otherwise (the env, the sim, training:
+#: env i of a vector env talks to `DEFAULT_PORT + i`).
+DEFAULT_PORT = 5560

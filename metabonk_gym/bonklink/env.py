@@ -46,7 +46,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
-from metabonk_gym.bonklink import ENTRY_POINT, ENV_ID
+from metabonk_gym.bonklink import DEFAULT_PORT, ENTRY_POINT, ENV_ID
 from metabonk_gym.bonklink.actions import (
     ActionType,
     action_space,
@@ -147,7 +147,7 @@ class MegabonkEnv(gym.Env[Any, Any]):
     def __init__(
         self,
         host: str = "127.0.0.1",
-        port: int = 5560,
+        port: int = DEFAULT_PORT,
         *,
         frameskip: int = 1,
         obs_type: str | None = None,

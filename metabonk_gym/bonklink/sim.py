@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from metabonk_gym.bonklink import DEFAULT_PORT
 from metabonk_gym.bonklink.codec import (
     NEUTRAL_ACTION,
     Action,
@@ -87,7 +88,7 @@ class BonkLinkSim:
 
     def __init__(
         self,
-        port: int = 5560,
+        port: int = DEFAULT_PORT,
         host: str = "127.0.0.1",
         mode: SimMode = "realtime",
         frame_format: FrameFormat = "jpeg",

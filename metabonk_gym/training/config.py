@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.bonklink import DEFAULT_PORT
 from metabonk_gym.configfile import ConfigFileError, find_file, parse_yaml
 from metabonk_gym.configfile import load_config_file as read_config_file
 from metabonk_gym.errors import MetabonkError
@@ -89,7 +90,7 @@ class TrainConfig:
     #: (`metabonk_gym.training.wrapstack`); a Dict observation picks `MultiInputPolicy`.
     wrappers: list[dict[str, Any]] = field(default_factory=list)
     #: Megabonk: training env i connects to base_port + i (`metabonk bonklink-sim --instances`).
-    base_port: int = 5560
+    base_port: int = DEFAULT_PORT
     # ---- model and PPO
     policy: str = "CnnPolicy"
     features: str = "small"
