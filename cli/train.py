@@ -35,7 +35,6 @@ from metabonk_gym.cli.watch import WATCH_OPTION, live_watch
 from rich.table import Table
 
 from metabonk_gym.agents.evaluate import evaluate, read_ladder
-from metabonk_gym.agents.many import evaluate_many
 from metabonk_gym.agents.proof import PARTS, SEEDED_PARTS
 from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.configfile import ConfigFileError, load_config_file
@@ -536,8 +535,8 @@ def eval_command(
     n_envs: int = typer.Option(
         1,
         "--n-envs",
-        help="Episodes at once (no --video or --ladder): a deterministic model or the random "
-        "agent on one shared-memory vector env, other agents one process each.",
+        help="Episodes at once: a deterministic model or the random agent on one shared-memory "
+        "vector env, other agents one process each.",
     ),
     trust_model: bool = TRUST_MODEL_OPTION,
     trust_game_folder: bool = TRUST_GAME_FOLDER_OPTION,
@@ -564,41 +563,23 @@ def eval_command(
     agent_kwargs = parse_agent_options(agent_opt) | trust_kwargs(model, trust_model)
     if server is not None:
         agent_kwargs["base_url"] = server
-    if n_envs != 1:
-        if video is not None or ladder is not None:
-            fail("--n-envs runs without --video and --ladder")
-        report = guarded(
-            lambda: evaluate_many(
-                env_id,
-                model,
-                n_envs,
-                episodes=episodes,
-                seed=seed,
-                config_file=config,
-                overrides=flags,
-                out=out,
-                agent_kwargs=agent_kwargs,
-                deterministic=deterministic,
-                goal=goal,
-            )
+    report = guarded(
+        lambda: evaluate(
+            env_id,
+            model,
+            episodes=episodes,
+            seed=seed,
+            config_file=config,
+            overrides=flags,
+            out=out,
+            video_dir=video,
+            ladder=ladder,
+            agent_kwargs=agent_kwargs,
+            deterministic=deterministic,
+            goal=goal,
+            n_envs=n_envs,
         )
-    else:
-        report = guarded(
-            lambda: evaluate(
-                env_id,
-                model,
-                episodes=episodes,
-                seed=seed,
-                config_file=config,
-                overrides=flags,
-                out=out,
-                video_dir=video,
-                ladder=ladder,
-                agent_kwargs=agent_kwargs,
-                deterministic=deterministic,
-                goal=goal,
-            )
-        )
+    )
     if as_json:
         console.print_json(json.dumps(report, default=str))
         return

@@ -180,7 +180,7 @@ def test_pixel_cells_config_trains_a_cell_cnn_and_rejects_a_non_image(tmp_path: 
     import pytest
     from metabonk_gym.wrappers.pixel_cells import PixelCells
 
-    from metabonk_gym.agents.many import evaluate_many
+    from metabonk_gym.agents.evaluate import evaluate
     from metabonk_gym.training.policies import CellCNN, policy_kwargs
 
     run = tmp_path / "cells"
@@ -198,10 +198,10 @@ def test_pixel_cells_config_trains_a_cell_cnn_and_rejects_a_non_image(tmp_path: 
     assert meta["config"]["wrappers"] == [{"name": "pixel_cells"}]
     kwargs = policy_kwargs(resolve_config(QUEST, overrides=CELLS))
     assert kwargs["features_extractor_class"] is CellCNN and kwargs["normalize_images"] is False
-    report = evaluate_many(
+    report = evaluate(
         QUEST,
         str(run / "model.zip"),
-        1,
+        n_envs=1,
         episodes=1,
         seed=5,
         deterministic=True,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from metabonk_gym.agents.evaluate import evaluate
-from metabonk_gym.agents.many import evaluate_many, play_many, split_episodes
+from metabonk_gym.agents.many import play_many, split_episodes
 
 ENV = "MetaBonk/BonkQuest-v0"
 SHORT = {"max_episode_steps": 60}
@@ -25,7 +27,7 @@ def test_episodes_are_split_contiguously_and_none_is_lost() -> None:
 
 def test_evaluate_in_two_processes_matches_one_process() -> None:
     one = evaluate(ENV, "scripted", episodes=3, seed=5, overrides=SHORT)
-    two = evaluate_many(ENV, "scripted", 2, episodes=3, seed=5, overrides=SHORT)
+    two = evaluate(ENV, "scripted", n_envs=2, episodes=3, seed=5, overrides=SHORT)
     assert two["n_envs"] == 2
     assert [e["seed"] for e in two["episodes"]] == [5, 6, 7]
     assert two["episodes"] == one["episodes"]
@@ -36,3 +38,25 @@ def test_play_in_two_processes_keeps_the_episode_order() -> None:
     assert [e.index for e in result.episodes] == [0, 1, 2]
     assert [e.seed for e in result.episodes] == [1, 2, 3]
     assert all(e.length == 60 or e.terminated for e in result.episodes)
+
+
+def test_videos_and_the_ladder_work_at_any_n_envs(tmp_path: Path) -> None:
+    """With two processes each keeps its best and worst video; the overall best and worst are
+    the ones one process keeps, and the ladder ranks the merged report."""
+    one = evaluate(ENV, "scripted", episodes=3, seed=5, overrides=SHORT, video_dir=tmp_path / "a")
+    two = evaluate(
+        ENV,
+        "scripted",
+        n_envs=2,
+        episodes=3,
+        seed=5,
+        overrides=SHORT,
+        video_dir=tmp_path / "b",
+        ladder=tmp_path / "ladder.json",
+    )
+    assert two["episodes"] == one["episodes"]
+    for label in ("best", "worst"):
+        assert two["videos"][f"{label}_episode"] == one["videos"][f"{label}_episode"]
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["best.mp4", "worst.mp4"]
+    assert (tmp_path / "b" / "best.mp4").stat().st_size > 1000
+    assert two["ladder_rank"] == 1 and two["n_envs"] == 2

@@ -10,7 +10,6 @@ import pytest
 
 from metabonk_gym.agents.episode import episode_config
 from metabonk_gym.agents.evaluate import evaluate
-from metabonk_gym.agents.many import evaluate_many
 from metabonk_gym.agents.parallel import parallel_ok, play_parallel
 from metabonk_gym.training.ppo import train_ppo
 
@@ -63,16 +62,29 @@ def test_agents_that_read_the_emulator_are_refused() -> None:
 
 def test_eval_n_envs_runs_a_deterministic_model_on_the_engine(model: Path, tmp_path: Path) -> None:
     one = evaluate(ARENA, str(model), episodes=4, seed=3, deterministic=True)
-    many = evaluate_many(
-        ARENA, str(model), 2, episodes=4, seed=3, deterministic=True, out=tmp_path / "r.json"
+    many = evaluate(
+        ARENA, str(model), n_envs=2, episodes=4, seed=3, deterministic=True, out=tmp_path / "r.json"
     )
     assert many["episodes"] == one["episodes"] and many["n_envs"] == 2
     assert (tmp_path / "r.json").exists()
 
 
 def test_random_agent_reports_repeat_whatever_the_env_count() -> None:
-    two = evaluate_many(ARENA, "random", 2, episodes=3, seed=5, overrides={"max_episode_steps": 20})
-    three = evaluate_many(
-        ARENA, "random", 3, episodes=3, seed=5, overrides={"max_episode_steps": 20}
+    two = evaluate(
+        ARENA, "random", n_envs=2, episodes=3, seed=5, overrides={"max_episode_steps": 20}
+    )
+    three = evaluate(
+        ARENA, "random", n_envs=3, episodes=3, seed=5, overrides={"max_episode_steps": 20}
     )
     assert two["episodes"] == three["episodes"]
+
+
+def test_engine_videos_are_the_best_and_worst_episodes_played_again(tmp_path: Path) -> None:
+    short = {"max_episode_steps": 20}
+    plain = evaluate(ARENA, "random", n_envs=2, episodes=3, seed=5, overrides=short)
+    filmed = evaluate(
+        ARENA, "random", n_envs=2, episodes=3, seed=5, overrides=short, video_dir=tmp_path
+    )
+    assert filmed["episodes"] == plain["episodes"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.mp4", "worst.mp4"]
+    assert {filmed["videos"]["best_episode"], filmed["videos"]["worst_episode"]} <= {0, 1, 2}

@@ -24,16 +24,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from metabonk_gym.agents.dreamer import dreamer_base_config, is_dreamer_run
+from metabonk_gym.agents.dreamer import dreamer_base_config
 from metabonk_gym.agents.model import model_config
-from metabonk_gym.agents.registry import (
-    AGENT_NAMES,
-    check_agent_spec,
-    repeat_action,
-    think_options,
-)
-from metabonk_gym.agents.replay import check_replay, replay_source
-from metabonk_gym.agents.runs import agent_path
+from metabonk_gym.agents.replay import check_replay
+from metabonk_gym.agents.spec import AgentSpec
 from metabonk_gym.training.config import MODEL_KEYS, TrainConfig, resolve_config
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.wrapstack import check_wrappers_match, normalize_wrappers
@@ -41,35 +35,35 @@ from metabonk_gym.training.wrapstack import check_wrappers_match, normalize_wrap
 
 def episode_config(
     env_id: str,
-    agent: str,
+    agent: str | AgentSpec,
     config_file: str | Path | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> TrainConfig:
     """The config of an env for `agent`: a model's own config as the base (it must see frames as
     it was trained), else the env's training defaults; then the file and flags."""
-    check_agent_spec(agent)
+    spec = AgentSpec.parse(agent)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    if agent in AGENT_NAMES or think_options(agent) or repeat_action(agent) is not None:
-        return resolve_config(env_id, config_file, overrides)
-    if replay_source(agent) is not None:  # recorded actions: the episodes must start as they did
+    if spec.kind == "replay":  # recorded actions: the episodes must start as they did
         cfg = resolve_config(env_id, config_file, overrides)
-        check_replay(agent, cfg.state, cfg.frameskip)
+        check_replay(spec.text, cfg.state, cfg.frameskip)
         return cfg
-    agent = agent_path(agent)  # a run directory: its model zip (or the Dreamer run)
-    if is_dreamer_run(agent):
-        base = dreamer_base_config(agent, env_id)
+    if spec.run is None:
+        return resolve_config(env_id, config_file, overrides)
+    weights = spec.weights  # a run directory: its model zip (or the Dreamer run)
+    if spec.is_dreamer:
+        base = dreamer_base_config(weights, env_id)
         cfg = resolve_config(env_id, config_file, overrides, base=base)
-        check_wrappers_match(agent, cfg.wrappers, normalize_wrappers(base.get("wrappers")))
+        check_wrappers_match(weights, cfg.wrappers, normalize_wrappers(base.get("wrappers")))
         return cfg
-    base = model_config(Path(agent).expanduser(), env_id)
+    base = model_config(Path(weights), env_id)
     cfg = resolve_config(env_id, config_file, overrides, base=base)
     # the run's wrapper stack is rebuilt from its config; another one is a one-line error
-    check_wrappers_match(agent, cfg.wrappers, normalize_wrappers(base.get("wrappers")))
+    check_wrappers_match(weights, cfg.wrappers, normalize_wrappers(base.get("wrappers")))
     changed = [k for k in MODEL_KEYS if getattr(cfg, k) != base.get(k, getattr(cfg, k))]
     if changed:
         raise ConfigError(
-            f"{agent} was trained with {', '.join(f'{k}={base[k]!r}' for k in changed)}; an episode "
-            "for it cannot change these"
+            f"{weights} was trained with {', '.join(f'{k}={base[k]!r}' for k in changed)}; an "
+            "episode for it cannot change these"
         )
     return cfg
 

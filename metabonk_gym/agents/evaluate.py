@@ -1,10 +1,18 @@
-"""`evaluate`: fixed-seed episodes of any agent, a JSON report, best/worst videos and a ladder.
+"""`evaluate`: fixed-seed episodes of any agent, a JSON report, best/worst videos and a ladder,
+with one env or many (`n_envs`): the one evaluation behind `metabonk eval`, `metabonk ladder`
+and the benches.
 
 Episode i is reset with seed `seed + i`, so two models evaluated with the same seed meet the same
 game seeds (Megabonk: BonkLink v1 has no seed command; seed the game instead, e.g.
 `bonklink-sim --seed S`; a report of an env whose info has `survival_time` adds each episode's).
-Videos are streamed to disk while each episode runs (an episode is never held in memory); only the best and the worst are kept. The ladder is a JSON file of every evaluation so
-far, ranked by win rate then mean return.
+Videos are streamed to disk while each episode runs (an episode is never held in memory); only
+the best and the worst are kept. The ladder is a JSON file of every evaluation so far, ranked by
+win rate then mean return.
+
+Where the episodes run (`n_envs`): one env in this process (`agents.sequential`); with more, the
+random agent and a deterministic model on one shared-memory vector engine in this process
+(`agents.parallel`), any other agent in `n_envs` processes (`agents.many`). Every feature
+(videos, the ladder, think and replay counters) works with each.
 
 >>> summarize([{"return": 1.0, "won": True, "length": 5}, {"return": 3.0, "won": False, "length": 7}])
 {'mean_return': 2.0, 'std_return': 1.0, 'win_rate': 0.5, 'mean_length': 6.0}
@@ -21,17 +29,23 @@ from typing import Any
 import numpy as np
 
 from metabonk_gym.agents.episode import episode_config, scoring, with_goal
-from metabonk_gym.agents.registry import make_agent
-from metabonk_gym.agents.replay import replay_summary
-from metabonk_gym.agents.runs import agent_path, describe
-from metabonk_gym.experts.base import close_agent
-from metabonk_gym.registration import env_traits
-from metabonk_gym.training.envs import make_env
+from metabonk_gym.agents.many import evaluate_in_processes, split_episodes
+from metabonk_gym.agents.parallel import evaluate_on_engine
+from metabonk_gym.agents.sequential import Played, play_sequential, publish_videos
+from metabonk_gym.agents.spec import AgentSpec
 from metabonk_gym.training.errors import ConfigError
-from metabonk_gym.training.megabonk import check_reachable
-from metabonk_gym.training.rollout import EpisodeResult, run_episode
-from metabonk_gym.training.video import Mp4Stream
+from metabonk_gym.training.rollout import EpisodeResult
 from metabonk_gym.utils import atomic_write_text
+
+__all__ = [
+    "check_writable",
+    "evaluate",
+    "make_report",
+    "read_ladder",
+    "summarize",
+    "survival",
+    "update_ladder",
+]
 
 
 def check_writable(path: str | Path | None, flag: str, folder: bool = False) -> None:
@@ -86,7 +100,7 @@ def summarize(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 
 def evaluate(
     env_id: str,
-    agent: str,
+    agent: str | AgentSpec,
     *,
     episodes: int = 10,
     seed: int = 0,
@@ -99,82 +113,57 @@ def evaluate(
     agent_kwargs: Mapping[str, Any] | None = None,
     deterministic: bool = False,
     goal: str = "config",
+    n_envs: int = 1,
 ) -> dict[str, Any]:
     """Evaluate `agent` (a model PATH.zip, a run directory of any trainer, "scripted",
-    "random", ...) and return the report.
+    "random", ..., or an `AgentSpec`) and return the report.
 
     A model samples its actions (`deterministic=False`, seeded per episode so reports repeat):
     PPO policies often loop forever when always taking their most likely action.
 
     `out` writes the report as JSON; `video_dir` keeps `best.mp4` and `worst.mp4`; `ladder`
     adds this evaluation to a ranking file. `goal` is what `won` scores: "config" (the config's
-    goal) or "game" (the game's own win); the report's `scoring` says which.
+    goal) or "game" (the game's own win); the report's `scoring` says which. `n_envs` plays
+    that many episodes at once (the module's docstring says where); the episodes are the ones
+    one env gives, except the random agent's, which is made afresh per episode there.
     """
-    if episodes < 1:
-        raise ConfigError(f"--episodes must be >= 1, not {episodes}")
-    if ladder is not None and Path(ladder).suffix != ".json":
-        raise ConfigError(f"--ladder {ladder} must be a .json file")
-    check_writable(out, "--out")
-    check_writable(ladder, "--ladder")
-    check_writable(video_dir, "--video", folder=True)
-    cfg = with_goal(episode_config(env_id, agent, config_file, overrides), goal)
-    spec, agent = agent, agent_path(agent)  # a run directory: its model zip (or Dreamer run)
-    run_info = describe(spec)  # before any episode: a bad run fails first
-    env = make_env(env_id, cfg)
-    if env_traits(env_id).port_per_env:  # a quick clear error when no game answers
-        try:
-            check_reachable(cfg, n_envs=1)
-        except Exception:
-            env.close()
-            raise
-    results: list[EpisodeResult] = []
-    actor: Any = None
-    videos: dict[str, Any] = {}
-    think: dict[str, Any] | None = None
-    replay: dict[str, Any] | None = None
+    check_outputs(episodes, n_envs, out, video_dir, ladder)
+    spec = AgentSpec.parse(agent)
+    cfg = with_goal(episode_config(env_id, spec, config_file, overrides), goal)
+    run_info = spec.describe()  # before any episode: a bad run fails first
     kwargs = dict(agent_kwargs or {})
-    is_model = Path(agent).expanduser().is_file()
-    if is_model:
+    if spec.is_model:
         kwargs.setdefault("deterministic", deterministic)
-    try:
-        actor = make_agent(agent, env, seed=seed, **kwargs)
-        fps = 60.0 / cfg.frameskip
-        kept: dict[int, Path] = {}
-        for i in range(episodes):
-            stream = None
-            if video_dir is not None:
-                stream = Mp4Stream(Path(video_dir) / f".episode_{i:04d}.mp4", fps)
-            if is_model:
-                _seed_torch(seed + i)  # sampled actions repeat for the same seed
-            try:
-                result = run_episode(
-                    env, actor, index=i, seed=seed + i, on_frame=stream.add if stream else None
-                )
-            finally:
-                if stream is not None:
-                    stream.close()
-            results.append(result)
-            if stream is not None:
-                kept[i] = stream.path
-                _keep_extremes(kept, results)
-            if on_episode is not None:
-                on_episode(result)
-        if video_dir is not None:
-            videos = _publish_videos(kept, results, Path(video_dir))
-        think = think_counts(actor)
-        replay = replay_summary(actor)
-    finally:
-        close_agent(actor)
-        env.close()
-    report = make_report(env_id, spec, cfg.to_dict(), seed, results)
-    if think is not None:
-        report["think"] = think
-    if replay is not None:
-        report["replay"] = replay
+    where: dict[str, Any] = {"video_dir": video_dir, "agent_kwargs": kwargs, "on_episode": on_episode}
+    played: Played
+    if n_envs == 1:
+        played = play_sequential(env_id, spec, cfg, first=0, count=episodes, seed=seed, **where)
+    elif spec.kind == "random" or (spec.is_model and kwargs["deterministic"]):
+        # acts from observations alone and repeats without per-process torch seeds: all envs
+        # on one shared-memory vector engine, the agent in this process
+        played = evaluate_on_engine(
+            env_id, spec, cfg, episodes=episodes, seed=seed, n_envs=n_envs, **where
+        )
+    else:
+        played = evaluate_in_processes(
+            env_id, spec, cfg, n_envs, episodes=episodes, seed=seed, **where
+        )
+    videos = (
+        publish_videos(played.kept, played.results, Path(video_dir))
+        if video_dir is not None
+        else {}
+    )
+    report = make_report(env_id, spec.text, cfg.to_dict(), seed, played.results)
+    if played.think is not None:
+        report["think"] = played.think
+    if played.replay is not None:
+        report["replay"] = played.replay
     report["run"] = run_info
     report["scoring"] = scoring(cfg, goal)
-    report["deterministic"] = bool(kwargs.get("deterministic", False)) if is_model else None
+    report["deterministic"] = bool(kwargs.get("deterministic", False)) if spec.is_model else None
     report["videos"] = videos
+    if n_envs != 1:
+        report["n_envs"] = len(split_episodes(episodes, n_envs))
     if out is not None:
         atomic_write_text(Path(out), json.dumps(report, indent=2))
     if ladder is not None:
@@ -182,62 +171,29 @@ def evaluate(
     return report
 
 
-def think_counts(actor: Any) -> dict[str, Any] | None:
-    """A thinking agent's strategist counters over the evaluation (calls, how many answered,
-    fallbacks by reason, requests dropped unanswered); None for an agent that does not think.
+def check_outputs(
+    episodes: int,
+    n_envs: int,
+    out: str | Path | None,
+    video_dir: str | Path | None,
+    ladder: str | Path | None,
+) -> None:
+    """Before any work: the counts are positive and every output can be written.
 
-    >>> think_counts(object()) is None
-    True
+    >>> check_outputs(0, 1, None, None, None)
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.training.errors.ConfigError: --episodes must be >= 1, not 0
     """
-    info = getattr(actor, "info", None)
-    counters = info() if callable(info) else None
-    if not isinstance(counters, dict) or "calls" not in counters:
-        return None
-    calls, fallbacks = int(counters.get("calls") or 0), int(counters.get("fallbacks") or 0)
-    return {
-        "calls": calls,
-        "answered": calls - fallbacks,
-        "fallbacks": fallbacks,
-        "fallback_reasons": dict(counters.get("fallback_reasons") or {}),
-        "dropped": int(counters.get("dropped") or 0),
-    }
-
-
-def _seed_torch(seed: int) -> None:
-    import torch
-
-    torch.manual_seed(seed)
-
-
-def _order(results: list[EpisodeResult]) -> list[int]:
-    """Episode indices from worst to best (success first, then return)."""
-    return sorted(range(len(results)), key=lambda i: (results[i].success, results[i].ret, -i))
-
-
-def _keep_extremes(kept: dict[int, Path], results: list[EpisodeResult]) -> None:
-    order = _order(results)
-    keep = {order[0], order[-1]}
-    for index in list(kept):
-        if index not in keep:
-            kept.pop(index).unlink(missing_ok=True)
-
-
-def _publish_videos(
-    kept: dict[int, Path], results: list[EpisodeResult], folder: Path
-) -> dict[str, Any]:
-    order = _order(results)
-    out: dict[str, Any] = {}
-    for label, index in (("worst", order[0]), ("best", order[-1])):
-        source = kept.get(index)
-        if source is None or not source.exists():
-            continue
-        target = folder / f"{label}.mp4"
-        target.write_bytes(source.read_bytes())
-        out[label] = str(target)
-        out[f"{label}_episode"] = int(index)
-    for path in kept.values():
-        path.unlink(missing_ok=True)
-    return out
+    if episodes < 1:
+        raise ConfigError(f"--episodes must be >= 1, not {episodes}")
+    if n_envs < 1:
+        raise ConfigError(f"--n-envs must be >= 1, not {n_envs}")
+    if ladder is not None and Path(ladder).suffix != ".json":
+        raise ConfigError(f"--ladder {ladder} must be a .json file")
+    check_writable(out, "--out")
+    check_writable(ladder, "--ladder")
+    check_writable(video_dir, "--video", folder=True)
 
 
 def make_report(

@@ -38,15 +38,11 @@ from typing import Any
 
 from metabonk_gym.agents.episode import GOALS, episode_config
 from metabonk_gym.agents.evaluate import check_writable, evaluate
-from metabonk_gym.agents.registry import check_agent_spec, think_options
-from metabonk_gym.agents.runs import describe
+from metabonk_gym.agents.spec import ALIASES, AgentSpec
 from metabonk_gym.experts.base import AgentError
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.utils import atomic_write_text
-
-#: Short names of agents that are another spec.
-ALIASES: dict[str, str] = {"oracle": "think:oracle"}
 
 #: Files a ladder writes into its folder.
 OUTPUTS: tuple[str, ...] = ("ladder.json", "ladder.md", "ladder.html")
@@ -108,11 +104,11 @@ def agent_key(spec: str) -> str:
     return spec
 
 
-def _check_think(spec: str) -> None:
+def _check_think(spec: AgentSpec) -> None:
     """A `think:PATH` strategist file must exist (oracle and server URLs need none)."""
-    model = think_options(spec).get("model_path")
+    model = spec.think.get("model_path")
     if model not in (None, "oracle") and not Path(str(model)).expanduser().is_file():
-        raise AgentError(f"{spec}: strategist file not found: {model}")
+        raise AgentError(f"{spec.text}: strategist file not found: {model}")
 
 
 def _slug(text: str) -> str:
@@ -126,13 +122,26 @@ def _slug(text: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
-    """One evaluation of the ladder: an agent on an env, with what it plays under."""
+    """One evaluation of the ladder: an agent on an env, with what it plays under.
+
+    Args:
+        env_id: the env.
+        spec: the agent, parsed once (`AgentSpec.parse`).
+        index: the agent's place in `--agents` (its videos' folder).
+        overrides: config keys of the cell (the same start, limit and goal for every agent).
+        goal: what `won` scores ("game" or "config").
+    """
 
     env_id: str
-    agent: str
+    spec: AgentSpec
     index: int
     overrides: dict[str, Any]
     goal: str
+
+    @property
+    def agent(self) -> str:
+        """The agent's spec as written (aliases expanded)."""
+        return self.spec.text
 
     @property
     def folder(self) -> str:
@@ -142,7 +151,7 @@ class Cell:
 
 def plan_cells(
     env_ids: Sequence[str],
-    agents: Sequence[str],
+    agents: Sequence[str | AgentSpec],
     *,
     config_file: str | Path | None = None,
     overrides: Mapping[str, Any] | None = None,
@@ -157,9 +166,9 @@ def plan_cells(
     if len(set(env_ids)) != len(env_ids):
         raise ConfigError("an env is named more than once")
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
-    for agent in agents:
-        check_agent_spec(agent)
-        _check_think(agent)
+    specs = [AgentSpec.parse(agent) for agent in agents]
+    for spec in specs:
+        _check_think(spec)
     cells = []
     for env_id in env_ids:
         base = resolve_config(env_id, config_file, given)  # the env's own: unknown ids fail here
@@ -171,15 +180,14 @@ def plan_cells(
             else:
                 fixed["goal"] = base.goal  # every agent scores the env's goal, not its own
         fixed = {k: v for k, v in fixed.items() if v is not None}
-        for index, agent in enumerate(agents):
-            episode_config(env_id, agent, config_file, fixed)  # a misfit fails before any work
-            cells.append(Cell(env_id, agent, index, fixed, cell_goal))
+        for index, spec in enumerate(specs):
+            episode_config(env_id, spec, config_file, fixed)  # a misfit fails before any work
+            cells.append(Cell(env_id, spec, index, fixed, cell_goal))
     return cells
 
 
-def _agent_kwargs(agent: str, trust: bool) -> dict[str, Any]:
-    path = Path(agent).expanduser()
-    return {"trust": True} if trust and (path.is_file() or path.is_dir()) else {}
+def _agent_kwargs(spec: AgentSpec, trust: bool) -> dict[str, Any]:
+    return {"trust": True} if trust and spec.run is not None else {}
 
 
 def run_cell(
@@ -197,13 +205,13 @@ def run_cell(
     video_dir = Path(out_dir) / cell.folder if videos else None
     report = evaluate(
         cell.env_id,
-        cell.agent,
+        cell.spec,
         episodes=episodes,
         seed=seed,
         config_file=config_file,
         overrides=cell.overrides,
         video_dir=video_dir,
-        agent_kwargs=_agent_kwargs(cell.agent, trust),
+        agent_kwargs=_agent_kwargs(cell.spec, trust),
         deterministic=deterministic,
         goal=cell.goal,
     )
@@ -224,7 +232,7 @@ def cell_entry(cell: Cell, report: Mapping[str, Any], out_dir: Path) -> dict[str
         if path:
             videos[label] = Path(path).resolve().relative_to(out_dir.resolve()).as_posix()
             videos[f"{label}_episode"] = report["videos"].get(f"{label}_episode")
-    run = dict(report.get("run") or describe(cell.agent))
+    run = dict(report.get("run") or cell.spec.describe())
     return {
         "env_id": cell.env_id,
         "agent": cell.agent,
@@ -306,7 +314,7 @@ def rank(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def run_ladder(
     env_ids: Sequence[str],
-    agents: Sequence[str],
+    agents: Sequence[str | AgentSpec],
     out_dir: str | Path,
     *,
     episodes: int = 10,
@@ -375,7 +383,7 @@ def run_ladder(
             "command": command,
             "complete": complete,
             "envs": list(env_ids),
-            "agents": list(agents),
+            "agents": [str(agent) for agent in agents],
             "episodes": episodes,
             "seeds": [seed + i for i in range(episodes)],
             "goal": goal,

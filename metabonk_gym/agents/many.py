@@ -1,9 +1,11 @@
 """Play or evaluate one agent in many games at once, one process each (`--n-envs N`).
 
-What: `play_many(env_id, agent, n_envs, ...)` and `evaluate_many(...)` split the episodes between
+What: `play_many(env_id, agent, n_envs, ...)` and `evaluate_in_processes(...)` (what
+`evaluate(..., n_envs=N)` runs for agents that need their own env) split the episodes between
 `n_envs` worker processes (spawned: each makes its own env and agent), run `record.play` /
-`evaluate.evaluate` there, and merge the episodes in order; episode i keeps reset seed `seed + i`,
-so the report is the one a single process would give. With `--agent think --server URL` every
+`sequential.play_sequential` there, and merge the episodes in order; episode i keeps reset seed
+`seed + i`, so the report is the one a single process would give (videos too: each worker keeps
+its best and worst, the overall best and worst are among them). With `--agent think --server URL` every
 worker's think agent sends its requests to that one server (`metabonk serve-vlm`), which batches
 them.
 Why processes: each agent that reads the emulator (scripted experts) or waits for its own
@@ -20,19 +22,17 @@ engine (`metabonk_gym.agents.parallel`).
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from metabonk_gym.agents.episode import episode_config, scoring, with_goal
-from metabonk_gym.agents.evaluate import check_writable, evaluate, make_report
-from metabonk_gym.agents.parallel import parallel_ok, play_parallel
 from metabonk_gym.agents.record import RecordResult, play
-from metabonk_gym.agents.runs import agent_path, describe
+from metabonk_gym.agents.sequential import Played, play_sequential
+from metabonk_gym.agents.spec import AgentSpec
+from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.rollout import EpisodeResult
-from metabonk_gym.utils import atomic_write_text
 
 
 def split_episodes(episodes: int, n_envs: int) -> list[tuple[int, int]]:
@@ -60,14 +60,6 @@ def _play_worker(
     result = play(env_id, agent, episodes=count, seed=seed + first, window=False, **kwargs)
     result.episodes = _shifted(result.episodes, first)
     return result
-
-
-def _evaluate_worker(
-    env_id: str, agent: str, first: int, count: int, seed: int, kwargs: dict[str, Any]
-) -> list[EpisodeResult]:
-    episodes: list[EpisodeResult] = []
-    evaluate(env_id, agent, episodes=count, seed=seed + first, on_episode=episodes.append, **kwargs)
-    return _shifted(episodes, first)
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
@@ -106,71 +98,34 @@ def play_many(
     return merged
 
 
-def evaluate_many(
+def evaluate_in_processes(
     env_id: str,
-    agent: str,
+    spec: AgentSpec,
+    cfg: TrainConfig,
     n_envs: int,
     *,
-    episodes: int = 10,
-    seed: int = 0,
-    config_file: str | Path | None = None,
-    overrides: Mapping[str, Any] | None = None,
-    out: str | Path | None = None,
+    episodes: int,
+    seed: int,
+    video_dir: str | Path | None = None,
     agent_kwargs: Mapping[str, Any] | None = None,
-    deterministic: bool = False,
-    goal: str = "config",
-) -> dict[str, Any]:
-    """`evaluate.evaluate` in `n_envs` processes at once; the report of all episodes (written to
-    `out` as JSON when given). Videos and ladders need one process: use `evaluate`. `goal`: what
-    `won` scores ("config" or "game", as `evaluate`)."""
-    import json
-
-    check_writable(out, "--out")
+    on_episode: Callable[[EpisodeResult], None] | None = None,
+) -> Played:
+    """Episodes `0 .. episodes - 1` (seeds `seed + i`) split between `n_envs` processes, each
+    playing its share with `play_sequential` (its agent seeded `seed + first`); `on_episode`
+    sees each part's results, in episode order, as the part ends."""
     parts = split_episodes(episodes, n_envs)
-    spec = agent
-    cfg = with_goal(episode_config(env_id, spec, config_file, overrides), goal)
-    agent = agent_path(spec)  # a run directory: its model zip (or Dreamer run)
-    run_info = describe(spec)  # before any episode: a bad run fails first
-    if agent == "random" or (parallel_ok(agent) and deterministic):
-        # acts from observations alone and repeats without per-process torch seeds: all envs
-        # on one shared-memory vector engine, the agent in this process
-        played = play_parallel(
-            env_id,
-            agent,
-            cfg,
-            seeds=[seed + i for i in range(episodes)],
-            n_envs=n_envs,
-            agent_kwargs={**dict(agent_kwargs or {}), "deterministic": deterministic}
-            if agent != "random"
-            else agent_kwargs,
-        )
-        report = make_report(env_id, spec, cfg.to_dict(), seed, played)
-        report["run"] = run_info
-        report["scoring"] = scoring(cfg, goal)
-        report["n_envs"] = len(parts)
-        report["deterministic"] = deterministic if agent != "random" else None
-        if out is not None:
-            atomic_write_text(Path(out), json.dumps(report, indent=2))
-        return report
-    kwargs = {
-        "config_file": config_file,
-        "overrides": dict(overrides or {}),
-        "agent_kwargs": dict(agent_kwargs or {}),
-        "deterministic": deterministic,
-        "goal": goal,
-    }
-    results: list[EpisodeResult] = []
+    kwargs: dict[str, Any] = {"video_dir": video_dir, "agent_kwargs": dict(agent_kwargs or {})}
+    played: list[Played] = []
     with _pool(len(parts)) as pool:
         futures = [
-            pool.submit(_evaluate_worker, env_id, agent, first, count, seed, kwargs)
+            pool.submit(
+                play_sequential, env_id, spec, cfg, first=first, count=count, seed=seed, **kwargs
+            )
             for first, count in parts
         ]
         for future in futures:
-            results += future.result()
-    report = make_report(env_id, spec, cfg.to_dict(), seed, results)
-    report["run"] = run_info
-    report["scoring"] = scoring(cfg, goal)
-    report["n_envs"] = len(parts)
-    if out is not None:
-        atomic_write_text(Path(out), json.dumps(report, indent=2))
-    return report
+            played.append(future.result())
+            for result in played[-1].results:
+                if on_episode is not None:
+                    on_episode(result)
+    return Played.merge(played)

@@ -176,20 +176,6 @@ def agent_path(spec: str) -> str:
     return str(find_run(path).weights)
 
 
-def describe(spec: str) -> dict[str, Any]:
-    """What a report records about an agent: its spec and, for a trained one, the run's kind,
-    weights and env.
-
-    >>> describe("scripted")
-    {'agent': 'scripted', 'kind': 'scripted'}
-    """
-    path = Path(spec).expanduser()
-    if not (path.is_dir() or path.is_file()):
-        return {"agent": spec, "kind": spec.split(":", 1)[0]}
-    run = find_run(path)
-    return {"agent": spec, **run.to_dict()}
-
-
 def frame_policy(
     spec: str | Path, frame_shape: tuple[int, ...], n_actions: int, *, trust: bool = False
 ) -> Callable[[np.ndarray], int]:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from metabonk_gym.agents.many import evaluate_many
+from metabonk_gym.agents.evaluate import evaluate
 from metabonk_gym.training.dagger import DaggerSettings, train_dagger
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.rundir import RunDir
@@ -43,7 +43,7 @@ from metabonk_gym.utils import Log, atomic_write_text
 QUEST = "MetaBonk/BonkQuest-v0"
 ARENA = "MetaBonk/BonkArena-v0"
 
-#: Evaluation envs at once (`evaluate_many`: one shared-memory vector engine, batched policy).
+#: Evaluation envs at once (`evaluate(n_envs=)`: one shared-memory vector engine, batched policy).
 EVAL_ENVS = 4
 #: BonkQuest evaluation episodes end unfinished after this many steps (the teacher wins in
 #: ~190-290; a policy stuck in a room would otherwise wander to the env's 5,000).
@@ -206,10 +206,10 @@ def quest_seed(out_dir: Path, seed: int, spec: Size, log: Log = print) -> dict[s
     started = time.monotonic()
 
     def score() -> dict[str, Any]:
-        report = evaluate_many(
+        report = evaluate(
             QUEST,
             str(run_dir / "model.zip"),
-            spec.eval_envs,
+            n_envs=spec.eval_envs,
             episodes=episodes,
             seed=EVAL_SEED,
             deterministic=True,
@@ -295,10 +295,10 @@ def arena_random(out_dir: Path, spec: Size) -> list[float]:
     Path(out_dir).mkdir(parents=True, exist_ok=True)
 
     def random_eval() -> dict[str, Any]:
-        report = evaluate_many(
+        report = evaluate(
             ARENA,
             "random",
-            spec.eval_envs,
+            n_envs=spec.eval_envs,
             episodes=episodes,
             seed=EVAL_SEED,
             goal="game",
@@ -320,10 +320,10 @@ def arena_seed(
     trained = _train_seed(ARENA, run_dir, spec.arena, spec.arena_overrides, seed, log)
 
     def score() -> dict[str, Any]:
-        report = evaluate_many(
+        report = evaluate(
             ARENA,
             str(run_dir / "model.zip"),
-            spec.eval_envs,
+            n_envs=spec.eval_envs,
             episodes=episodes,
             seed=EVAL_SEED,
             deterministic=True,
