@@ -17,7 +17,6 @@ Augmentations: brightness/contrast jitter, pixel noise and a one-pixel shift of 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 from metabonk_gym.registration import env_traits, short_id
+from metabonk_gym.runloop import RunLoop, seed_all
 from metabonk_gym.training.datasets import dataset_env_kwargs, load_dataset
 from metabonk_gym.training.envs import convert_frames
 from metabonk_gym.training.errors import DatasetError
@@ -265,6 +265,157 @@ def evaluate_predictions(
     return out
 
 
+@dataclass
+class IdmSplit:
+    """Episodes split by `split_episodes`: training and held-out windows and their actions."""
+
+    train: Windows
+    val: Windows
+    y: np.ndarray
+    yv: np.ndarray | None
+
+    @property
+    def val_steps(self) -> int:
+        return int(len(self.val)) if self.yv is not None else 0
+
+
+def split_episodes(
+    data: IdmData, window: int, val_fraction: float, rng: np.random.Generator
+) -> IdmSplit:
+    """Hold out a `val_fraction` of the episodes (at least one when there are two or more)."""
+    order = rng.permutation(len(data.episodes))
+    n_val = max(1, int(round(len(order) * val_fraction))) if len(order) >= 2 else 0
+    n_val = n_val if val_fraction > 0 else 0
+    train_w, val_w = Windows(window), Windows(window)
+    train_y: list[np.ndarray] = []
+    val_y: list[np.ndarray] = []
+    for rank, e in enumerate(order):
+        frames, actions = data.episodes[e]
+        (val_w if rank < n_val else train_w).add(frames)
+        (val_y if rank < n_val else train_y).append(actions)
+    train_w.build()
+    if n_val:
+        val_w.build()
+    return IdmSplit(
+        train_w, val_w, np.concatenate(train_y), np.concatenate(val_y) if n_val else None
+    )
+
+
+def _check_options(window: int, pool: str, lr_schedule: str) -> None:
+    from metabonk_gym.learned.model import IdmNet
+
+    if window < 0:
+        raise DatasetError(f"--window must be >= 0, not {window}")
+    if pool not in IdmNet.POOLS:
+        raise DatasetError(f"--pool must be one of {', '.join(IdmNet.POOLS)}, not {pool!r}")
+    if lr_schedule not in LR_SCHEDULES:
+        raise DatasetError(
+            f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)}, not {lr_schedule!r}"
+        )
+
+
+class IdmFit:
+    """An `IdmNet` with its optimizer and learning-rate schedule: one epoch at a time, and the
+    held-out figures after it.
+
+    Args:
+        net: the model.
+        split: the windows it learns from and is scored on.
+        layout: the parts of Box actions (None: Discrete).
+        weights: per button press weights (`press_weights`) or None.
+        epochs, batch_size, learning_rate, lr_schedule, augment: `train_idm`'s.
+        rng: the data order's and the augmentations' generator.
+    """
+
+    def __init__(
+        self,
+        net: Any,
+        split: IdmSplit,
+        layout: BoxLayout | None,
+        weights: Any,
+        *,
+        epochs: int,
+        batch_size: int,
+        learning_rate: float,
+        lr_schedule: str,
+        augment: bool,
+        rng: np.random.Generator,
+    ) -> None:
+        import torch
+
+        self.net, self.split, self.layout, self.weights = net, split, layout, weights
+        self.batch_size, self.augment, self.rng = batch_size, augment, rng
+        shift_params = list(net.shift.parameters()) if net.shift is not None else []
+        others = [p for p in net.parameters() if all(p is not q for q in shift_params)]
+        groups: list[dict[str, Any]] = [{"params": others}]
+        if shift_params:  # its weight map learns only through the head: at the net's rate it
+            # barely moved in 20 epochs (0.4-0.6 everywhere, the HUD still counting)
+            groups.append({"params": shift_params, "lr": learning_rate * SHIFT_LR_SCALE})
+        self.optimizer = torch.optim.Adam(groups, lr=learning_rate)
+        total = max(1, epochs * -(-len(split.train) // batch_size))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer,
+            lambda done: (
+                0.5 * (1.0 + math.cos(math.pi * min(done, total) / total))
+                if lr_schedule == "cosine"
+                else 1.0
+            ),
+        )
+
+    def epoch(self) -> dict[str, float]:
+        """One pass over the training windows in a new order: the mean loss, and for Discrete
+        actions the training accuracy."""
+        import torch
+
+        self.net.train()
+        train, y = self.split.train, self.split.y
+        perm = self.rng.permutation(len(train))
+        loss_sum, hits, count = 0.0, 0, 0
+        for start in range(0, len(perm), self.batch_size):
+            rows = perm[start : start + self.batch_size]
+            batch = train.batch(rows)
+            x = _augment(batch, self.rng) if self.augment else batch.astype(np.float32)
+            logits = self.net(_to_torch(x))
+            target = torch.as_tensor(y[rows])
+            if self.layout is not None:
+                loss = self.layout.loss(logits, target, self.weights)
+            else:
+                loss = torch.nn.functional.cross_entropy(logits, target)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            self.scheduler.step()
+            loss_sum += loss.item() * len(rows)
+            if self.layout is None:
+                hits += int((logits.argmax(1) == target).sum())
+            count += len(rows)
+        out = {"loss": loss_sum / max(count, 1)}
+        if self.layout is None:
+            out["train_accuracy"] = hits / max(count, 1)
+        return out
+
+    def held_out(self, facts: Any) -> tuple[dict[str, Any], dict[str, float], str]:
+        """(figures, TensorBoard scalars, the progress line's part) on the held-out windows."""
+        val, yv, layout = self.split.val, self.split.yv, self.layout
+        assert yv is not None
+        scalars: dict[str, float] = {}
+        line = ""
+        if layout is not None:
+            predicted = layout.decode(predict_windows(self.net, val, raw=True))[0]
+            metrics = layout.metrics(predicted, yv)
+            for key in ("direction_within_22_5", "button_accuracy"):
+                if metrics.get(key) is not None:
+                    scalars[f"val_{key}"] = metrics[key]
+                    line += f" held-out {key} {metrics[key]:.3f}"
+            return metrics, scalars, line
+        pred = predict_windows(self.net, val).argmax(1)
+        metrics = evaluate_predictions(pred, yv, val.moving(), facts.action_names, facts.noop)
+        scalars["val_accuracy"] = metrics["accuracy"]
+        if metrics["accuracy_moving"] is not None:
+            scalars["val_accuracy_moving"] = metrics["accuracy_moving"]
+        return metrics, scalars, f" held-out {metrics['accuracy']:.3f}"
+
+
 def train_idm(
     datasets: Sequence[str],
     out: str | Path,
@@ -295,19 +446,9 @@ def train_idm(
     unpressed/pressed ratio (`press_weights`: else a button pressed on 2% of steps is learned as
     never pressed, 98% accurate); `motion` also reads the screen's sub-pixel scroll between
     frames (`IdmNet`'s `motion`: a following camera's view of the player's movement)."""
-    import torch
-    from torch.utils.tensorboard import SummaryWriter
-
     from metabonk_gym.learned.model import IdmNet, save_model_files
 
-    if window < 0:
-        raise DatasetError(f"--window must be >= 0, not {window}")
-    if pool not in IdmNet.POOLS:
-        raise DatasetError(f"--pool must be one of {', '.join(IdmNet.POOLS)}, not {pool!r}")
-    if lr_schedule not in LR_SCHEDULES:
-        raise DatasetError(
-            f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)}, not {lr_schedule!r}"
-        )
+    _check_options(window, pool, lr_schedule)
     out = Path(out).expanduser()
     if (out / f"{IDM_NAME}.pt").exists():
         raise ModelFileError(f"{out} already holds an IDM; pick a new --out folder")
@@ -319,26 +460,10 @@ def train_idm(
             f"the datasets have Discrete({data.action_n}) actions, {data.env_id} has "
             f"{facts.action_n}; record them again with this version of the game"
         )
-    rng = np.random.default_rng(seed)
-    torch.manual_seed(seed)
-    torch.set_num_threads(threads)
-    order = rng.permutation(len(data.episodes))
-    n_val = max(1, int(round(len(order) * val_fraction))) if len(order) >= 2 else 0
-    n_val = n_val if val_fraction > 0 else 0
-    train_w, val_w = Windows(window), Windows(window)
-    train_y: list[np.ndarray] = []
-    val_y: list[np.ndarray] = []
-    for rank, e in enumerate(order):
-        frames, actions = data.episodes[e]
-        (val_w if rank < n_val else train_w).add(frames)
-        (val_y if rank < n_val else train_y).append(actions)
-    train_w.build()
-    y = np.concatenate(train_y)
-    if n_val:
-        val_w.build()
-        yv = np.concatenate(val_y)
-    frame_shape = train_w.frames.shape[1:]
-    weights = press_weights(y, layout) if layout is not None and balance_buttons else None
+    rng = seed_all(seed, threads)
+    split = split_episodes(data, window, val_fraction, rng)
+    frame_shape = split.train.frames.shape[1:]
+    weights = press_weights(split.y, layout) if layout is not None and balance_buttons else None
     net = IdmNet(
         2 * window + 2,
         int(frame_shape[-1]),
@@ -348,80 +473,35 @@ def train_idm(
         motion=motion,
         frame_size=(int(frame_shape[0]), int(frame_shape[1])),
     )
-    shift_params = list(net.shift.parameters()) if net.shift is not None else []
-    others = [p for p in net.parameters() if all(p is not q for q in shift_params)]
-    groups: list[dict[str, Any]] = [{"params": others}]
-    if shift_params:  # its weight map learns only through the head: at the net's rate it
-        # barely moved in 20 epochs (0.4-0.6 everywhere, the HUD still counting)
-        groups.append({"params": shift_params, "lr": learning_rate * SHIFT_LR_SCALE})
-    optimizer = torch.optim.Adam(groups, lr=learning_rate)
-    total_batches = max(1, epochs * -(-len(train_w) // batch_size))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer,
-        lambda done: (
-            0.5 * (1.0 + math.cos(math.pi * min(done, total_batches) / total_batches))
-            if lr_schedule == "cosine"
-            else 1.0
-        ),
+    fit = IdmFit(
+        net,
+        split,
+        layout,
+        weights,
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        lr_schedule=lr_schedule,
+        augment=augment,
+        rng=rng,
     )
     out.mkdir(parents=True, exist_ok=True)
-    writer = SummaryWriter(str(out / "tensorboard"))
-    started = time.monotonic()
     metrics: dict[str, Any] = {}
-    try:
-        for epoch in range(epochs):
-            net.train()
-            perm = rng.permutation(len(train_w))
-            loss_sum, hits, count = 0.0, 0, 0
-            for start in range(0, len(perm), batch_size):
-                rows = perm[start : start + batch_size]
-                batch = train_w.batch(rows)
-                x = _augment(batch, rng) if augment else batch.astype(np.float32)
-                logits = net(_to_torch(x))
-                target = torch.as_tensor(y[rows])
-                if layout is not None:
-                    loss = layout.loss(logits, target, weights)
-                else:
-                    loss = torch.nn.functional.cross_entropy(logits, target)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                scheduler.step()
-                loss_sum += loss.item() * len(rows)
-                if layout is None:
-                    hits += int((logits.argmax(1) == target).sum())
-                count += len(rows)
-            writer.add_scalar("idm/loss", loss_sum / max(count, 1), epoch + 1)
-            if layout is None:
-                writer.add_scalar("idm/train_accuracy", hits / max(count, 1), epoch + 1)
-            line = f"epoch {epoch + 1}/{epochs}: loss {loss_sum / max(count, 1):.3f}"
-            if layout is None:
-                line += f" train {hits / max(count, 1):.3f}"
-            if n_val and layout is not None:
-                predicted = layout.decode(predict_windows(net, val_w, raw=True))[0]
-                metrics = layout.metrics(predicted, yv)
-                for key in ("direction_within_22_5", "button_accuracy"):
-                    if metrics.get(key) is not None:
-                        writer.add_scalar(f"idm/val_{key}", metrics[key], epoch + 1)
-                        line += f" held-out {key} {metrics[key]:.3f}"
-            elif n_val:
-                pred = predict_windows(net, val_w).argmax(1)
-                metrics = evaluate_predictions(
-                    pred, yv, val_w.moving(), facts.action_names, facts.noop
-                )
-                writer.add_scalar("idm/val_accuracy", metrics["accuracy"], epoch + 1)
-                if metrics["accuracy_moving"] is not None:
-                    writer.add_scalar(
-                        "idm/val_accuracy_moving", metrics["accuracy_moving"], epoch + 1
-                    )
-                line += f" held-out {metrics['accuracy']:.3f}"
+    loop = RunLoop(total=epochs, tensorboard=out / "tensorboard")
+    with loop:
+        for epoch in loop.steps():
+            scalars: dict[str, float] = fit.epoch()
+            line = f"epoch {epoch}/{epochs}: loss {scalars['loss']:.3f}"
+            if "train_accuracy" in scalars:
+                line += f" train {scalars['train_accuracy']:.3f}"
+            if split.yv is not None:
+                metrics, held, part = fit.held_out(facts)
+                scalars.update(held)
+                line += part
+            loop.report(epoch, scalars, prefix="idm/")
             if log is not None:
                 log(line)
-        writer.flush()
-    finally:
-        writer.close()
-    metrics["train_seconds"] = round(time.monotonic() - started, 2)
-    val_steps = int(len(val_w)) if n_val else 0
+    metrics["train_seconds"] = round(loop.seconds, 2)
     meta = {
         "kind": "idm",
         "game": env_traits(data.env_id).game or data.env_id,
@@ -444,12 +524,12 @@ def train_idm(
         "lr_schedule": lr_schedule,
         "press_weights": weights,
         "datasets": list(datasets),
-        "train_steps": int(len(train_w)),
-        "val_steps": val_steps,
+        "train_steps": int(len(split.train)),
+        "val_steps": split.val_steps,
         "metrics": metrics,
     }
     path = save_model_files(out / IDM_NAME, net, meta)
-    return IdmResult(path, metrics, int(len(train_w)), val_steps)
+    return IdmResult(path, metrics, int(len(split.train)), split.val_steps)
 
 
 class Idm:
