@@ -33,6 +33,7 @@ import gymnasium as gym
 import numpy as np
 
 from metabonk_gym.experts.base import AgentError
+from metabonk_gym.runloop import RunLoop, seed_all
 from metabonk_gym.think.games import game_module
 from metabonk_gym.training.config import TrainConfig, config_to_yaml, resolve_config
 from metabonk_gym.training.envs import FrameStacker, make_env, stacked_space
@@ -383,19 +384,136 @@ def _save_round(path: Path, episodes: Sequence[Episode]) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def _load_rounds(
-    folder: Path, upto: int
-) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-    xs, ys, cs, ws = [], [], [], []
-    for k in range(upto):
-        with np.load(folder / f"round_{k:03d}.npz", allow_pickle=False) as data:
-            xs.append(data["obs"])
-            ys.append(data["labels"])
-            cells = data["cells"] if "cells" in data.files else None
-            cs.append(cells if cells is not None else np.full(len(ys[-1]), -1, dtype=np.int64))
-            weights = data["weights"] if "weights" in data.files else None
-            ws.append(weights if weights is not None else np.ones(len(ys[-1]), dtype=np.float32))
-    return xs, ys, cs, ws
+@dataclass
+class RoundData:
+    """Every round's samples so far: observations, labels, agent cells and weights."""
+
+    xs: list[np.ndarray] = field(default_factory=list)
+    ys: list[np.ndarray] = field(default_factory=list)
+    cs: list[np.ndarray] = field(default_factory=list)
+    ws: list[np.ndarray] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, folder: Path, upto: int) -> RoundData:
+        """The samples of rounds 0 .. upto-1 saved in `folder` (`_save_round`)."""
+        data = cls()
+        for k in range(upto):
+            with np.load(folder / f"round_{k:03d}.npz", allow_pickle=False) as saved:
+                labels = saved["labels"]
+                cells = saved["cells"] if "cells" in saved.files else None
+                weights = saved["weights"] if "weights" in saved.files else None
+                data.xs.append(saved["obs"])
+                data.ys.append(labels)
+                data.cs.append(
+                    cells if cells is not None else np.full(len(labels), -1, dtype=np.int64)
+                )
+                data.ws.append(
+                    weights if weights is not None else np.ones(len(labels), dtype=np.float32)
+                )
+        return data
+
+    def add(self, episodes: Sequence[Episode]) -> None:
+        self.xs.append(np.concatenate([e.obs for e in episodes]))
+        self.ys.append(np.concatenate([e.labels for e in episodes]))
+        self.cs.append(np.concatenate([_episode_cells(e) for e in episodes]))
+        self.ws.append(np.concatenate([_episode_weights(e) for e in episodes]))
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return (
+            np.concatenate(self.xs),
+            np.concatenate(self.ys),
+            np.concatenate(self.cs),
+            np.concatenate(self.ws),
+        )
+
+
+@dataclass
+class DaggerRun:
+    """Where a DAgger run stands (`open_dagger_run`): its config, settings and progress."""
+
+    cfg: TrainConfig
+    settings: DaggerSettings
+    resumed: bool
+    done: int = 0
+    env_steps: int = 0
+    wall: float = 0.0
+
+
+def open_dagger_run(
+    env_id: str,
+    run: RunDir,
+    settings: DaggerSettings | None,
+    config_file: str | Path | None,
+    overrides: Mapping[str, Any] | None,
+    log: Log,
+) -> DaggerRun:
+    """A new run's config and settings, or a DAgger run's own to resume after its last round
+    (`settings` with more rounds and otherwise the same extend it)."""
+    if not run.is_run():
+        cfg = resolve_config(env_id, config_file, overrides)
+        return DaggerRun(cfg, settings or DaggerSettings(), resumed=False)
+    state = run.read_state()
+    if state.get("algo") != "dagger":
+        raise ConfigError(f"{run.path} holds a {state.get('algo')} run, not a DAgger run")
+    cfg = TrainConfig.from_dict(run.read_config(), source=str(run.config_file))
+    saved = DaggerSettings(**state["dagger"])
+    if settings is not None and extends(saved, settings):
+        log(f"dagger: extending {run.path} from {saved.rounds} to {settings.rounds} rounds")
+        run.write_state(status="running", dagger=asdict(settings))
+    else:
+        settings = saved
+    return DaggerRun(
+        cfg,
+        settings,
+        resumed=True,
+        done=int(state.get("rounds_done", 0)),
+        env_steps=int(state.get("env_steps", 0)),
+        wall=float(state.get("wall_s", 0.0)),
+    )
+
+
+def collect_round(
+    env: gym.Env, teacher: Any, cfg: TrainConfig, settings: DaggerSettings, k: int, actor: Any
+) -> list[Episode]:
+    """Round `k`'s episodes: the teacher's with DART noise in round 0, else the policy's
+    (`actor`) with the teacher mixed in, every state labelled by the teacher."""
+    common: dict[str, Any] = {
+        "max_steps": settings.max_steps,
+        "position": settings.position,
+        "emphasis": settings.emphasis,
+    }
+    if k == 0:
+        return collect(
+            env,
+            teacher,
+            cfg.frame_stack,
+            episodes=settings.teacher_episodes,
+            seed=dagger_seed(cfg.seed, 0),
+            noise=settings.noise,
+            starts=settings.starts,
+            **common,
+        )
+    actor.policy.set_training_mode(False)
+    return collect(
+        env,
+        teacher,
+        cfg.frame_stack,
+        episodes=settings.episodes_per_round,
+        seed=dagger_seed(cfg.seed, k),
+        noise=settings.round_noise,
+        actor=actor,
+        mix=mix_probability(settings.beta, k),
+        **common,
+    )
+
+
+def _round_line(k: int, total: int, stats: Mapping[str, Any], episodes: int, at: DaggerRun) -> str:
+    return (
+        f"dagger round {k}/{total - 1} ({stats['who']}): {episodes} episodes, "
+        f"win rate {stats['win_rate']:.2f}, mean length {stats['mean_length']:.0f}, "
+        f"{stats['samples']} samples, loss {stats['loss']:.3f}, val acc {stats['val_accuracy']:.3f}, "
+        f"{at.env_steps} env steps, {at.wall:.0f} s"
+    )
 
 
 def train_dagger(
@@ -412,133 +530,89 @@ def train_dagger(
 
     A run directory that already holds a DAgger run resumes after its last finished round (its
     own config and settings; `settings` with more rounds and otherwise the same extend it); the
-    progress lines say what each round collected and reached.
+    progress lines say what each round collected and reached. Ctrl-C marks the run interrupted
+    (it resumes after its last finished round).
     """
-    import torch
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     from metabonk_gym.training.policies import make_ppo
 
     run = RunDir(Path(run_dir))
-    resumed = run.is_run()
-    if resumed:
-        state = run.read_state()
-        if state.get("algo") != "dagger":
-            raise ConfigError(f"{run.path} holds a {state.get('algo')} run, not a DAgger run")
-        cfg = TrainConfig.from_dict(run.read_config(), source=str(run.config_file))
-        saved = DaggerSettings(**state["dagger"])
-        if settings is not None and extends(saved, settings):
-            log(f"dagger: extending {run.path} from {saved.rounds} to {settings.rounds} rounds")
-            run.write_state(status="running", dagger=asdict(settings))
-        else:
-            settings = saved
-        done = int(state.get("rounds_done", 0))
-        env_steps = int(state.get("env_steps", 0))
-        wall = float(state.get("wall_s", 0.0))
-    else:
-        cfg = resolve_config(env_id, config_file, overrides)
-        settings = settings or DaggerSettings()
-        done, env_steps, wall = 0, 0, 0.0
+    at = open_dagger_run(env_id, run, settings, config_file, overrides, log)
+    cfg, settings = at.cfg, at.settings
     settings.check()
-    torch.set_num_threads(cfg.torch_threads)
+    seed_all(cfg.seed, cfg.torch_threads)
     env = make_env(env_id, cfg)
     try:
         space = stacked_space(env.observation_space, cfg.frame_stack)  # type: ignore[arg-type]
         teacher = teacher_class(env)(env, seed=cfg.seed)
         venv = DummyVecEnv([lambda: SpacesEnv(space, env.action_space)])
-        if done > 0:
+        if at.done > 0:
             model = load_ppo(run.model, venv, cfg)
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # PPO's rollout-size hints do not apply here
                 model = make_ppo(cfg, venv)
-        if not resumed:
+        if not at.resumed:
             run.path.mkdir(parents=True, exist_ok=True)
             run.write_config(config_to_yaml(cfg))
             run.write_state(env_id=env_id, algo="dagger", status="running", dagger=asdict(settings))
-        data = run.path / "data"
-        data.mkdir(exist_ok=True)
-        xs, ys, cs, ws = _load_rounds(data, done)
+        folder = run.path / "data"
+        folder.mkdir(exist_ok=True)
+        data = RoundData.load(folder, at.done)
         actor = PolicyActor(model, space)
         total = settings.rounds + 1
         stats: dict[str, Any] = {}
-        for k in range(done, total):
-            started = time.monotonic()
-            if k == 0:
-                episodes = collect(
-                    env,
-                    teacher,
-                    cfg.frame_stack,
-                    episodes=settings.teacher_episodes,
-                    seed=dagger_seed(cfg.seed, 0),
-                    noise=settings.noise,
-                    starts=settings.starts,
-                    max_steps=settings.max_steps,
-                    position=settings.position,
-                    emphasis=settings.emphasis,
+        loop = RunLoop(
+            total=total,
+            start=at.done,
+            on_interrupt=lambda _k: run.write_state(status="interrupted"),
+        )
+        with loop:
+            for rounds in loop.steps():
+                k = rounds - 1
+                started = time.monotonic()
+                episodes = collect_round(env, teacher, cfg, settings, k, actor)
+                _save_round(folder / f"round_{k:03d}.npz", episodes)
+                data.add(episodes)
+                x, y, c, w = data.arrays()
+                fitted = fit(
+                    model,
+                    space,
+                    x,
+                    y,
+                    epochs=settings.epochs_first if k == 0 else settings.epochs_round,
+                    batch_size=settings.batch_size,
+                    learning_rate=settings.learning_rate,
+                    seed=cfg.seed + k,
+                    cells=c if settings.position else None,
+                    weights=w if settings.emphasis else None,
                 )
-            else:
-                model.policy.set_training_mode(False)
-                episodes = collect(
-                    env,
-                    teacher,
-                    cfg.frame_stack,
-                    episodes=settings.episodes_per_round,
-                    seed=dagger_seed(cfg.seed, k),
-                    noise=settings.round_noise,
-                    actor=actor,
-                    mix=mix_probability(settings.beta, k),
-                    max_steps=settings.max_steps,
-                    position=settings.position,
-                    emphasis=settings.emphasis,
+                at.env_steps += sum(e.length for e in episodes)
+                at.wall += time.monotonic() - started
+                stats = {
+                    **fitted,
+                    "round": k,
+                    "who": "teacher" if k == 0 else "policy",
+                    "win_rate": float(np.mean([e.won for e in episodes])),
+                    "mean_length": float(np.mean([e.length for e in episodes])),
+                    "samples": int(len(x)),
+                }
+                save_model(
+                    model, run.model, model_metadata(env_id, "dagger", cfg.to_dict(), **stats)
                 )
-            _save_round(data / f"round_{k:03d}.npz", episodes)
-            xs.append(np.concatenate([e.obs for e in episodes]))
-            ys.append(np.concatenate([e.labels for e in episodes]))
-            cs.append(np.concatenate([_episode_cells(e) for e in episodes]))
-            ws.append(np.concatenate([_episode_weights(e) for e in episodes]))
-            steps = sum(e.length for e in episodes)
-            x, y, c = np.concatenate(xs), np.concatenate(ys), np.concatenate(cs)
-            w = np.concatenate(ws)
-            fitted = fit(
-                model,
-                space,
-                x,
-                y,
-                epochs=settings.epochs_first if k == 0 else settings.epochs_round,
-                batch_size=settings.batch_size,
-                learning_rate=settings.learning_rate,
-                seed=cfg.seed + k,
-                cells=c if settings.position else None,
-                weights=w if settings.emphasis else None,
-            )
-            env_steps += steps
-            wall += time.monotonic() - started
-            stats = {
-                **fitted,
-                "round": k,
-                "who": "teacher" if k == 0 else "policy",
-                "win_rate": float(np.mean([e.won for e in episodes])),
-                "mean_length": float(np.mean([e.length for e in episodes])),
-                "samples": int(len(x)),
-            }
-            meta = model_metadata(env_id, "dagger", cfg.to_dict(), **stats)
-            save_model(model, run.model, meta)
-            run.write_state(rounds_done=k + 1, env_steps=env_steps, wall_s=round(wall, 1), **stats)
-            log(
-                f"dagger round {k}/{total - 1} ({stats['who']}): {len(episodes)} episodes, "
-                f"win rate {stats['win_rate']:.2f}, mean length {stats['mean_length']:.0f}, "
-                f"{len(x)} samples, loss {stats['loss']:.3f}, val acc {stats['val_accuracy']:.3f}, "
-                f"{env_steps} env steps, {wall:.0f} s"
-            )
-        run.write_state(status="finished")
+                run.write_state(
+                    rounds_done=rounds, env_steps=at.env_steps, wall_s=round(at.wall, 1), **stats
+                )
+                log(_round_line(k, total, stats, len(episodes), at))
+            run.write_state(status="finished")
         venv.close()
     finally:
         env.close()
     return TrainResult(
         run_dir=run.path,
         model_path=run.model,
-        num_timesteps=env_steps,
+        num_timesteps=at.env_steps,
         win_rate=stats.get("win_rate"),
-        extra={"wall_s": round(wall, 1), **stats},
+        extra={"wall_s": round(at.wall, 1), **stats},
     )
