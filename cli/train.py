@@ -34,8 +34,9 @@ from metabonk_gym.cli.rayopts import (
 from metabonk_gym.cli.watch import WATCH_OPTION, live_watch
 from rich.table import Table
 
-from metabonk_gym.agents.evaluate import evaluate, read_ladder
+from metabonk_gym.agents.evaluate import evaluate
 from metabonk_gym.agents.proof import PARTS, SEEDED_PARTS
+from metabonk_gym.agents.ranking import read_ladder
 from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.process import stop_exit_code, stop_on_signals, stop_signal
@@ -618,9 +619,9 @@ def eval_command(
         ranking = Table(title=f"ladder {ladder}")
         for column in ("rank", "agent", "state", "episodes", "win rate", "mean return"):
             ranking.add_column(column)
-        for rank, entry in enumerate(read_ladder(ladder), start=1):
+        for entry in read_ladder(ladder):
             ranking.add_row(
-                str(rank),
+                "-" if entry.get("rank") is None else str(entry["rank"]),
                 str(entry["agent"]),
                 str(entry.get("state")),
                 str(entry["episodes"]),

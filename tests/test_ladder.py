@@ -15,7 +15,8 @@ from browser import dump_dom
 from metabonk_gym.cli.main import app
 from typer.testing import CliRunner
 
-from metabonk_gym.agents.ladder import OUTPUTS, markdown, wilson
+from metabonk_gym.agents.ladder import OUTPUTS, markdown
+from metabonk_gym.agents.ranking import wilson
 
 QUEST = "MetaBonk/BonkQuest-v0"
 runner = CliRunner()
@@ -190,3 +191,24 @@ def test_a_stopped_ladder_keeps_the_cells_it_finished(tmp_path: Path) -> None:
     data = json.loads((out / "ladder.json").read_text())
     assert data["complete"] is False and [c["agent"] for c in data["cells"]] == ["random"]
     assert "**Incomplete**" in (out / "ladder.md").read_text()
+
+
+def test_eval_ladder_files_are_ladders_and_old_files_still_read(tmp_path: Path) -> None:
+    """`eval --ladder FILE.json` writes the format of `metabonk ladder`'s ladder.json (so
+    `markdown` renders it); a file of the older `{"entries": [...]}` form is read and kept."""
+    from metabonk_gym.agents.evaluate import evaluate
+    from metabonk_gym.agents.ranking import read_ladder
+
+    path = tmp_path / "ladder.json"
+    old = {"agent": "scripted", "env_id": QUEST, "state": "room1", "reward": "default", "seed": 0}
+    old |= {"episodes": 2, "win_rate": 1.0, "mean_return": 5.0, "std_return": 0.0}
+    path.write_text(json.dumps({"entries": [old]}))
+    report = evaluate(QUEST, "random", episodes=1, overrides={"max_episode_steps": 20}, ladder=path)
+    assert report["ladder_rank"] == 2
+    data = json.loads(path.read_text())
+    assert data["format"] == 1 and [c["agent"] for c in data["cells"]] == ["scripted", "random"]
+    assert [c["rank"] for c in read_ladder(path)] == [1, 2]
+    assert "| random |" in markdown(data)
+    path.write_text("[1, 2]")
+    with pytest.raises(Exception, match="is not a metabonk ladder"):
+        read_ladder(path)

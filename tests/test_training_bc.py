@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from metabonk_gym.agents.evaluate import evaluate, read_ladder
+from metabonk_gym.agents.evaluate import evaluate
+from metabonk_gym.agents.ranking import read_ladder
 from metabonk_gym.agents.record import record
 from metabonk_gym.training.bc import train_bc
 from metabonk_gym.training.datasets import datasets_root

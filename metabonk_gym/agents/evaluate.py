@@ -7,7 +7,7 @@ game seeds (Megabonk: BonkLink v1 has no seed command; seed the game instead, e.
 `bonklink-sim --seed S`; a report of an env whose info has `survival_time` adds each episode's).
 Videos are streamed to disk while each episode runs (an episode is never held in memory); only
 the best and the worst are kept. The ladder is a JSON file of every evaluation so far, ranked by
-win rate then mean return.
+win rate then mean return (`agents.ranking`: the format `metabonk ladder` writes too).
 
 Where the episodes run (`n_envs`): one env in this process (`agents.sequential`); with more, the
 random agent and a deterministic model on one shared-memory vector engine in this process
@@ -31,6 +31,7 @@ import numpy as np
 from metabonk_gym.agents.episode import episode_config, scoring, with_goal
 from metabonk_gym.agents.many import evaluate_in_processes, split_episodes
 from metabonk_gym.agents.parallel import evaluate_on_engine
+from metabonk_gym.agents.ranking import update_ladder
 from metabonk_gym.agents.sequential import Played, play_sequential, publish_videos
 from metabonk_gym.agents.spec import AgentSpec
 from metabonk_gym.training.errors import ConfigError
@@ -41,10 +42,8 @@ __all__ = [
     "check_writable",
     "evaluate",
     "make_report",
-    "read_ladder",
     "summarize",
     "survival",
-    "update_ladder",
 ]
 
 
@@ -134,7 +133,11 @@ def evaluate(
     kwargs = dict(agent_kwargs or {})
     if spec.is_model:
         kwargs.setdefault("deterministic", deterministic)
-    where: dict[str, Any] = {"video_dir": video_dir, "agent_kwargs": kwargs, "on_episode": on_episode}
+    where: dict[str, Any] = {
+        "video_dir": video_dir,
+        "agent_kwargs": kwargs,
+        "on_episode": on_episode,
+    }
     played: Played
     if n_envs == 1:
         played = play_sequential(env_id, spec, cfg, first=0, count=episodes, seed=seed, **where)
@@ -228,45 +231,3 @@ def survival(results: Sequence[EpisodeResult]) -> dict[str, Any]:
         return {}
     values = [float(t) for t in times if t is not None]
     return {"survival_times": values, "mean_survival_time": float(np.mean(values))}
-
-
-def _agent_name(agent: str) -> str:
-    path = Path(agent)
-    return str(path.resolve()) if agent.endswith(".zip") else agent
-
-
-def update_ladder(path: Path, report: Mapping[str, Any]) -> int:
-    """Add (or replace) this evaluation in the ladder file; returns its 1-based rank."""
-    entries: list[dict[str, Any]] = []
-    if path.exists():
-        try:
-            data = json.loads(path.read_text())
-            entries = list(data.get("entries", []))
-        except (json.JSONDecodeError, AttributeError) as exc:
-            raise ConfigError(
-                f"ladder file {path} is not a metabonk ladder ({exc}); choose another file"
-            ) from exc
-    entry = {
-        "agent": _agent_name(str(report["agent"])),
-        "env_id": report["env_id"],
-        "state": report.get("state"),
-        "reward": report.get("reward") if isinstance(report.get("reward"), str) else "custom",
-        "seed": report["seed"],
-        "episodes": report["n_episodes"],
-        "win_rate": report["win_rate"],
-        "mean_return": report["mean_return"],
-        "std_return": report["std_return"],
-        "created": report["created"],
-    }
-    same = ("agent", "env_id", "state", "reward", "seed", "episodes")
-    entries = [e for e in entries if tuple(e.get(k) for k in same) != tuple(entry[k] for k in same)]
-    entries.append(entry)
-    entries.sort(key=lambda e: (-float(e["win_rate"]), -float(e["mean_return"])))
-    atomic_write_text(path, json.dumps({"entries": entries}, indent=2))
-    return entries.index(entry) + 1
-
-
-def read_ladder(path: Path) -> list[dict[str, Any]]:
-    """The ranked entries of a ladder file."""
-    entries: list[dict[str, Any]] = json.loads(Path(path).read_text()).get("entries", [])
-    return entries

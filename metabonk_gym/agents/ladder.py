@@ -14,10 +14,9 @@ Agents: `random`, `scripted`, `oracle` (= `think:oracle`, the oracle strategist 
 follower), `think:MODEL` (a GGUF thinker, a distilled `policy.pt`, or a server URL, with the
 follower), a model zip, a run directory of any trainer (`agents.runs`), or `replay:SOURCE`
 (a Go-Explore archive's best trajectory or a Minari dataset's episodes, `agents.replay`; the
-row's note says how many steps were no-ops after the recording ran out).
+row's note says how many steps were no-ops after the recording ran out). The format of
+`ladder.json` (entries, the interval, ranking) is `agents.ranking`'s, as `eval --ladder` writes.
 
->>> [round(x, 3) for x in wilson(8, 10)]
-[0.49, 0.943]
 >>> parse_agents("random, oracle")
 ['random', 'think:oracle']
 """
@@ -27,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
-import math
 import multiprocessing
 import re
 import time
@@ -38,6 +36,7 @@ from typing import Any
 
 from metabonk_gym.agents.episode import GOALS, episode_config
 from metabonk_gym.agents.evaluate import check_writable, evaluate
+from metabonk_gym.agents.ranking import LADDER_FORMAT, agent_key, ladder_entry, rank
 from metabonk_gym.agents.spec import ALIASES, AgentSpec
 from metabonk_gym.experts.base import AgentError
 from metabonk_gym.training.config import resolve_config
@@ -46,27 +45,6 @@ from metabonk_gym.utils import atomic_write_text
 
 #: Files a ladder writes into its folder.
 OUTPUTS: tuple[str, ...] = ("ladder.json", "ladder.md", "ladder.html")
-
-#: z of a two-sided 95% interval.
-Z95 = 1.959963984540054
-
-
-def wilson(wins: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a win rate (95% by default): honest at 0/n and n/n, where
-    the normal approximation collapses to a point.
-
-    >>> wilson(0, 3)[0], round(wilson(0, 3)[1], 3), wilson(3, 3)[1]
-    (0.0, 0.561, 1.0)
-    """
-    if n <= 0:
-        return (0.0, 1.0)
-    p = wins / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    low = 0.0 if wins <= 0 else max(0.0, centre - half)
-    high = 1.0 if wins >= n else min(1.0, centre + half)
-    return (low, high)
 
 
 def parse_agents(text: str | Sequence[str]) -> list[str]:
@@ -87,21 +65,6 @@ def parse_agents(text: str | Sequence[str]) -> list[str]:
         )
         raise ConfigError(f"--agents names {said} more than once")
     return agents
-
-
-def agent_key(spec: str) -> str:
-    """What an agent spec names, for telling agents apart: a path that exists (a model zip, a
-    run directory, the model of `think:PATH`) by its resolved path, so `./runs/x`, `runs/x/`
-    and `/home/me/runs/x` are one agent; anything else as written.
-
-    >>> agent_key("random"), agent_key("think:oracle")
-    ('random', 'think:oracle')
-    """
-    prefix, rest = ("think:", spec[6:]) if spec.startswith("think:") else ("", spec)
-    path = Path(rest).expanduser()
-    if rest and "://" not in rest and path.exists():
-        return prefix + str(path.resolve())
-    return spec
 
 
 def _check_think(spec: AgentSpec) -> None:
@@ -215,101 +178,12 @@ def run_cell(
         deterministic=deterministic,
         goal=cell.goal,
     )
-    return cell_entry(cell, report, Path(out_dir))
-
-
-def cell_entry(cell: Cell, report: Mapping[str, Any], out_dir: Path) -> dict[str, Any]:
-    """A cell's line of the ladder from its evaluation report (video paths relative to the
-    ladder's folder, so the page works wherever the folder is copied)."""
-    episodes = list(report["episodes"])
-    wins = sum(bool(e["won"]) for e in episodes)
-    n = len(episodes)
-    low, high = wilson(wins, n)
-    won_lengths = [int(e["length"]) for e in episodes if e["won"]]
-    videos: dict[str, Any] = {}
-    for label in ("best", "worst"):
-        path = (report.get("videos") or {}).get(label)
-        if path:
-            videos[label] = Path(path).resolve().relative_to(out_dir.resolve()).as_posix()
-            videos[f"{label}_episode"] = report["videos"].get(f"{label}_episode")
-    run = dict(report.get("run") or cell.spec.describe())
-    return {
-        "env_id": cell.env_id,
-        "agent": cell.agent,
-        "kind": run.get("kind"),
-        "run": run,
-        "episodes": n,
-        "wins": wins,
-        "win_rate": wins / n if n else 0.0,
-        "win_ci95": [low, high],
-        "game_win_rate": float(report.get("game_win_rate", 0.0)),
-        "mean_return": float(report["mean_return"]),
-        "std_return": float(report["std_return"]),
-        "steps_to_win": (sum(won_lengths) / len(won_lengths)) if won_lengths else None,
-        "mean_length": float(report["mean_length"]),
-        "state": report.get("state"),
-        "scoring": report.get("scoring"),
-        "deterministic": report.get("deterministic"),
-        "videos": videos,
-        "think": report.get("think"),
-        **({"replay": report["replay"]} if report.get("replay") else {}),
-        "seeds": [e["seed"] for e in episodes],
-        "episode_results": [
-            {k: e[k] for k in ("seed", "return", "length", "won", "game_won")} for e in episodes
-        ],
-    }
+    return ladder_entry(report, Path(out_dir))
 
 
 def _run_cell_worker(args: tuple[Any, ...]) -> dict[str, Any]:
     cell, out_dir, kwargs = args
     return run_cell(cell, out_dir, **kwargs)
-
-
-def never_answered(cell: Mapping[str, Any]) -> str | None:
-    """Why a think cell is not ranked: its strategist was asked and never answered (every call
-    fell back, or was still pending at the episode's end), so what played was the follower on
-    fallback directives, not the agent named. None for any other cell.
-
-    >>> never_answered({"think": {"calls": 4, "answered": 0, "dropped": 1,
-    ...                           "fallback_reasons": {"timeout": 4}}})
-    'the strategist never answered (4 calls fell back: timeout; 1 unanswered at an episode end)'
-    >>> never_answered({"think": {"calls": 4, "answered": 1, "dropped": 0}}) is None
-    True
-    """
-    think = cell.get("think")
-    if (
-        not isinstance(think, Mapping)
-        or think.get("answered", 1)
-        or not (think.get("calls") or think.get("dropped"))
-    ):
-        return None
-    reasons = ", ".join(sorted(think.get("fallback_reasons") or {}))
-    parts = []
-    if think.get("calls"):
-        parts.append(f"{think['calls']} calls fell back{': ' + reasons if reasons else ''}")
-    if think.get("dropped"):
-        parts.append(f"{think['dropped']} unanswered at an episode end")
-    return f"the strategist never answered ({'; '.join(parts)})"
-
-
-def rank(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Cells in order, env by env (as given), best first: win rate, then the interval's low
-    end, then mean return; each gets its `rank` within its env. A cell whose strategist never
-    answered (`never_answered`) is not ranked: `rank` None and a `note`, after the others."""
-    envs = list(dict.fromkeys(c["env_id"] for c in cells))
-    out = []
-    for env_id in envs:
-        mine = [c for c in cells if c["env_id"] == env_id]
-        mine.sort(key=lambda c: (-c["win_rate"], -c["win_ci95"][0], -c["mean_return"]))
-        ranked = [c for c in mine if never_answered(c) is None]
-        for position, cell in enumerate(ranked, start=1):
-            cell["rank"] = position
-        unranked = [c for c in mine if never_answered(c) is not None]
-        for cell in unranked:
-            cell["rank"] = None
-            cell["note"] = never_answered(cell)
-        out += ranked + unranked
-    return out
 
 
 def run_ladder(
@@ -379,7 +253,7 @@ def run_ladder(
     def summary(complete: bool) -> dict[str, Any]:
         envs = [env for env in env_ids if any(e["env_id"] == env for e in entries)]
         return {
-            "format": 1,
+            "format": LADDER_FORMAT,
             "command": command,
             "complete": complete,
             "envs": list(env_ids),
