@@ -28,11 +28,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from metabonk_gym.wrappers._dict_obs import as_dict, extend_space
+from metabonk_gym.wrappers.registry import config_wrapper
 
 from metabonk_gym.contract import HasButtons
 from metabonk_gym.gba.buttons import BUTTONS
 
 
+@config_wrapper()
 class ButtonHistory(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Adds `buttons` (n, k): the last `n` actions as button rows (see the module docstring).
 

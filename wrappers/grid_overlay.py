@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from metabonk_gym.wrappers._dict_obs import as_dict, extend_space, pixels, pixels_space
+from metabonk_gym.wrappers.registry import config_wrapper
 from metabonk_gym.wrappers.screen import ScreenReader, has_vram
 
 #: Tint per class name (RGB); classes not listed are left untinted.
@@ -112,6 +113,7 @@ def _label(draw: Any, font: Any, x: int, y: int, text: str) -> None:
     draw.text((x, y), text, fill=(255, 255, 0), font=font)
 
 
+@config_wrapper()
 class GridOverlay(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Adds `overlay`, uint8 (H * scale, W * scale, 3): the frame with grid, coordinates and (on GBA
     envs with `tiles.json`) semantic colours and the player's cell.

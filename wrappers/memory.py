@@ -28,6 +28,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 from gymnasium.utils import RecordConstructorArgs
+from metabonk_gym.wrappers.registry import config_wrapper
 
 from metabonk_gym.contract import HasRam
 from metabonk_gym.errors import IntegrationError
@@ -36,6 +37,7 @@ from metabonk_gym.memory.prompt import memory_text
 from metabonk_gym.memory.world import WorldMemory
 
 
+@config_wrapper(dict_obs=False)
 class Memory(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
     """See the module docstring.
 

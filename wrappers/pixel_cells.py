@@ -27,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from metabonk_gym.wrappers.pixel_tokens import cell_hashes
+from metabonk_gym.wrappers.registry import config_wrapper
 
 
 def cell_codes(frame: np.ndarray, codes: int = 2, cell: int = 8) -> np.ndarray:
@@ -45,6 +46,7 @@ def cell_codes(frame: np.ndarray, codes: int = 2, cell: int = 8) -> np.ndarray:
     )
 
 
+@config_wrapper(dict_obs=False)
 class PixelCells(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Replaces an image observation by its (rows, cols, codes) uint8 cell codes.
 

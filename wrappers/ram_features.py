@@ -26,8 +26,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from metabonk_gym.wrappers.registry import config_wrapper
 
 
+@config_wrapper(dict_obs=False)
 class RamFeatures(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Appends one-hot encodings of RAM arrays or variables to a 1-D float observation.
 

@@ -30,6 +30,7 @@ from gymnasium import spaces
 from metabonk_gym.wrappers._dict_obs import as_dict, extend_space, pixels, pixels_space
 from metabonk_gym.wrappers.grid_overlay import label_font
 from metabonk_gym.wrappers.predictors import Predictor, make_predictor
+from metabonk_gym.wrappers.registry import config_wrapper
 
 PAST_COLOUR = (110, 110, 110)
 PRESENT_COLOUR = (60, 220, 60)
@@ -77,6 +78,7 @@ def strip_image(
     return out
 
 
+@config_wrapper()
 class TemporalStrip(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Adds `strip` (past + 1 + future, H, W, C) uint8 to the observation.
 

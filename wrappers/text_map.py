@@ -29,6 +29,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from metabonk_gym.wrappers._dict_obs import as_dict, extend_space
+from metabonk_gym.wrappers.registry import config_wrapper
 from metabonk_gym.wrappers.screen import ScreenReader
 from metabonk_gym.wrappers.semantic import CHARS, PASSABLE
 
@@ -176,6 +177,7 @@ def _count_objects(mask: np.ndarray) -> int:
     return int(ndimage.label(mask)[1])
 
 
+@config_wrapper()
 class TextMap(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Adds `info["text_map"]`, `info["spatial"]` and `obs["ascii"]` on MetaBonk GBA envs with a
     `tiles.json` (both bundled games).

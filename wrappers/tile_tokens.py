@@ -35,6 +35,7 @@ import numpy as np
 from gymnasium import spaces
 from metabonk_gym.wrappers._dict_obs import as_dict, extend_space, pixels, pixels_space
 from metabonk_gym.wrappers.pixel_tokens import PixelTokenizer
+from metabonk_gym.wrappers.registry import config_wrapper
 from metabonk_gym.wrappers.screen import ScreenReader, has_vram
 from metabonk_gym.wrappers.vram import GRID_H, GRID_W, SPRITE_FIELDS
 
@@ -43,6 +44,7 @@ _SPRITE_LOW = np.array([-512, -256, 0, 0, 0, 0, 0, 0, 0], np.int32)
 _SPRITE_HIGH = np.array([511, 255, 128, 128, TOKEN_MAX, 1023, 15, 3, 127], np.int32)
 
 
+@config_wrapper()
 class TileTokens(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Adds `tiles` (and on GBA `sprites`, `sprite_map`, `classes`) to the observation.
 

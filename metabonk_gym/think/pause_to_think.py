@@ -57,6 +57,7 @@ from metabonk_gym.think.models import resolve_model
 from metabonk_gym.think.prompts import PromptBuilder, prompt_profile
 from metabonk_gym.think.strategist import Strategist
 from metabonk_gym.think.view import GameView
+from metabonk_gym.wrappers.registry import config_wrapper
 
 #: Engine arguments kept out of `env.spec` (it is serialised and logged).
 SECRET_KWARGS = frozenset({"api_key"})
@@ -255,6 +256,7 @@ def _check_advice(follow_weight: float, advice_fade: Sequence[int] | None) -> No
         )
 
 
+@config_wrapper()
 class PauseToThink(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
     """See the module docstring.
 

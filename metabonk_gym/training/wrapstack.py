@@ -19,65 +19,27 @@ metabonk_gym.training.errors.ConfigError: unknown wrapper 'tile_token' (did you 
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
+import metabonk_gym.think.pause_to_think  # noqa: F401  (registers PauseToThink)
+import metabonk_gym.wrappers  # noqa: F401  (registers the wrappers it exports)
+import metabonk_gym.wrappers.memory  # noqa: F401  (registers Memory)
 from metabonk_gym.configfile import ConfigFileError, load_config_file
-from metabonk_gym.think.pause_to_think import PauseToThink
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.utils import did_you_mean
-from metabonk_gym.wrappers import ButtonHistory, GridOverlay, TemporalStrip, TextMap, TileTokens
-from metabonk_gym.wrappers.memory import Memory
-from metabonk_gym.wrappers.pixel_cells import PixelCells
-from metabonk_gym.wrappers.ram_features import RamFeatures
+from metabonk_gym.wrappers.registry import CONFIG_WRAPPERS, WrapperEntry
 
 #: One entry of a `wrappers:` list after `normalize_wrappers`: `name` plus the options.
 WrapperSpec = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class WrapperEntry:
-    """A wrapper a config may name.
-
-    Args:
-        cls: the wrapper class (its constructor's keyword arguments are the options).
-        dict_obs: it turns the observation into a Dict (the policy becomes `MultiInputPolicy`).
-    """
-
-    cls: type[gym.Wrapper]
-    dict_obs: bool = True
-
-    def options(self) -> list[str]:
-        """The options it takes: its constructor's named arguments but `env`, or the names of
-        its keyword form where it has one (`PauseToThink.keyword_options`)."""
-        keyword_options = getattr(self.cls, "keyword_options", None)
-        if keyword_options is not None:
-            return list(keyword_options())
-        params = inspect.signature(self.cls.__init__).parameters.values()
-        return [
-            p.name
-            for p in params
-            if p.name not in ("self", "env") and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-        ]
-
-
-#: The wrappers a config may name, by their snake_case class names.
-WRAPPERS: dict[str, WrapperEntry] = {
-    "tile_tokens": WrapperEntry(TileTokens),
-    "text_map": WrapperEntry(TextMap),
-    "grid_overlay": WrapperEntry(GridOverlay),
-    "temporal_strip": WrapperEntry(TemporalStrip),
-    "button_history": WrapperEntry(ButtonHistory),
-    "pause_to_think": WrapperEntry(PauseToThink),
-    "memory": WrapperEntry(Memory, dict_obs=False),
-    "pixel_cells": WrapperEntry(PixelCells, dict_obs=False),
-    "ram_features": WrapperEntry(RamFeatures, dict_obs=False),
-}
+#: The wrappers a config may name, by their snake_case class names: every class that registered
+#: itself with `metabonk_gym.wrappers.registry.config_wrapper` (the imports above load them all).
+WRAPPERS: dict[str, WrapperEntry] = dict(CONFIG_WRAPPERS)
 #: The thinking wrapper's name, and its option that only a trainer reads.
 THINK = "pause_to_think"
 SERVE = "serve"
