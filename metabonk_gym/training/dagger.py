@@ -516,6 +516,17 @@ def _round_line(k: int, total: int, stats: Mapping[str, Any], episodes: int, at:
     )
 
 
+def _policy_model(run: RunDir, venv: Any, cfg: TrainConfig, done: int) -> Any:
+    """The run's PPO model after `done` rounds (its model.zip), or a new one."""
+    from metabonk_gym.training.policies import make_ppo
+
+    if done > 0:
+        return load_ppo(run.model, venv, cfg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PPO's rollout-size hints do not apply here
+        return make_ppo(cfg, venv)
+
+
 def train_dagger(
     env_id: str,
     run_dir: str | Path,
@@ -535,8 +546,6 @@ def train_dagger(
     """
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from metabonk_gym.training.policies import make_ppo
-
     run = RunDir(Path(run_dir))
     at = open_dagger_run(env_id, run, settings, config_file, overrides, log)
     cfg, settings = at.cfg, at.settings
@@ -547,12 +556,7 @@ def train_dagger(
         space = stacked_space(env.observation_space, cfg.frame_stack)  # type: ignore[arg-type]
         teacher = teacher_class(env)(env, seed=cfg.seed)
         venv = DummyVecEnv([lambda: SpacesEnv(space, env.action_space)])
-        if at.done > 0:
-            model = load_ppo(run.model, venv, cfg)
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # PPO's rollout-size hints do not apply here
-                model = make_ppo(cfg, venv)
+        model = _policy_model(run, venv, cfg, at.done)
         if not at.resumed:
             run.path.mkdir(parents=True, exist_ok=True)
             run.write_config(config_to_yaml(cfg))

@@ -416,6 +416,32 @@ class IdmFit:
         return metrics, scalars, f" held-out {metrics['accuracy']:.3f}"
 
 
+def idm_metadata(
+    data: IdmData, facts: Any, split: IdmSplit, options: dict[str, Any], weights: Any
+) -> dict[str, Any]:
+    """The `idm.json` entries of an IDM trained on `data` with `options` (window, width, pool,
+    motion, lr_schedule); `train_idm` adds its datasets, step counts and figures."""
+    layout = data.layout
+    return {
+        "kind": "idm",
+        "game": env_traits(data.env_id).game or data.env_id,
+        "env_id": data.env_id,
+        "obs": {
+            "obs_type": data.obs_type,
+            "downscale": data.downscale,
+            "shape": [int(v) for v in split.train.frames.shape[1:]],
+        },
+        "frameskip": facts.frameskip,
+        "action_space": {"type": "Discrete", "n": data.action_n}
+        if layout is None
+        else {"type": "Box", "shape": [data.action_n], "parts": layout.to_list()},
+        "action_names": list(facts.action_names),
+        "noop": facts.noop,
+        **options,
+        "press_weights": weights,
+    }
+
+
 def train_idm(
     datasets: Sequence[str],
     out: str | Path,
@@ -502,32 +528,12 @@ def train_idm(
             if log is not None:
                 log(line)
     metrics["train_seconds"] = round(loop.seconds, 2)
-    meta = {
-        "kind": "idm",
-        "game": env_traits(data.env_id).game or data.env_id,
-        "env_id": data.env_id,
-        "obs": {
-            "obs_type": data.obs_type,
-            "downscale": data.downscale,
-            "shape": [int(v) for v in frame_shape],
-        },
-        "frameskip": facts.frameskip,
-        "action_space": {"type": "Discrete", "n": data.action_n}
-        if layout is None
-        else {"type": "Box", "shape": [data.action_n], "parts": layout.to_list()},
-        "action_names": list(facts.action_names),
-        "noop": facts.noop,
-        "window": window,
-        "width": width,
-        "pool": pool,
-        "motion": motion,
-        "lr_schedule": lr_schedule,
-        "press_weights": weights,
-        "datasets": list(datasets),
-        "train_steps": int(len(split.train)),
-        "val_steps": split.val_steps,
-        "metrics": metrics,
-    }
+    options = {"window": window, "width": width, "pool": pool, "motion": motion}
+    meta = idm_metadata(data, facts, split, {**options, "lr_schedule": lr_schedule}, weights)
+    meta["datasets"] = list(datasets)
+    meta["train_steps"] = int(len(split.train))
+    meta["val_steps"] = split.val_steps
+    meta["metrics"] = metrics
     path = save_model_files(out / IDM_NAME, net, meta)
     return IdmResult(path, metrics, int(len(split.train)), split.val_steps)
 

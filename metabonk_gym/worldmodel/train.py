@@ -166,6 +166,32 @@ def _resume(
     return opts, start_step, state
 
 
+def _build(
+    opts: dict[str, Any], facts: EnvFacts, state: dict[str, Any] | None, run: RunDir
+) -> tuple[dict[str, Any], WorldModel, Any]:
+    """(the model's config, the model, its Adam optimizer), from a checkpoint's `state` when
+    given."""
+    meta_config = {
+        "channels": facts.obs_shape[2],
+        "n_actions": facts.n_actions,
+        "width": int(opts["width"]),
+        "action_dim": int(opts["action_dim"]),
+        "horizon": int(opts["horizon"]),
+        "action_box": int(facts.action_box),
+    }
+    model = build_model({"config": meta_config})
+    optimizer = torch.optim.Adam(model.parameters(), lr=float(opts["lr"]))
+    if state is not None:
+        try:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+        except (KeyError, RuntimeError, ValueError) as exc:
+            raise CheckpointError(
+                f"checkpoint of {run.path} does not fit this model: {exc}"
+            ) from exc
+    return meta_config, model, optimizer
+
+
 def _train_step(
     model: WorldModel, optimizer: Any, batch: tuple[Any, Any, Any], nll_weight: float
 ) -> tuple[float, float]:
@@ -198,6 +224,24 @@ def _evaluate(
         loop.writer.add_image("world_model/real_vs_imagined", image, step, dataformats="HWC")
     model.train()
     return scores
+
+
+def _save(path: Path, model: WorldModel, optimizer: Any, meta: dict[str, Any]) -> None:
+    """Save the weights with `meta`; with the optimizer's state when given (a checkpoint)."""
+    if optimizer is None:
+        save_weights(model.state_dict(), path, meta)
+    else:
+        save_weights({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, path, meta)
+
+
+def _failed(run: RunDir, resume: bool, existed: bool, steps: int) -> None:
+    """After a failure: a new run without a checkpoint is removed, any other marked failed."""
+    if not resume and not list_checkpoints(run):
+        for path in (run.config_file, run.state_file):
+            path.unlink(missing_ok=True)
+        run.discard_new(existed)
+    else:
+        run.write_state(status="failed", num_timesteps=steps, pid=None)
 
 
 def train_world_model(
@@ -241,24 +285,7 @@ def train_world_model(
     train_eps, heldout = split_heldout(episodes)
     horizon = int(opts["horizon"])
     rng = seed_all(int(opts["seed"]) + start_step, threads)
-    meta_config = {
-        "channels": facts.obs_shape[2],
-        "n_actions": facts.n_actions,
-        "width": int(opts["width"]),
-        "action_dim": int(opts["action_dim"]),
-        "horizon": horizon,
-        "action_box": int(facts.action_box),
-    }
-    model = build_model({"config": meta_config})
-    optimizer = torch.optim.Adam(model.parameters(), lr=float(opts["lr"]))
-    if state is not None:
-        try:
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-        except (KeyError, RuntimeError, ValueError) as exc:
-            raise CheckpointError(
-                f"checkpoint of {run.path} does not fit this model: {exc}"
-            ) from exc
+    meta_config, model, optimizer = _build(opts, facts, state, run)
     run.path.mkdir(parents=True, exist_ok=True)
     run.write_config(config_to_yaml({**opts, "env_id": facts.env_id, "source": dict(source or {})}))
     run.write_state(algo="world-model", env_id=facts.env_id, status="running", **run.owner())
@@ -266,32 +293,19 @@ def train_world_model(
     base_meta = {**facts.to_dict(), "config": meta_config, "source": dict(source or {})}
     base_meta["context"] = CONTEXT
 
-    def save(step: int, path: Path, with_optimizer: bool, extra: dict[str, Any]) -> None:
-        payload: dict[str, Any] = {"model": model.state_dict()}
-        if with_optimizer:
-            payload["optimizer"] = optimizer.state_dict()
-        weights = payload if with_optimizer else model.state_dict()
-        save_weights(weights, path, {**base_meta, "steps": step, **extra})
-
-    def failed(_exc: BaseException) -> None:
-        if not resume and not list_checkpoints(run):
-            for path in (run.config_file, run.state_file):
-                path.unlink(missing_ok=True)
-            run.discard_new(existed)
-        else:
-            run.write_state(status="failed", num_timesteps=loop.step, pid=None)
-
     steps_total = int(opts["steps"])
     loop = RunLoop(
         total=steps_total,
         start=start_step,
         tensorboard=run.tensorboard,
-        checkpoint=lambda s: save(s, run.checkpoints / f"step_{s:09d}.pt", True, {}),
+        checkpoint=lambda s: _save(
+            run.checkpoints / f"step_{s:09d}.pt", model, optimizer, {**base_meta, "steps": s}
+        ),
         checkpoint_every=int(opts["checkpoint_every"]),
         time_limit_s=opts["time_limit_s"],
         log=say,
         on_interrupt=lambda s: run.write_state(status="interrupted", num_timesteps=s, pid=None),
-        on_error=failed,
+        on_error=lambda _exc: _failed(run, resume, existed, loop.step),
     )
     losses: list[float] = []
     scores: dict[str, float] = {}
@@ -318,7 +332,8 @@ def train_world_model(
             "heldout_episodes": len(heldout),
             **scores,
         }
-        save(loop.step, run.path / MODEL_NAME, False, {"figures": figures})
+        meta = {**base_meta, "steps": loop.step, "figures": figures}
+        _save(run.path / MODEL_NAME, model, None, meta)
         run.write_state(status="finished", num_timesteps=loop.step, pid=None)
     figures["path"] = str(run.path / MODEL_NAME)
     return figures
