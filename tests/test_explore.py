@@ -71,6 +71,39 @@ def test_explorer_finds_room_2_within_a_few_thousand_frames_and_resumes(tmp_path
     assert resumed.keys[: len(archive)] == archive.keys  # the old cells, in their order
 
 
+def chosen_by_room(archive: Archive) -> dict[int, int]:
+    """How often the cells of each room were chosen (cells: room first)."""
+    counts: dict[int, int] = {}
+    for key, chosen in zip(archive.keys, archive.chosen):
+        counts[key[0]] = counts.get(key[0], 0) + chosen
+    return counts
+
+
+def test_a_level_variable_sends_the_explorer_to_the_furthest_level(tmp_path: Path) -> None:
+    cells = tmp_path / "cells.yaml"
+    cells.write_text(
+        "variables: {room: 1, player_x: 3, player_y: 3, keys: 1}\nscore: score\n"
+        "repeat_prob: 0.75\nlevel: room\nlevel_weight: 0.0\n"  # 0: only the furthest room
+    )
+    out = tmp_path / "quest"
+    settings = ExploreSettings(n_envs=2, max_frames=16_000, seed=0, cells_file=str(cells))
+    run_explore(QUEST, out, settings)
+    archive = Archive.load(out / "archive.npz")
+    assert room2_frame(archive) is not None, archive.keys  # room 2 found: now the furthest
+    assert archive.meta["cells"]["level"] == "room"
+    before = chosen_by_room(archive)
+    settings = ExploreSettings(n_envs=1, max_frames=3_200, seed=1, cells_file=str(cells))
+    run_explore(QUEST, out, settings, resume=True)
+    after = chosen_by_room(Archive.load(out / "archive.npz"))
+    furthest = max(after)
+    assert furthest >= 2 and after[furthest] > before.get(furthest, 0), (before, after)
+    # every return since went to the furthest room: no cell behind it was chosen again
+    assert all(after[room] == before.get(room, 0) for room in after if room < furthest), (
+        before,
+        after,
+    )
+
+
 def test_reset_returns_to_save_state_bytes_and_refuses_other_bytes(make_env) -> None:
     from metabonk_gym.errors import CorruptSavestateError
 
@@ -184,6 +217,13 @@ def test_bad_cells_files_are_one_line_errors_and_write_nothing(tmp_path: Path) -
     one_line_error(result, "player_z", "not a RAM variable", "player_x")  # the nearest name
     result = run_cli("explore", QUEST, "--out", str(out), "--frames", "400", "--cells", str(zero))
     one_line_error(result, "bucket of 'player_x'", ">= 1")
+    level = tmp_path / "level.yaml"
+    level.write_text("variables: {room: 1, player_x: 3}\nlevel: keys\n")
+    result = run_cli("explore", QUEST, "--out", str(out), "--frames", "400", "--cells", str(level))
+    one_line_error(result, "level 'keys'", "one of the cell variables")
+    level.write_text("variables: {room: 1, player_x: 3}\nlevel: room\nlevel_weight: 2\n")
+    result = run_cli("explore", QUEST, "--out", str(out), "--frames", "400", "--cells", str(level))
+    one_line_error(result, "level_weight", "[0, 1]")
     assert not out.exists()
 
 

@@ -15,6 +15,10 @@ saves it and returns (`interrupted`); `resume=True` continues from it. TensorBoa
 ...     scores=np.array([0.0, 0.0]), won=np.array([False, False]))
 >>> bool(weights[0] > weights[1])  # the cell never chosen weighs more
 True
+>>> same = dict(chosen=np.zeros(2), since=np.zeros(2), seen=np.ones(2), scores=np.zeros(2),
+...             won=np.array([False, False]))
+>>> selection_weights(**same, levels=np.array([3, 4]), level_weight=0.1).round(3).tolist()
+[0.235, 2.354]
 """
 
 from __future__ import annotations
@@ -118,15 +122,25 @@ class ExploreResult:
 
 
 def selection_weights(
-    chosen: np.ndarray, since: np.ndarray, seen: np.ndarray, scores: np.ndarray, won: np.ndarray
+    chosen: np.ndarray,
+    since: np.ndarray,
+    seen: np.ndarray,
+    scores: np.ndarray,
+    won: np.ndarray,
+    levels: np.ndarray | None = None,
+    level_weight: float = 0.1,
 ) -> np.ndarray:
     """Go-Explore's count-based weights (each count c adds 1 / sqrt(c + 1)), times a progress
-    factor from 1 (the lowest score) to 3 (the highest); a won cell's state ends the game, so
-    it weighs 0."""
+    factor from 1 (the lowest score) to 3 (the highest), times `level_weight` once per level a
+    cell lies behind the furthest of `levels` (Go-Explore's level: none when `levels` is None);
+    a won cell's state ends the game, so it weighs 0."""
     counts = 1.0 / np.sqrt(chosen + 1.0) + 1.0 / np.sqrt(since + 1.0) + 0.5 / np.sqrt(seen + 1.0)
     span = float(scores.max() - scores.min()) if len(scores) else 0.0
     progress = 1.0 + 2.0 * ((scores - scores.min()) / span if span > 0 else 0.0)
-    return np.where(won, 0.0, counts * progress)
+    weights = counts * progress
+    if levels is not None and len(levels):
+        weights = weights * np.power(float(level_weight), levels.max() - levels)
+    return np.where(won, 0.0, weights)
 
 
 class Explorer:
@@ -137,15 +151,23 @@ class Explorer:
         archive: the archive (empty, or resumed).
         settings: how to explore.
         frameskip: emulator frames per env step.
+        cells: the cells (their `level`, if any, weighs the selection; None: no level).
     """
 
     def __init__(
-        self, envs: Any, archive: Archive, settings: ExploreSettings, frameskip: int
+        self,
+        envs: Any,
+        archive: Archive,
+        settings: ExploreSettings,
+        frameskip: int,
+        cells: Cells | None = None,
     ) -> None:
         self.envs = envs
         self.archive = archive
         self.settings = settings
         self.frameskip = frameskip
+        self.level_column: int | None = getattr(cells, "level_column", None)
+        self.level_weight = float(getattr(cells, "level_weight", 1.0))
         self.rng = np.random.default_rng(settings.seed + int(archive.meta.get("rounds", 0)))
         self.changes: list[tuple[tuple[int, ...], float, int]] = []
         self.cursor: list[int | None] = [None] * envs.num_envs  # None: sent nothing yet
@@ -162,11 +184,20 @@ class Explorer:
             np.asarray(a.seen, float),
             np.asarray(a.scores, float),
             np.asarray(a.won, bool),
+            self._levels(),
+            self.level_weight,
         )
         total = weights.sum()
         if total <= 0:
             return [ROOT]
         return self.rng.choice(len(weights), size=count, p=weights / total).tolist()
+
+    def _levels(self) -> np.ndarray | None:
+        """Every cell's level (None: the cells declare none)."""
+        column = self.level_column
+        if column is None:
+            return None
+        return np.fromiter((k[column] for k in self.archive.keys), np.float64, len(self.archive))
 
     def round(self) -> None:
         """Every env runs one job; the archive takes what they found."""
@@ -311,7 +342,7 @@ def open_explorer(
     except BaseException:
         envs.close()
         raise
-    return Explorer(envs, archive, settings, int(describe["frameskip"])), cells
+    return Explorer(envs, archive, settings, int(describe["frameskip"]), cells), cells
 
 
 def run_explore(

@@ -7,6 +7,8 @@ score (Go-Explore keeps the best state per cell by score, then by the shortest t
     variables: {room: 1, player_x: 3, player_y: 3, keys: 1}
     score: score          # optional; without it the score is the env's summed reward
     repeat_prob: 0.75     # optional: how often a random action is held another step
+    level: room           # optional: the cell variable that says how far into the game a cell is
+    level_weight: 0.1     # optional: a cell's selection weight times this per level behind
 
 A game that declares none gets Go-Explore's domain-agnostic cells (Ecoffet et al. 2021): the
 screen in grey, shrunk to 11 x 8 area means, in 8 grey levels (`ScreenCells`).
@@ -20,6 +22,10 @@ Traceback (most recent call last):
 metabonk_gym.training.errors.ConfigError: cells.yaml: the bucket of 'room' must be an int >= 1, not 0
 >>> ScreenCells().key(np.zeros((160, 240), np.uint8))[:3]
 (0, 0, 0)
+>>> parse_cells({"variables": {"room": 1}, "level": "keys"}, ["room", "keys"], "cells.yaml")
+Traceback (most recent call last):
+...
+metabonk_gym.training.errors.ConfigError: cells.yaml: level 'keys' must be one of the cell variables (room)
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ from metabonk_gym.utils import did_you_mean
 _GRIDS: dict[tuple[Any, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 #: The most variables a cell may combine (each is a column of the archive).
 MAX_CELL_VARIABLES = 16
+#: Go-Explore's weight per level behind the furthest one (Ecoffet et al. 2021, domain-knowledge
+#: cells: 0.1).
+DEFAULT_LEVEL_WEIGHT = 0.1
 
 
 @dataclass(frozen=True)
@@ -50,12 +59,18 @@ class RamCells:
         source: where the spec came from (for messages).
         repeat_prob: how often exploration repeats its last action in this game (None: the
             explorer's default); not part of what a cell is.
+        level: the cell variable that measures how far into the game a cell is (Go-Explore's
+            "level": a room, a stage, a slice of the clock), or None.
+        level_weight: a cell's selection weight is multiplied by this once per level (the
+            variable's value divided by its bucket) it lies behind the furthest level reached.
     """
 
     variables: tuple[tuple[str, int], ...]
     score: str | None = None
     source: str = "cells"
     repeat_prob: float | None = None
+    level: str | None = None
+    level_weight: float = DEFAULT_LEVEL_WEIGHT
 
     @property
     def names(self) -> list[str]:
@@ -67,22 +82,35 @@ class RamCells:
         """Numbers in one key."""
         return len(self.variables)
 
+    @property
+    def level_column(self) -> int | None:
+        """The key's column of the level variable (None: no level)."""
+        return None if self.level is None else self.names.index(self.level)
+
     def key(self, values: Sequence[int]) -> tuple[int, ...]:
         """The cell of the variables' current `values` (in `names` order)."""
         return tuple(int(v) // b for v, (_, b) in zip(values, self.variables))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (what the archive records, and what `cells_from_dict` reads)."""
-        return {
+        """Plain data (what the archive records, and what `cells_from_dict` reads); the level
+        only when there is one, so archives made before it existed still resume."""
+        data: dict[str, Any] = {
             "kind": "ram",
             "variables": {name: bucket for name, bucket in self.variables},
             "score": self.score,
         }
+        if self.level is not None:
+            data["level"] = self.level
+            data["level_weight"] = self.level_weight
+        return data
 
     def describe(self) -> str:
         """One line for progress output."""
         parts = ", ".join(f"{n}/{b}" if b > 1 else n for n, b in self.variables)
-        return f"RAM cells ({parts}) from {self.source}"
+        level = (
+            f", level {self.level} (x{self.level_weight:g} a level behind)" if self.level else ""
+        )
+        return f"RAM cells ({parts}){level} from {self.source}"
 
 
 @dataclass(frozen=True)
@@ -167,15 +195,14 @@ def parse_cells(data: Any, known: Sequence[str], source: str) -> RamCells:
     """A checked `RamCells` from a cells file's data; `known` are the game's RAM variables."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source} must hold a mapping with 'variables' (and 'score')")
-    extra = set(data) - {"variables", "score", "repeat_prob"}
+    extra = set(data) - {"variables", "score", "repeat_prob", "level", "level_weight"}
     if extra:
         raise ConfigError(
-            f"{source}: unknown keys {sorted(extra)}; a cells file has variables, score, repeat_prob"
+            f"{source}: unknown keys {sorted(extra)}; a cells file has variables, score, "
+            "repeat_prob, level, level_weight"
         )
     repeat = data.get("repeat_prob")
-    if repeat is not None and (
-        isinstance(repeat, bool) or not isinstance(repeat, (int, float)) or not 0 <= repeat < 1
-    ):
+    if repeat is not None and not _fraction(repeat, closed=False):
         raise ConfigError(f"{source}: repeat_prob must be a number in [0, 1), not {repeat!r}")
     variables = data.get("variables")
     if not isinstance(variables, Mapping) or not variables:
@@ -196,7 +223,32 @@ def parse_cells(data: Any, known: Sequence[str], source: str) -> RamCells:
             raise ConfigError(f"{source}: 'score' must name a RAM variable, not {score!r}")
         if score not in known:
             raise _unknown(score, known, source, "score variable")
-    return RamCells(tuple(pairs), score, source, None if repeat is None else float(repeat))
+    level, level_weight = _level(data, [name for name, _ in pairs], source)
+    return RamCells(
+        tuple(pairs), score, source, None if repeat is None else float(repeat), level, level_weight
+    )
+
+
+def _fraction(value: Any, closed: bool) -> bool:
+    """Whether `value` is a number in [0, 1) (`closed`: [0, 1])."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return 0 <= value <= 1 if closed else 0 <= value < 1
+
+
+def _level(data: Mapping[str, Any], names: list[str], source: str) -> tuple[str | None, float]:
+    """The checked `level` and `level_weight` of a cells file's data."""
+    level = data.get("level")
+    weight = data.get("level_weight", DEFAULT_LEVEL_WEIGHT)
+    if level is not None and (not isinstance(level, str) or level not in names):
+        raise ConfigError(
+            f"{source}: level {level!r} must be one of the cell variables ({', '.join(names)})"
+        )
+    if not _fraction(weight, closed=True):
+        raise ConfigError(f"{source}: level_weight must be a number in [0, 1], not {weight!r}")
+    if level is None and "level_weight" in data:
+        raise ConfigError(f"{source}: level_weight without a level variable")
+    return level, float(weight)
 
 
 def load_cells(
@@ -238,5 +290,6 @@ def cells_from_dict(data: Mapping[str, Any]) -> Cells:
         names = list(variables) if isinstance(variables, Mapping) else []
         score = data.get("score")
         known = names + ([score] if isinstance(score, str) else [])
-        return parse_cells({"variables": variables, "score": score}, known, "the archive's cells")
+        spec = {k: data[k] for k in ("variables", "score", "level", "level_weight") if k in data}
+        return parse_cells(spec, known, "the archive's cells")
     raise ConfigError(f"unknown cell kind {kind!r} (ram or screen)")
