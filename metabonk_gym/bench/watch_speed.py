@@ -29,6 +29,7 @@ import os
 import statistics
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,9 +101,8 @@ def bench_watch_speed(
     rounds: int = 5,
     seconds: float = 4.0,
 ) -> dict[str, Any]:
-    """`seconds`: the length of a round (PPO rounds: whole rollouts, about that long at 400 env
-    steps/s)."""
-    """The figures of the module docstring."""
+    """The figures of the module docstring. `seconds`: the length of a round (PPO rounds: whole
+    rollouts, about that long at 400 env steps/s)."""
     cfg = resolve_config(env_id, overrides={"n_envs": n_envs})
     request_views(False)
     plain = make_train_venv(env_id, cfg)
@@ -120,11 +120,7 @@ def bench_watch_speed(
             target=_viewer, args=(server.port, frames, nbytes, stop, envs_seen), daemon=True
         )
         viewer.start()
-        deadline = time.monotonic() + 60
-        while _viewers(server.port) < 1:
-            if time.monotonic() > deadline or not viewer.is_alive():
-                raise RuntimeError("the viewer process did not connect")
-            time.sleep(0.1)
+        _await_viewer(server.port, viewer)
         # CPU of everything each setting runs: this process (the training loop), the env
         # workers, and with a viewer the dashboard's process and the viewer's
         pids = {
@@ -167,37 +163,7 @@ def bench_watch_speed(
             "cpus": os.cpu_count(),
         }
         for label, work in (("ppo", learn), ("env_only", step)):
-            rates: dict[str, list[float]] = {"none": [], "viewer": []}
-            cpu: dict[str, list[float]] = {"none": [], "viewer": []}
-            watched_s, watched_frames, watched_bytes = 0.0, 0, 0
-            for r in range(rounds):
-                order = ["none", "viewer"]
-                for name in order if r % 2 == 0 else order[::-1]:
-                    f0, b0 = frames.value, nbytes.value
-                    c0, t0 = cpu_seconds(pids[name]), time.perf_counter()
-                    count = work(name)
-                    wall = time.perf_counter() - t0
-                    rates[name].append(count / wall)
-                    cpu[name].append((cpu_seconds(pids[name]) - c0) * 1000.0 / count)
-                    if name == "viewer":
-                        time.sleep(0.3)  # frames of the round still on their way
-                        watched_s += time.perf_counter() - t0
-                        watched_frames += frames.value - f0
-                        watched_bytes += nbytes.value - b0
-            out[label] = {
-                "steps_per_s_no_watch": round(statistics.median(rates["none"]), 1),
-                "steps_per_s_one_viewer": round(statistics.median(rates["viewer"]), 1),
-                "ratio_viewer_vs_none": round(_ratio(rates["viewer"], rates["none"]), 4),
-                "ratio_per_round_pair_median": round(
-                    statistics.median(v / p for v, p in zip(rates["viewer"], rates["none"])), 4
-                ),
-                "cpu_ms_per_env_step_no_watch": round(statistics.median(cpu["none"]), 4),
-                "cpu_ms_per_env_step_one_viewer": round(statistics.median(cpu["viewer"]), 4),
-                "frames_per_s_per_env": round(watched_frames / watched_s / n_envs, 2),
-                "viewer_kbytes_per_s": round(watched_bytes / watched_s / 1000, 1),
-                "rounds_no_watch": [round(x, 1) for x in rates["none"]],
-                "rounds_one_viewer": [round(x, 1) for x in rates["viewer"]],
-            }
+            out[label] = _alternate(work, pids, rounds, (frames, nbytes), n_envs)
         out["envs_seen_by_viewer"] = int(envs_seen.value)
         out["load_1min_after"] = round(os.getloadavg()[0], 2)
         return out
@@ -212,6 +178,58 @@ def bench_watch_speed(
         if watched is not None:
             close_venv(watched)
         close_venv(plain)
+
+
+def _await_viewer(port: int, viewer: Any) -> None:
+    """Wait (60 s at most) until the viewer process is connected to the dashboard on `port`."""
+    deadline = time.monotonic() + 60
+    while _viewers(port) < 1:
+        if time.monotonic() > deadline or not viewer.is_alive():
+            raise RuntimeError("the viewer process did not connect")
+        time.sleep(0.1)
+
+
+def _alternate(
+    work: Callable[[str], int],
+    pids: dict[str, list[int]],
+    rounds: int,
+    counters: tuple[Any, Any],
+    n_envs: int,
+) -> dict[str, Any]:
+    """`rounds` rounds of `work` without a viewer and with one, in alternating order: steps/s,
+    CPU per env step and what the viewer received (`counters`: its frames and bytes)."""
+    frames, nbytes = counters
+    rates: dict[str, list[float]] = {"none": [], "viewer": []}
+    cpu: dict[str, list[float]] = {"none": [], "viewer": []}
+    watched_s, watched_frames, watched_bytes = 0.0, 0, 0
+    for r in range(rounds):
+        order = ["none", "viewer"]
+        for name in order if r % 2 == 0 else order[::-1]:
+            f0, b0 = frames.value, nbytes.value
+            c0, t0 = cpu_seconds(pids[name]), time.perf_counter()
+            count = work(name)
+            wall = time.perf_counter() - t0
+            rates[name].append(count / wall)
+            cpu[name].append((cpu_seconds(pids[name]) - c0) * 1000.0 / count)
+            if name == "viewer":
+                time.sleep(0.3)  # frames of the round still on their way
+                watched_s += time.perf_counter() - t0
+                watched_frames += frames.value - f0
+                watched_bytes += nbytes.value - b0
+    return {
+        "steps_per_s_no_watch": round(statistics.median(rates["none"]), 1),
+        "steps_per_s_one_viewer": round(statistics.median(rates["viewer"]), 1),
+        "ratio_viewer_vs_none": round(_ratio(rates["viewer"], rates["none"]), 4),
+        "ratio_per_round_pair_median": round(
+            statistics.median(v / p for v, p in zip(rates["viewer"], rates["none"])), 4
+        ),
+        "cpu_ms_per_env_step_no_watch": round(statistics.median(cpu["none"]), 4),
+        "cpu_ms_per_env_step_one_viewer": round(statistics.median(cpu["viewer"]), 4),
+        "frames_per_s_per_env": round(watched_frames / watched_s / n_envs, 2),
+        "viewer_kbytes_per_s": round(watched_bytes / watched_s / 1000, 1),
+        "rounds_no_watch": [round(x, 1) for x in rates["none"]],
+        "rounds_one_viewer": [round(x, 1) for x in rates["viewer"]],
+    }
 
 
 #: Target: training (and stepping) with one viewer keeps this fraction of the steps/s of none.
