@@ -37,7 +37,6 @@ ALLOWED: frozenset[str] = frozenset(
         "metabonk_gym/bench/megabonk_video.py:run",
         "metabonk_gym/bench/megabonk_video.py:run_seed",
         "metabonk_gym/bench/think_model.py:model_figures",
-        "metabonk_gym/bench/video_speed.py:run_game",
         "metabonk_gym/think/finetune.py:_finetune",
         "metabonk_gym/training/curriculum.py:_run",
         "metabonk_gym/training/ppo.py:train_ppo",

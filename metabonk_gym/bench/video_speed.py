@@ -269,6 +269,25 @@ def run_game(
     videos = to_dataset([h["video"] for h in hidden], env_id, work / f"{tag}_video_dataset")
     labelled_id = f"bench/{tag}-labelled-v0"
     result = label(videos, idm_dir, labelled_id)
+    out: dict[str, Any] = {"episodes": episodes, "labelled_episodes": labelled}
+    out |= _idm_figures(idm, idm_dir, videos, hidden, labelled_id, result)
+    out |= _reward_figures(work / tag, env_id, videos, hidden, epochs, log)
+    if bc and game == "BonkQuest":
+        out.update(_bc_compare(work, videos, hidden, labelled_id, eval_episodes, bc_epochs, log))
+    out["seconds"] = round(time.monotonic() - started, 1)
+    return out
+
+
+def _idm_figures(
+    idm: Any,
+    idm_dir: Path,
+    videos: Any,
+    hidden: list[dict[str, Any]],
+    labelled_id: str,
+    result: Any,
+) -> dict[str, Any]:
+    """The IDM's figures: its labels of the hidden videos (`labelled_id`, made by `label`:
+    `result`) against the true actions, overall, per action and button, moved and still."""
     predicted = np.concatenate(
         [np.asarray(e.actions) for e in load_dataset(labelled_id).iterate_episodes()]
     )
@@ -294,9 +313,7 @@ def run_game(
     figures_still = evaluate_predictions(
         predicted[~moved], true[~moved], moving[~moved], names, None
     )
-    out: dict[str, Any] = {
-        "episodes": episodes,
-        "labelled_episodes": labelled,
+    return {
         "idm_train_steps": idm.train_steps,
         "idm_obs": json.loads((idm_dir / "idm.json").read_text())["obs"],
         "video_steps": int(len(true)),
@@ -315,9 +332,16 @@ def run_game(
         "label_frames_per_s": result.frames_per_s,
         "label_low_confidence_fraction": result.low_confidence_steps / max(result.steps, 1),
     }
+
+
+def _reward_figures(
+    prefix: Path, env_id: str, videos: Any, hidden: list[dict[str, Any]], epochs: int, log: Log
+) -> dict[str, Any]:
+    """A reward model trained on the first half of the hidden videos (files under `prefix`_*),
+    scored by its Spearman correlation with the progress of the other half."""
     half = max(1, len(hidden) // 2)
-    rm_dir = work / f"{tag}_reward"
-    train_sub = work / f"{tag}_reward_videos"
+    rm_dir = Path(f"{prefix}_reward")
+    train_sub = Path(f"{prefix}_reward_videos")
     to_dataset([h["video"] for h in hidden[:half]], env_id, train_sub, check=False)
     train_reward_model([train_sub], rm_dir, epochs=max(1, epochs // 3), log=log)
     model = RewardModel(rm_dir)
@@ -326,12 +350,10 @@ def run_game(
         for i, h in enumerate(hidden)
         if i >= half and np.ptp(h["progress"]) > 0
     ]
-    out["reward_spearman"] = float(np.mean(correlations)) if correlations else None
-    out["reward_eval_episodes"] = len(correlations)
-    if bc and game == "BonkQuest":
-        out.update(_bc_compare(work, videos, hidden, labelled_id, eval_episodes, bc_epochs, log))
-    out["seconds"] = round(time.monotonic() - started, 1)
-    return out
+    return {
+        "reward_spearman": float(np.mean(correlations)) if correlations else None,
+        "reward_eval_episodes": len(correlations),
+    }
 
 
 def json_names(idm_dir: Path) -> list[str]:
