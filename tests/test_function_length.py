@@ -31,9 +31,7 @@ MAX_LINES = 100
 #: is short; add none.
 ALLOWED: frozenset[str] = frozenset(
     {
-        "metabonk_gym/agents/ladder.py:run_ladder",
         "metabonk_gym/agents/proof.py:bc_room1",
-        "metabonk_gym/agents/record.py:play",
         "metabonk_gym/bench/megabonk_video.py:run",
         "metabonk_gym/bench/megabonk_video.py:run_seed",
         "metabonk_gym/bench/think_model.py:model_figures",

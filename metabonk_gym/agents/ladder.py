@@ -232,13 +232,7 @@ def run_ladder(
         raise ConfigError(f"--n-envs must be >= 1, not {n_envs}")
     out = Path(out_dir).expanduser()
     cells = plan_cells(env_ids, agents, config_file=config_file, overrides=overrides, goal=goal)
-    held = [name for name in OUTPUTS if (out / name).exists()]
-    if held and not force:
-        raise ConfigError(
-            f"--out {out} already holds a ladder ({', '.join(held)}): pass --force to replace it, "
-            "or choose another --out"
-        )
-    check_writable(out, "--out", folder=True)
+    check_out(out, force)
     kwargs = {
         "episodes": episodes,
         "seed": seed,
@@ -247,47 +241,98 @@ def run_ladder(
         "deterministic": deterministic,
         "trust": trust,
     }
-    started = time.perf_counter()
-    entries: list[dict[str, Any]] = []
+    header = {
+        "format": LADDER_FORMAT,
+        "command": command,
+        "envs": list(env_ids),
+        "agents": [str(agent) for agent in agents],
+        "episodes": episodes,
+        "seeds": [seed + i for i in range(episodes)],
+        "goal": goal,
+    }
+    progress = LadderProgress(header, out, len(cells), on_cell)
+    run_cells(cells, out, n_envs, kwargs, progress.done)
+    ladder = progress.summary(complete=True)
+    write_ladder(ladder, out)
+    return ladder
 
-    def summary(complete: bool) -> dict[str, Any]:
-        envs = [env for env in env_ids if any(e["env_id"] == env for e in entries)]
+
+def check_out(out: Path, force: bool) -> None:
+    """Before any work: `out` holds no ladder (unless `force`) and can be written."""
+    held = [name for name in OUTPUTS if (out / name).exists()]
+    if held and not force:
+        raise ConfigError(
+            f"--out {out} already holds a ladder ({', '.join(held)}): pass --force to replace it, "
+            "or choose another --out"
+        )
+    check_writable(out, "--out", folder=True)
+
+
+def run_cells(
+    cells: Sequence[Cell],
+    out: Path,
+    n_envs: int,
+    kwargs: Mapping[str, Any],
+    done: Callable[[dict[str, Any]], None],
+) -> None:
+    """Evaluate every cell (`run_cell` with `kwargs`), `n_envs` at once in processes of their
+    own, handing each entry to `done` in the cells' order."""
+    if n_envs == 1 or len(cells) == 1:
+        for cell in cells:
+            done(run_cell(cell, out, **kwargs))
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(n_envs, len(cells)), mp_context=context) as pool:
+        futures = [pool.submit(_run_cell_worker, (cell, out, dict(kwargs))) for cell in cells]
+        for future in futures:
+            done(future.result())
+
+
+class LadderProgress:
+    """The entries of a ladder so far, written after each (`complete: false` until the last),
+    so a stopped ladder keeps the cells it finished.
+
+    Args:
+        header: the ladder's fixed fields (format, command, envs, agents, episodes, seeds, goal).
+        out: the ladder's folder.
+        n_cells: how many cells the ladder has.
+        on_cell: called with each entry as it finishes.
+    """
+
+    def __init__(
+        self,
+        header: Mapping[str, Any],
+        out: Path,
+        n_cells: int,
+        on_cell: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.header, self.out, self.n_cells, self.on_cell = dict(header), out, n_cells, on_cell
+        self.entries: list[dict[str, Any]] = []
+        self.started = time.perf_counter()
+
+    def summary(self, complete: bool) -> dict[str, Any]:
+        """The ladder as it stands: the header, what `won` scores per env, the ranked cells."""
+        entries = self.entries
+        envs = [env for env in self.header["envs"] if any(e["env_id"] == env for e in entries)]
         return {
-            "format": LADDER_FORMAT,
-            "command": command,
+            **{k: v for k, v in self.header.items() if k in ("format", "command")},
             "complete": complete,
-            "envs": list(env_ids),
-            "agents": [str(agent) for agent in agents],
-            "episodes": episodes,
-            "seeds": [seed + i for i in range(episodes)],
-            "goal": goal,
+            **{k: v for k, v in self.header.items() if k not in ("format", "command")},
             "scoring": {  # the same for every agent of an env
                 env: next(e["scoring"] for e in entries if e["env_id"] == env) for env in envs
             },
             "cells": rank([dict(e) for e in entries]),
-            "seconds": time.perf_counter() - started,
+            "seconds": time.perf_counter() - self.started,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
 
-    def done(entry: dict[str, Any]) -> None:
-        entries.append(entry)
-        if len(entries) < len(cells):  # the cells so far, so a stopped ladder keeps them
-            write_ladder(summary(complete=False), out)
-        if on_cell is not None:
-            on_cell(entry)
-
-    if n_envs == 1 or len(cells) == 1:
-        for cell in cells:
-            done(run_cell(cell, out, **kwargs))  # type: ignore[arg-type]
-    else:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(n_envs, len(cells)), mp_context=context) as pool:
-            futures = [pool.submit(_run_cell_worker, (cell, out, kwargs)) for cell in cells]
-            for future in futures:
-                done(future.result())
-    ladder = summary(complete=True)
-    write_ladder(ladder, out)
-    return ladder
+    def done(self, entry: dict[str, Any]) -> None:
+        """One more cell finished: record it, write the ladder so far, tell `on_cell`."""
+        self.entries.append(entry)
+        if len(self.entries) < self.n_cells:  # the cells so far, so a stopped ladder keeps them
+            write_ladder(self.summary(complete=False), self.out)
+        if self.on_cell is not None:
+            self.on_cell(entry)
 
 
 def write_ladder(ladder: Mapping[str, Any], out_dir: Path) -> dict[str, Path]:

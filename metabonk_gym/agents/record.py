@@ -23,6 +23,7 @@ from metabonk_gym.agents.episode import episode_config
 from metabonk_gym.agents.human import GameInputAgent, PlayWindow
 from metabonk_gym.agents.human import require_display as check_display
 from metabonk_gym.agents.registry import make_agent
+from metabonk_gym.agents.spec import AgentSpec
 from metabonk_gym.experts.base import AgentError, close_agent
 from metabonk_gym.process import graceful_stop_signals
 from metabonk_gym.registration import env_traits
@@ -107,125 +108,165 @@ def play(
         raise ConfigError(f"--noise must be in [0, 1), not {noise}")
     if dataset_id is not None:
         check_dataset_id(dataset_id)
-    cfg = episode_config(env_id, agent, config_file, overrides)
-    traits = env_traits(env_id)
+    spec = AgentSpec.parse(agent)
+    cfg = episode_config(env_id, spec, config_file, overrides)
     # a person at the game itself (Megabonk's input snapshot): the env only watches, no window
-    at_game = agent == "human" and traits.human_input == "snapshot"
-    show = window if window is not None else (agent == "human" and not at_game)
+    at_game = spec.kind == "human" and env_traits(env_id).human_input == "snapshot"
+    at_window = spec.kind == "human" and not at_game
     env = make_env(env_id, cfg, render_mode=None, **({"send_actions": False} if at_game else {}))
-    if require_display and agent == "human" and not at_game:
+    if require_display and at_window:
         try:
-            check_display(agent)
+            check_display(spec.text)
         except Exception:
             env.close()
             raise
-    result = RecordResult(dataset_id=dataset_id)
-    dropped: str | None = None  # the game ended the connection: what happened
-    writer = None
-    actor: Any = None
-    play_window = None
+    session = _Session(env_id, env, cfg, RecordResult(dataset_id=dataset_id), at_game)
     try:
         if dataset_id is not None:
-            writer = DatasetWriter(dataset_id, env, algorithm_name=f"metabonk:{agent}")
-        if show or (agent == "human" and not at_game):
-            play_window = PlayWindow(
-                title=f"metabonk play {env_id} ({agent})",
-                fps=60.0 / cfg.frameskip,
+            session.writer = DatasetWriter(dataset_id, env, algorithm_name=f"metabonk:{spec}")
+        if (window if window is not None else at_window) or at_window:
+            session.window = PlayWindow(
+                title=f"metabonk play {env_id} ({spec})", fps=60.0 / cfg.frameskip
             )
         kwargs: dict[str, Any] = dict(agent_kwargs or {})
-        if agent == "human" and not at_game:
-            kwargs["window"] = play_window
-        actor = GameInputAgent(env) if at_game else make_agent(agent, env, seed=seed, **kwargs)
-        flag = {"stop": False}
-
-        def should_stop() -> bool:
-            if play_window is not None:
-                play_window.pump()
-                if play_window.closed:
-                    flag["stop"] = True
-            if stop is not None and stop():
-                flag["stop"] = True
-            return flag["stop"]
-
-        def on_frame(frame: Any) -> None:
-            if play_window is not None and not play_window.closed:
-                done = len(result.episodes)
-                play_window.show(frame, f"episode {done + 1}/{episodes}")
-
-        with _graceful_interrupt(flag):
+        if at_window:
+            kwargs["window"] = session.window
+        session.actor = (
+            GameInputAgent(env) if at_game else make_agent(spec, env, seed=seed, **kwargs)
+        )
+        with _graceful_interrupt(session.flag):
             for i in range(episodes):
-                traj = Trajectory() if writer is not None else None
-                stream = (
-                    Mp4Stream(
-                        Path(video_dir) / f"episode_{i:04d}.mp4",
-                        (traits.tick_hz or env.metadata.get("render_fps", 60)) / cfg.frameskip,
-                    )
-                    if video_dir is not None
-                    else None
-                )
-
-                def frame_out(frame: Any, stream: Mp4Stream | None = stream) -> None:
-                    if play_window is not None:
-                        on_frame(frame)
-                    if stream is not None:
-                        stream.add(frame)
-
-                try:
-                    episode = run_episode(
-                        env,
-                        actor,
-                        index=i,
-                        seed=seed + i,
-                        trajectory=traj,
-                        on_frame=frame_out if play_window or stream else None,
-                        should_stop=should_stop,
-                        noise=noise,
-                    )
-                finally:
-                    if stream is not None:
-                        stream.close()
-                        result.messages.append(f"episode {i} video: {stream.path}")
-                result.episodes.append(episode)
+                episode = session.episode(i, seed + i, episodes, stop, noise, video_dir)
                 if on_episode is not None:
                     on_episode(episode)
-                if at_game and episode.truncated:
-                    dropped = _game_dropped(i, episode, traj)
-                if writer is not None and traj is not None:
-                    if dropped is not None:
-                        _keep_partial(writer, traj, episode, min_partial_steps, result)
-                    else:
-                        if at_game:
-                            _played_actions(traj)
-                        _save(writer, traj, episode, min_partial_steps, result)
-                if episode.stopped or dropped is not None:
-                    result.stopped = True
+                session.save(episode, min_partial_steps)
+                if episode.stopped or session.dropped is not None:
+                    session.result.stopped = True
                     break
     finally:
+        session.close()
+    if session.dropped is not None:  # after the episodes so far are published
+        raise AgentError(f"{session.dropped}; {session.kept()}")
+    return session.result
+
+
+class _Session:
+    """What one `play` holds open: the env, the agent, the dataset writer and the window.
+
+    Args:
+        env_id: the env's id (the window's title).
+        env: the env.
+        cfg: its config.
+        result: what the episodes add to.
+        at_game: a person plays at the game itself (the env only watches).
+    """
+
+    def __init__(
+        self, env_id: str, env: Any, cfg: Any, result: RecordResult, at_game: bool
+    ) -> None:
+        self.env_id, self.env, self.cfg = env_id, env, cfg
+        self.result, self.at_game = result, at_game
+        self.writer: Any = None
+        self.window: Any = None
+        self.actor: Any = None
+        self.traj: Trajectory | None = None
+        self.flag = {"stop": False}
+        self.dropped: str | None = None  # the game ended the connection: what happened
+
+    def should_stop(self, stop: Callable[[], bool] | None) -> bool:
+        """Whether to end the episode now: the window closed, `stop()` or a Ctrl-C."""
+        if self.window is not None:
+            self.window.pump()
+            if self.window.closed:
+                self.flag["stop"] = True
+        if stop is not None and stop():
+            self.flag["stop"] = True
+        return self.flag["stop"]
+
+    def episode(
+        self,
+        i: int,
+        seed: int,
+        episodes: int,
+        stop: Callable[[], bool] | None,
+        noise: float,
+        video_dir: str | Path | None,
+    ) -> EpisodeResult:
+        """Play episode `i` (reset with `seed`), shown in the window and streamed to
+        `video_dir/episode_NNNN.mp4` when given."""
+        self.traj = Trajectory() if self.writer is not None else None
+        stream = None
+        if video_dir is not None:
+            rate = env_traits(self.env_id).tick_hz or self.env.metadata.get("render_fps", 60)
+            stream = Mp4Stream(Path(video_dir) / f"episode_{i:04d}.mp4", rate / self.cfg.frameskip)
+
+        def frame_out(frame: Any) -> None:
+            if self.window is not None and not self.window.closed:
+                self.window.show(frame, f"episode {len(self.result.episodes) + 1}/{episodes}")
+            if stream is not None:
+                stream.add(frame)
+
+        try:
+            episode = run_episode(
+                self.env,
+                self.actor,
+                index=i,
+                seed=seed,
+                trajectory=self.traj,
+                on_frame=frame_out if self.window or stream else None,
+                should_stop=lambda: self.should_stop(stop),
+                noise=noise,
+            )
+        finally:
+            if stream is not None:
+                stream.close()
+                self.result.messages.append(f"episode {i} video: {stream.path}")
+        self.result.episodes.append(episode)
+        return episode
+
+    def save(self, episode: EpisodeResult, min_partial_steps: int) -> None:
+        """Add the episode to the dataset (a stopped or dropped one as its rules say)."""
+        traj = self.traj
+        if self.at_game and episode.truncated:
+            self.dropped = _game_dropped(episode.index, episode, traj)
+        if self.writer is None or traj is None:
+            return
+        if self.dropped is not None:
+            _keep_partial(self.writer, traj, episode, min_partial_steps, self.result)
+            return
+        if self.at_game:
+            _played_actions(traj)
+        _save(self.writer, traj, episode, min_partial_steps, self.result)
+
+    def close(self) -> None:
+        """Publish the dataset (when any episode reached it), close the window, agent and env."""
+        writer, result = self.writer, self.result
         if writer is not None:
             result.dataset_path = writer.close()
-            result.saved_episodes = writer.episodes
-            result.saved_steps = writer.steps
+            result.saved_episodes, result.saved_steps = writer.episodes, writer.steps
             if result.dataset_path is None:
                 result.messages.append(
-                    f"no episode was recorded, so dataset {dataset_id} was not created"
+                    f"no episode was recorded, so dataset {result.dataset_id} was not created"
                 )
             else:
                 result.messages.append(
-                    f"dataset {dataset_id}: {writer.episodes} episodes, {writer.steps} steps in {result.dataset_path}"
+                    f"dataset {result.dataset_id}: {writer.episodes} episodes, {writer.steps} "
+                    f"steps in {result.dataset_path}"
                 )
-        if play_window is not None:
-            play_window.close()
-        close_agent(actor)
-        env.close()
-    if dropped is not None:  # after the episodes so far are published
-        kept = (
+        if self.window is not None:
+            self.window.close()
+        close_agent(self.actor)
+        self.env.close()
+
+    def kept(self) -> str:
+        """What of a dropped recording was kept, in words."""
+        result = self.result
+        if result.dataset_path is None:
+            return "no episode kept"
+        return (
             f"{result.saved_episodes} episode(s), {result.saved_steps} steps kept in dataset "
-            f"{dataset_id} ({result.dataset_path})"
-            if result.dataset_path is not None
-            else "no episode kept"
+            f"{result.dataset_id} ({result.dataset_path})"
         )
-        raise AgentError(f"{dropped}; {kept}")
-    return result
 
 
 #: `info["truncation_reason"]` values that mean the game's connection ended mid-episode.
