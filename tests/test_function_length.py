@@ -32,8 +32,6 @@ MAX_LINES = 100
 ALLOWED: frozenset[str] = frozenset(
     {
         "metabonk_gym/agents/proof.py:bc_room1",
-        "metabonk_gym/bench/megabonk_video.py:run",
-        "metabonk_gym/bench/megabonk_video.py:run_seed",
         "metabonk_gym/bench/think_model.py:model_figures",
         "metabonk_gym/think/finetune.py:_finetune",
         "metabonk_gym/training/curriculum.py:_run",

@@ -238,57 +238,76 @@ def run_seed(
     row["fire_accuracy"] = figures["fire"]["accuracy"]
     row["ability_accuracy"] = figures["ability"]["accuracy"]
     if bc:
-        relabel_dataset(video_ds, idm_dir, f"bench/mb-idm-labels-s{seed}-v0", state_only=True)
-        relabel_dataset(video_ds, None, f"bench/mb-true-labels-s{seed}-v0", state_only=True)
-        survival: dict[str, float] = {}
-        per_episode: dict[str, list[float]] = {}
-        per_clone: dict[str, list[float]] = {}
-        for name in ("idm", "true", "random"):
-            times: list[float] = []
-            for clone in range(bc_seeds if name != "random" else 1):
-                # each policy meets the same games: a fresh lockstep sim of the same seed (the
-                # protocol has no seed command, so the games are those of one seeded sim)
-                with SimProcess(port=0, mode="lockstep", seed=1000 + seed, jpeg_hz=0) as game:
-                    agent = "random"
-                    if name != "random":
-                        agent = str(work / (f"bc-{name}-s{seed}" + (f"-c{clone}" if clone else "")))
-                        log(f"seed {seed}: BC from {name} labels (clone {clone + 1}/{bc_seeds})")
-                        base = {
-                            "base_port": game.port,
-                            "n_envs": 1,
-                            "seed": seed + 1000 * clone,
-                            "bc_epochs": bc_epochs,
-                        }
-                        labels = f"bench/mb-{name}-labels-s{seed}-v0"
-                        train_bc(ENV_ID, labels, agent, overrides=base)
-                    report = evaluate(
-                        ENV_ID,
-                        agent,
-                        episodes=eval_episodes,
-                        seed=seed,
-                        overrides={
-                            "base_port": game.port,
-                            "n_envs": 1,
-                            "max_episode_steps": eval_steps,
-                        },
-                    )
-                clone_times = [round(float(t), 2) for t in report.get("survival_times", [])]
-                per_clone.setdefault(name, []).append(round(float(np.mean(clone_times)), 2))
-                times += clone_times
-            survival[name] = float(np.mean(times)) if times else 0.0
-            per_episode[name] = times
-        row["bc_clone_survival"] = per_clone
-        row["bc_survival_idm_labels"] = survival["idm"]
-        row["bc_survival_true_actions"] = survival["true"]
-        row["random_survival"] = survival["random"]
-        row["survival_per_episode"] = per_episode
-        seconds = eval_steps * int(FRAMES["frameskip"]) / 60.0
-        row["teacher_survival"] = float(
-            np.mean(survival_times(1000 + seed, eval_episodes, seconds))
+        row |= _bc_figures(
+            seed, work, video_ds, idm_dir, (bc_epochs, bc_seeds), (eval_episodes, eval_steps), log
         )
-        row["bc_survival_ratio"] = survival["idm"] / max(survival["true"], 1e-9)
     if world_model:
         row.update(_world_model(idm_ds, video_ds, work / f"wm-s{seed}", wm_steps, seed, log))
+    return row
+
+
+def _bc_figures(
+    seed: int,
+    work: Path,
+    video_ds: str,
+    idm_dir: Path,
+    bc_runs: tuple[int, int],
+    evals: tuple[int, int],
+    log: Log,
+) -> dict[str, Any]:
+    """BC from the IDM's labels vs BC from the true actions vs random, in survival time
+    (`bc_runs`: BC epochs and clones per label source; `evals`: episodes and steps a policy)."""
+    bc_epochs, bc_seeds = bc_runs
+    eval_episodes, eval_steps = evals
+    relabel_dataset(video_ds, idm_dir, f"bench/mb-idm-labels-s{seed}-v0", state_only=True)
+    relabel_dataset(video_ds, None, f"bench/mb-true-labels-s{seed}-v0", state_only=True)
+    survival: dict[str, float] = {}
+    per_episode: dict[str, list[float]] = {}
+    per_clone: dict[str, list[float]] = {}
+    for name in ("idm", "true", "random"):
+        times: list[float] = []
+        for clone in range(bc_seeds if name != "random" else 1):
+            # each policy meets the same games: a fresh lockstep sim of the same seed (the
+            # protocol has no seed command, so the games are those of one seeded sim)
+            with SimProcess(port=0, mode="lockstep", seed=1000 + seed, jpeg_hz=0) as game:
+                agent = "random"
+                if name != "random":
+                    agent = str(work / (f"bc-{name}-s{seed}" + (f"-c{clone}" if clone else "")))
+                    log(f"seed {seed}: BC from {name} labels (clone {clone + 1}/{bc_seeds})")
+                    base = {
+                        "base_port": game.port,
+                        "n_envs": 1,
+                        "seed": seed + 1000 * clone,
+                        "bc_epochs": bc_epochs,
+                    }
+                    labels = f"bench/mb-{name}-labels-s{seed}-v0"
+                    train_bc(ENV_ID, labels, agent, overrides=base)
+                report = evaluate(
+                    ENV_ID,
+                    agent,
+                    episodes=eval_episodes,
+                    seed=seed,
+                    overrides={
+                        "base_port": game.port,
+                        "n_envs": 1,
+                        "max_episode_steps": eval_steps,
+                    },
+                )
+            clone_times = [round(float(t), 2) for t in report.get("survival_times", [])]
+            per_clone.setdefault(name, []).append(round(float(np.mean(clone_times)), 2))
+            times += clone_times
+        survival[name] = float(np.mean(times)) if times else 0.0
+        per_episode[name] = times
+    row: dict[str, Any] = {
+        "bc_clone_survival": per_clone,
+        "bc_survival_idm_labels": survival["idm"],
+        "bc_survival_true_actions": survival["true"],
+        "random_survival": survival["random"],
+        "survival_per_episode": per_episode,
+    }
+    seconds = eval_steps * int(FRAMES["frameskip"]) / 60.0
+    row["teacher_survival"] = float(np.mean(survival_times(1000 + seed, eval_episodes, seconds)))
+    row["bc_survival_ratio"] = survival["idm"] / max(survival["true"], 1e-9)
     return row
 
 
@@ -428,25 +447,33 @@ def run(
         "seconds": round(time.monotonic() - started, 1),
         "per_seed": rows,
     }
-    for key in (
-        "move_within_22_5",
-        "button_accuracy",
-        "fire_accuracy",
-        "ability_accuracy",
-        "aim_within_22_5",
-        "bc_survival_ratio",
-        "bc_survival_idm_labels",
-        "bc_survival_true_actions",
-        "random_survival",
-        "teacher_survival",
-    ):
-        result[key] = summary(rows, key)
+    return result | _summaries(rows)
+
+
+#: The per-seed figures `run` summarises over the seeds (median and worst).
+SUMMARISED = (
+    "move_within_22_5",
+    "button_accuracy",
+    "fire_accuracy",
+    "ability_accuracy",
+    "aim_within_22_5",
+    "bc_survival_ratio",
+    "bc_survival_idm_labels",
+    "bc_survival_true_actions",
+    "random_survival",
+    "teacher_survival",
+)
+
+
+def _summaries(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """`summary` of each of `SUMMARISED` and of each predictor's PSNR that the seeds measured."""
+    out = {key: summary(rows, key) for key in SUMMARISED}
     for name in ("world_model", "flow", "copy"):
         for k in (1, 2, 3):
             key = f"{name}_psnr_t{k}"
             if any(key in r for r in rows):
-                result[key] = summary(rows, key)
-    return result
+                out[key] = summary(rows, key)
+    return out
 
 
 #: Targets: the IDM's move direction and button accuracy, BC from its labels vs true actions.
