@@ -32,7 +32,6 @@ MAX_LINES = 100
 ALLOWED: frozenset[str] = frozenset(
     {
         "metabonk_gym/agents/proof.py:bc_room1",
-        "metabonk_gym/bench/think_model.py:model_figures",
         "metabonk_gym/think/finetune.py:_finetune",
         "metabonk_gym/training/curriculum.py:_run",
         "metabonk_gym/training/ppo.py:train_ppo",

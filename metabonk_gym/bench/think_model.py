@@ -145,63 +145,83 @@ def model_figures(
             try:
                 completion = engine.complete(request, start + timeout_s)
             except EngineError as exc:  # a timeout counts as a call that gave nothing
-                rows.append(
-                    {
-                        "latency_s": time.monotonic() - start,
-                        "prompt_tokens": None,
-                        "cached_tokens": 0,
-                        "valid": False,
-                        "sensible": False,
-                        "agrees": False,
-                    }
-                )
+                rows.append(_gave_nothing(time.monotonic() - start))
                 if progress is not None:
                     progress(f"call {i + 1}/{len(points)}: {exc}")
                 continue
             latency = time.monotonic() - start
-            row: dict[str, Any] = {
-                "latency_s": latency,
-                "prompt_tokens": completion.prompt_tokens,
-                "cached_tokens": completion.cached_tokens or 0,
-            }
-            oracle = adapter.advise(view)
-            # the choice profile's floor: always its first option (the nearest thing)
-            row["first_agrees"] = bool(
-                request.choices
-                and oracle is not None
-                and agrees(request.choices[0].to_dict(), oracle.to_dict())
-            )
-            try:
-                directive = parse_answer(completion.text, adapter.spec, request.choices)
-                row["valid"] = True
-                try:
-                    adapter.check(directive, view)
-                    reason = adapter.sensible(directive, view)
-                except DirectiveError as exc:
-                    reason = str(exc)
-                row["sensible"] = reason is None
-                row["agrees"] = oracle is not None and agrees(directive.to_dict(), oracle.to_dict())
-            except DirectiveError:
-                row.update(valid=False, sensible=False, agrees=False)
-            rows.append(row)
+            rows.append(_judged(completion, request, adapter, view, latency))
             if progress is not None:
                 progress(f"call {i + 1}/{len(points)}: {latency:.2f} s {completion.text}")
     finally:
         engine.close()
-    warm = rows[1:] or rows
-    latencies = [float(r["latency_s"]) for r in warm]
-    prompt = [int(r["prompt_tokens"]) for r in warm if r["prompt_tokens"]] or [0]
-    cached = [int(r["cached_tokens"]) for r in warm if r["prompt_tokens"]] or [0]
-    n = len(rows)
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     return {
         "model": str(path),
         "state": state,
         "profile": builder.profile,
         "n_threads": threads,
-        "calls": n,
+        "calls": len(rows),
         "timeouts": sum(r["prompt_tokens"] is None for r in rows),
         "timeout_s": timeout_s,
+        **_call_figures(rows),
+        "cpus": os.cpu_count(),
+        "load_avg_1m": round(load[0], 1),
+    }
+
+
+def _gave_nothing(latency: float) -> dict[str, Any]:
+    """The row of a call that timed out or failed: no tokens, nothing valid."""
+    return {
+        "latency_s": latency,
+        "prompt_tokens": None,
+        "cached_tokens": 0,
+        "valid": False,
+        "sensible": False,
+        "agrees": False,
+    }
+
+
+def _judged(
+    completion: Any, request: Any, adapter: Any, view: Any, latency: float
+) -> dict[str, Any]:
+    """The row of one answer: its tokens, and whether it parses, makes sense in `view` and
+    agrees with the game's oracle (and whether the first option would have)."""
+    row: dict[str, Any] = {
+        "latency_s": latency,
+        "prompt_tokens": completion.prompt_tokens,
+        "cached_tokens": completion.cached_tokens or 0,
+    }
+    oracle = adapter.advise(view)
+    # the choice profile's floor: always its first option (the nearest thing)
+    row["first_agrees"] = bool(
+        request.choices
+        and oracle is not None
+        and agrees(request.choices[0].to_dict(), oracle.to_dict())
+    )
+    try:
+        directive = parse_answer(completion.text, adapter.spec, request.choices)
+        row["valid"] = True
+        try:
+            adapter.check(directive, view)
+            reason = adapter.sensible(directive, view)
+        except DirectiveError as exc:
+            reason = str(exc)
+        row["sensible"] = reason is None
+        row["agrees"] = oracle is not None and agrees(directive.to_dict(), oracle.to_dict())
+    except DirectiveError:
+        row.update(valid=False, sensible=False, agrees=False)
+    return row
+
+
+def _call_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Tokens and latency over the warm calls (all but the first), answers over all calls."""
+    warm = rows[1:] or rows
+    latencies = [float(r["latency_s"]) for r in warm]
+    prompt = [int(r["prompt_tokens"]) for r in warm if r["prompt_tokens"]] or [0]
+    cached = [int(r["cached_tokens"]) for r in warm if r["prompt_tokens"]] or [0]
+    n = len(rows)
+    return {
         "prompt_tokens_p50": statistics.median(prompt),
         "prompt_tokens_max": max(prompt),
         "evaluated_tokens_p50": statistics.median(p - c for p, c in zip(prompt, cached)),
@@ -213,8 +233,6 @@ def model_figures(
         "sensible": sum(r["sensible"] for r in rows) / n,
         "oracle_agreement": sum(r["agrees"] for r in rows) / n,
         "first_option_agreement": sum(r.get("first_agrees", False) for r in rows) / n,
-        "cpus": os.cpu_count(),
-        "load_avg_1m": round(load[0], 1),
     }
 
 
