@@ -54,7 +54,7 @@ def test_explorer_finds_room_2_within_a_few_thousand_frames_and_resumes(tmp_path
     archive = Archive.load(out / "archive.npz")
     frame = room2_frame(archive)
     assert frame is not None and frame <= 16_000, (first, archive.keys)
-    assert first.best_score >= 80  # key 10 + door 20 + a new room 50
+    assert first.best_score >= 2  # the quest stage (cells.yaml score): the sage's hall entered
     assert (out / "explore.json").is_file()
     scalars = EventAccumulator(str(out / "tensorboard"), size_guidance={"scalars": 0}).Reload()
     tags = set(scalars.Tags()["scalars"])
