@@ -31,8 +31,6 @@ MAX_LINES = 100
 #: is short; add none.
 ALLOWED: frozenset[str] = frozenset(
     {
-        "metabonk_gym/agents/proof.py:bc_room1",
-        "metabonk_gym/think/finetune.py:_finetune",
         "metabonk_gym/training/curriculum.py:_run",
         "metabonk_gym/training/ppo.py:train_ppo",
         "metabonk_gym/worldmodel/dream.py:dream",

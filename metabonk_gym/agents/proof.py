@@ -147,8 +147,6 @@ def bc_room1(
     """
     import numpy as np
 
-    from metabonk_gym.training.bc import train_bc
-
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, not {seeds}")
     out_dir = Path(out_dir)
@@ -156,36 +154,9 @@ def bc_room1(
     stamp = time.strftime("%Y%m%d%H%M%S")
     per_seed: list[dict[str, Any]] = []
     for seed in range(seeds):
-        bc_dir = out_dir / ("bc" if seed == 0 else f"bc-seed{seed}")
         dataset = f"metabonk/bench-room1-expert-{stamp}-s{seed}-v0"
-        if RunDir(bc_dir).is_run():  # a re-run resumes: the clones already trained are kept
-            dataset = str(RunDir(bc_dir).read_state().get("dataset", "?"))
-        else:
-            # DART: `noise` random actions while recording, labels = the expert's choices, so
-            # the data shows how to recover from mistakes (plain demonstrations give ~45% of
-            # the expert's return)
-            record(
-                QUEST,
-                "scripted",
-                dataset,
-                episodes=expert_episodes,
-                seed=seed * 10_000,
-                noise=noise,
-            )
-            train_bc(QUEST, dataset, bc_dir, overrides={"seed": seed}, progress=True)
-        model = str(bc_dir / "model.zip")
-        greedy = evaluate(QUEST, model, episodes=eval_episodes, seed=EVAL_SEED, deterministic=True)
-        sampled = evaluate(QUEST, model, episodes=eval_episodes, seed=EVAL_SEED)
-        ratio = greedy["mean_return"] / expert["mean_return"] if expert["mean_return"] else 0.0
         per_seed.append(
-            {
-                "seed": seed,
-                "dataset": dataset,
-                "bc_mean_return": greedy["mean_return"],
-                "bc_win_rate": greedy["win_rate"],
-                "bc_mean_return_sampled": sampled["mean_return"],
-                "bc_to_expert_return": round(ratio, 3),
-            }
+            _bc_seed(out_dir, seed, dataset, expert, expert_episodes, eval_episodes, noise)
         )
         log(f"bc_room1 seed {seed}: {per_seed[-1]}")
     ratios = [s["bc_to_expert_return"] for s in per_seed]
@@ -200,36 +171,75 @@ def bc_room1(
         "passed_bc": min(ratios) >= 0.7,
     }
     if finetune_steps > 0:
-        _train(
-            QUEST,
-            out_dir / "bc-ppo",
-            {"total_steps": finetune_steps},
-            init_from=out_dir / "bc" / "model.zip",
-        )
-        _train(QUEST, out_dir / "ppo-scratch", {"total_steps": finetune_steps})
-        tuned = evaluate(
-            QUEST, str(out_dir / "bc-ppo" / "model.zip"), episodes=eval_episodes, seed=EVAL_SEED
-        )
-        scratch = evaluate(
-            QUEST,
-            str(out_dir / "ppo-scratch" / "model.zip"),
-            episodes=eval_episodes,
-            seed=EVAL_SEED,
-        )
-        figures.update(
-            {
-                "env_steps": finetune_steps,
-                "bc_ppo_mean_return": tuned["mean_return"],
-                "bc_ppo_win_rate": tuned["win_rate"],
-                "scratch_mean_return": scratch["mean_return"],
-                "scratch_win_rate": scratch["win_rate"],
-                "target_finetune": "bc+ppo beats ppo from scratch at equal env steps",
-                "passed_finetune": (tuned["win_rate"], tuned["mean_return"])
-                > (scratch["win_rate"], scratch["mean_return"]),
-            }
-        )
+        figures.update(_bc_finetune(out_dir, finetune_steps, eval_episodes))
     log(f"bc_room1: {figures}")
     return figures
+
+
+def _bc_seed(
+    out_dir: Path,
+    seed: int,
+    dataset: str,
+    expert: Mapping[str, Any],
+    expert_episodes: int,
+    eval_episodes: int,
+    noise: float,
+) -> dict[str, Any]:
+    """One seed of `bc_room1`: record `dataset` and clone it (a run already there is kept),
+    then the clone greedy and sampled on the expert's seeds."""
+    from metabonk_gym.training.bc import train_bc
+
+    bc_dir = out_dir / ("bc" if seed == 0 else f"bc-seed{seed}")
+    if RunDir(bc_dir).is_run():  # a re-run resumes: the clones already trained are kept
+        dataset = str(RunDir(bc_dir).read_state().get("dataset", "?"))
+    else:
+        # DART: `noise` random actions while recording, labels = the expert's choices, so
+        # the data shows how to recover from mistakes (plain demonstrations give ~45% of
+        # the expert's return)
+        record(
+            QUEST, "scripted", dataset, episodes=expert_episodes, seed=seed * 10_000, noise=noise
+        )
+        train_bc(QUEST, dataset, bc_dir, overrides={"seed": seed}, progress=True)
+    model = str(bc_dir / "model.zip")
+    greedy = evaluate(QUEST, model, episodes=eval_episodes, seed=EVAL_SEED, deterministic=True)
+    sampled = evaluate(QUEST, model, episodes=eval_episodes, seed=EVAL_SEED)
+    ratio = greedy["mean_return"] / expert["mean_return"] if expert["mean_return"] else 0.0
+    return {
+        "seed": seed,
+        "dataset": dataset,
+        "bc_mean_return": greedy["mean_return"],
+        "bc_win_rate": greedy["win_rate"],
+        "bc_mean_return_sampled": sampled["mean_return"],
+        "bc_to_expert_return": round(ratio, 3),
+    }
+
+
+def _bc_finetune(out_dir: Path, finetune_steps: int, eval_episodes: int) -> dict[str, Any]:
+    """`bc_room1`'s second half: PPO from seed 0's clone against PPO from scratch, the same
+    env steps each."""
+    _train(
+        QUEST,
+        out_dir / "bc-ppo",
+        {"total_steps": finetune_steps},
+        init_from=out_dir / "bc" / "model.zip",
+    )
+    _train(QUEST, out_dir / "ppo-scratch", {"total_steps": finetune_steps})
+    tuned = evaluate(
+        QUEST, str(out_dir / "bc-ppo" / "model.zip"), episodes=eval_episodes, seed=EVAL_SEED
+    )
+    scratch = evaluate(
+        QUEST, str(out_dir / "ppo-scratch" / "model.zip"), episodes=eval_episodes, seed=EVAL_SEED
+    )
+    return {
+        "env_steps": finetune_steps,
+        "bc_ppo_mean_return": tuned["mean_return"],
+        "bc_ppo_win_rate": tuned["win_rate"],
+        "scratch_mean_return": scratch["mean_return"],
+        "scratch_win_rate": scratch["win_rate"],
+        "target_finetune": "bc+ppo beats ppo from scratch at equal env steps",
+        "passed_finetune": (tuned["win_rate"], tuned["mean_return"])
+        > (scratch["win_rate"], scratch["mean_return"]),
+    }
 
 
 def arena_survival(
