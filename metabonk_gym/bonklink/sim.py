@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -48,7 +49,15 @@ from metabonk_gym.bonklink.render import FrameRenderer, Look
 from metabonk_gym.bonklink.transport import ActionReader, ConnectionClosed
 from metabonk_gym.process import ChildProcess, ChildProcessFailed
 
-__all__ = ["BonkLinkSim", "FrameFormat", "SimMode", "SimProcess", "SimStats"]
+__all__ = [
+    "BonkLinkSim",
+    "FrameFormat",
+    "SimMode",
+    "SimProcess",
+    "SimStats",
+    "serve_here",
+    "serve_instances",
+]
 
 SimMode = Literal["realtime", "lockstep"]
 FrameFormat = Literal["jpeg", "raw_rgb"]
@@ -472,6 +481,49 @@ class SimProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def serve_instances(
+    port: int,
+    instances: int,
+    seed: int | None,
+    seconds: float | None,
+    announce: Callable[[int], None],
+    **sim_kwargs: Any,
+) -> None:
+    """Serve `instances` games, each a :class:`SimProcess` on port `port + i` (seeded `seed + i`),
+    for `seconds` (None: until Ctrl-C, which ends them quietly); `announce(bound_port)` as each
+    starts. An instance that cannot start raises an `OSError` naming its port; every instance
+    started stops before this returns or raises (``bonklink-sim --instances n``)."""
+    procs: list[SimProcess] = []
+    try:
+        for i in range(instances):
+            proc = SimProcess(port=port + i, seed=None if seed is None else seed + i, **sim_kwargs)
+            try:
+                bound = proc.start()
+            except OSError as exc:
+                raise OSError(f"instance on port {port + i}: {exc}") from exc
+            procs.append(proc)
+            announce(bound)
+        end = None if seconds is None else time.monotonic() + seconds
+        while end is None or time.monotonic() < end:
+            time.sleep(0.2 if end is None else max(0.0, min(0.2, end - time.monotonic())))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for proc in procs:
+            proc.stop()
+
+
+def serve_here(sim: BonkLinkSim, seconds: float | None) -> None:
+    """Serve `sim` (already bound) on this thread for `seconds` (None: until Ctrl-C, which ends
+    it quietly), then stop it."""
+    try:
+        sim.serve_forever(seconds)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sim.stop()
 
 
 def _child_main(argv: list[str]) -> int:
