@@ -6,7 +6,8 @@ the suite's envs, with no teacher and no game code (a thin typer layer over
 `explore` writes OUT/archive.npz (data only, checksummed), OUT/explore.json and TensorBoard
 scalars in OUT/tensorboard; Ctrl-C or SIGTERM ends the round, saves the archive and exits
 130 / 143; `--resume` continues it. `robustify` trains a pixel PPO policy from the archive's best
-path with the backward curriculum into a new run directory.
+path with the backward curriculum (after cloning it, with `--bc-epochs`) into a new run
+directory, or continues one (`--resume`).
 
 >>> import typer
 >>> app = typer.Typer()
@@ -104,11 +105,28 @@ def robustify(
     env_kwarg: list[str] | None = typer.Option(
         None, "--env-kwarg", help="KEY=VALUE for gym.make; yours replace the archive's."
     ),
+    max_stride: int = typer.Option(
+        1, min=1, help="Most points one move skips back (a quick move doubles the next)."
+    ),
+    jump_rate: float = typer.Option(
+        0.9, min=0.01, max=1.0, help="A move at this success rate or more doubles the next."
+    ),
+    bc_epochs: int = typer.Option(
+        0, min=0, help="Epochs of cloning the demonstration before PPO (0: none)."
+    ),
+    bc_passes: int = typer.Option(
+        4, min=1, help="Replays to clone: one clean, the rest with sticky actions."
+    ),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue the run in --run-dir (its settings; a new --total-steps)."
+    ),
 ) -> None:
     """The backward algorithm (Salimans and Chen 2018): PPO from pixels, starting near the end of
     the archive's best path and moving the start back as it succeeds."""
     from metabonk_gym.training.backward import BackwardSettings, run_robustify
 
+    if resume and set_:
+        raise typer.BadParameter("--resume trains with the run's own config; drop --set")
     settings = BackwardSettings(
         every=every,
         threshold=threshold,
@@ -116,6 +134,10 @@ def robustify(
         total_steps=total_steps,
         sticky_action_prob=sticky,
         overrides=parse_set_options(set_),
+        max_stride=max_stride,
+        jump_rate=jump_rate,
+        bc_epochs=bc_epochs,
+        bc_passes=bc_passes,
     )
     result = guarded(  # Ctrl-C / SIGTERM: PPO's checkpoint and the model are saved, exit 130/143
         lambda: run_robustify(
@@ -124,6 +146,7 @@ def robustify(
             settings,
             env_kwargs=parse_key_values(env_kwarg, "--env-kwarg") or None,
             progress=progress_line,
+            resume=resume,
         )
     )
     console.print_json(json.dumps(result.to_dict()))

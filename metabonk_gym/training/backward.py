@@ -7,8 +7,14 @@ training code: `make_train_venv`, `LearnLoop`) learns from pixels only (grey fra
 with sticky actions, starting every episode from a point of the demonstration: first the one
 nearest its end. An episode succeeds when it reaches what the demonstration reached (the game's
 win, or the score of its last cell); once `threshold` of the last `window` episodes from the
-current point succeed, the start moves one point back. After the first point (the start with
-the demonstration's game seed) comes the real test: the start with fresh game seeds.
+current point succeed, the start moves one point back (or more: with `max_stride` above 1, each
+move decided at a success rate of `jump_rate` or more doubles the next one, up to `max_stride`
+points; a slower one sets it back to one). After the first point (the start with the
+demonstration's game seed) comes the real test: the start with fresh game seeds.
+
+With `bc_epochs`, the policy first clones the demonstration (`metabonk_gym.training.backward_bc`).
+The curriculum's position is saved in every checkpoint, so `resume=True` continues the run where
+its newest checkpoint left it (PPO's weights, the start point, TensorBoard).
 
 >>> BackwardSettings().check()
 >>> BackwardSettings(threshold=1.5).check()
@@ -31,9 +37,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from metabonk_gym.gba.backends import write_state_file
 from metabonk_gym.registration import env_traits
+from metabonk_gym.training.backward_bc import clone_demo, collect_demo_frames
 from metabonk_gym.training.config import TrainConfig, config_to_yaml, resolve_config
 from metabonk_gym.training.envs import close_venv, make_train_venv, probe_env
-from metabonk_gym.training.errors import ConfigError
+from metabonk_gym.training.errors import ConfigError, RunDirError
 from metabonk_gym.training.explore import ARCHIVE_FILE, EXPLORE_OBS
 from metabonk_gym.training.explore_archive import Archive, ArchiveError
 from metabonk_gym.training.explore_cells import cells_from_dict
@@ -60,6 +67,11 @@ class BackwardSettings:
         total_steps: PPO env steps in all.
         sticky_action_prob: each frame keeps the last buttons with this probability.
         overrides: training config keys (`TrainConfig`), e.g. n_envs, learning_rate.
+        max_stride: the most points one move skips back (1: one at a time).
+        jump_rate: a move decided at this success rate or more doubles the next one.
+        bc_epochs: epochs of cloning the demonstration before PPO (0: none).
+        bc_passes: replays of the demonstration to clone: one clean, the rest with sticky
+            actions.
     """
 
     every: int = 10
@@ -68,14 +80,21 @@ class BackwardSettings:
     total_steps: int = 200_000
     sticky_action_prob: float = 0.25
     overrides: dict[str, Any] = field(default_factory=dict)
+    max_stride: int = 1
+    jump_rate: float = 0.9
+    bc_epochs: int = 0
+    bc_passes: int = 4
 
     def check(self) -> None:
         """Refuse values that make no sense (`ConfigError`, one line)."""
-        if not 0.0 < self.threshold <= 1.0:
-            raise ConfigError(f"threshold must be in (0, 1], not {self.threshold}")
-        for name in ("every", "window", "total_steps"):
+        for name in ("threshold", "jump_rate"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise ConfigError(f"{name} must be in (0, 1], not {getattr(self, name)}")
+        for name in ("every", "window", "total_steps", "max_stride", "bc_passes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, not {getattr(self, name)}")
+        if self.bc_epochs < 0:
+            raise ConfigError(f"bc_epochs must be >= 0, not {self.bc_epochs}")
         if not 0.0 <= self.sticky_action_prob < 1.0:
             raise ConfigError(
                 f"sticky_action_prob must be in [0, 1), not {self.sticky_action_prob}"
@@ -94,6 +113,7 @@ class Demo:
     goal: dict[str, Any] | None
     state: str | None
     game_seed: int
+    actions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
 
     @property
     def length(self) -> int:
@@ -197,6 +217,7 @@ def record_demo(
         goal,
         meta.get("state"),
         int(meta.get("game_seed", 0)),
+        np.asarray(actions, np.uint8),
     )
 
 
@@ -242,12 +263,17 @@ class BackwardCallback(BaseCallback):
 
     Args:
         demo: the demonstration.
-        settings: threshold and window.
+        settings: threshold, window, stride.
         on_move: called with a line each time the start moves.
+        position: where a resumed run was (`position()` of the run it continues).
     """
 
     def __init__(
-        self, demo: Demo, settings: BackwardSettings, on_move: Callable[[str], None]
+        self,
+        demo: Demo,
+        settings: BackwardSettings,
+        on_move: Callable[[str], None],
+        position: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.demo = demo
@@ -255,10 +281,48 @@ class BackwardCallback(BaseCallback):
         self.on_move = on_move
         self.point = len(demo.paths) - 2  # the last point is the end itself
         self.fresh_seeds = False  # past point 0: the start with any game seed
+        self.stride = 1
         self.results: deque[bool] = deque(maxlen=settings.window)
         self.stale: np.ndarray = np.zeros(0, bool)
         self.history: list[dict[str, Any]] = []
         self.successes = 0
+        if position is not None:
+            self.restore(position)
+
+    def position(self) -> dict[str, Any]:
+        """Where the curriculum is: saved in each checkpoint, read back by `restore`."""
+        return {
+            "point": self.point,
+            "fresh_seeds": self.fresh_seeds,
+            "stride": self.stride,
+            "history": list(self.history),
+        }
+
+    def restore(self, position: Mapping[str, Any]) -> None:
+        """Continue from `position()` of a saved run; `RunDirError` when it does not fit this
+        demonstration (a point out of range, a wrong type)."""
+        point, fresh, stride = (position.get(k) for k in ("point", "fresh_seeds", "stride"))
+        history = position.get("history", [])
+        last = len(self.demo.paths) - 2
+        ok = (
+            isinstance(point, int)
+            and not isinstance(point, bool)
+            and 0 <= point <= last
+            and isinstance(fresh, bool)
+            and isinstance(stride, int)
+            and 1 <= stride <= self.settings.max_stride
+            and isinstance(history, list)
+            and all(isinstance(h, dict) for h in history)
+        )
+        if not ok:
+            raise RunDirError(
+                f"the checkpoint's backward position {str(dict(position))[:120]} does not fit a "
+                f"demonstration of {last + 2} points; resume from an earlier checkpoint or start "
+                "a new --run-dir"
+            )
+        assert isinstance(point, int) and isinstance(stride, int)
+        self.point, self.fresh_seeds, self.stride = point, bool(fresh), stride
+        self.history = list(history)
 
     def _on_training_start(self) -> None:
         self.stale = np.zeros(self.training_env.num_envs, bool)
@@ -293,6 +357,7 @@ class BackwardCallback(BaseCallback):
         self.logger.record("backward/point", self.point)
         self.logger.record("backward/fresh_seeds", float(self.fresh_seeds))
         self.logger.record("backward/success_rate", rate)
+        self.logger.record("backward/stride", self.stride)
         window = self.settings.window
         if len(self.results) >= window and rate >= self.settings.threshold:
             self._move(rate)
@@ -315,8 +380,10 @@ class BackwardCallback(BaseCallback):
             self.fresh_seeds = True
             where = "the start with fresh game seeds"
         else:
-            self.point -= 1
+            self.point = max(0, self.point - self.stride)
             where = f"demo step {self.demo.steps[self.point]}"
+        quick = rate >= self.settings.jump_rate
+        self.stride = min(self.stride * 2, self.settings.max_stride) if quick else 1
         self.on_move(f"step {self.num_timesteps:,}: success {rate:.2f}; start moves to {where}")
         self._apply()
 
@@ -336,11 +403,60 @@ class RobustResult:
     fresh_seeds: bool
     moves: list[dict[str, Any]]
     interrupted: bool
+    bc: dict[str, Any] = field(default_factory=dict)
+    resumed_from: int | None = None  # the PPO steps a resumed run continued from
 
     def to_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
         data["run_dir"], data["model_path"] = str(self.run_dir), str(self.model_path)
         return data
+
+
+#: The settings a run keeps in `run.json` (`backward_settings`) and a resume reads back.
+STORED_SETTINGS = (
+    "every",
+    "threshold",
+    "window",
+    "sticky_action_prob",
+    "max_stride",
+    "jump_rate",
+    "bc_epochs",
+    "bc_passes",
+)
+
+
+def stored_settings(state: Mapping[str, Any], total_steps: int, path: Path) -> BackwardSettings:
+    """The settings a run was started with (its `run.json`), with a new `total_steps`;
+    `RunDirError` when they are missing or malformed.
+
+    >>> stored_settings({"backward_settings": {"every": 5}}, 100, Path("run.json")).every
+    5
+    >>> stored_settings({"backward_settings": {"every": "x"}}, 100, Path("run.json"))
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.training.errors.RunDirError: run.json: backward_settings are malformed (every must be a number, not x); restore run.json from a backup or start a new --run-dir
+    """
+    data = state.get("backward_settings")
+    fix = f"restore {path.name} from a backup or start a new --run-dir"
+    if not isinstance(data, Mapping):
+        raise RunDirError(f"{path}: no backward_settings: not a robustify run; {fix}")
+    values: dict[str, Any] = {}
+    defaults = BackwardSettings()
+    for key in STORED_SETTINGS:
+        value = data.get(key, getattr(defaults, key))
+        kind = type(getattr(defaults, key))
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise RunDirError(
+                f"{path}: backward_settings are malformed ({key} must be a number, not "
+                f"{str(value)[:40]}); {fix}"
+            )
+        values[key] = kind(value)
+    settings = BackwardSettings(total_steps=total_steps, **values)
+    try:
+        settings.check()
+    except ConfigError as exc:
+        raise RunDirError(f"{path}: backward_settings are malformed ({exc}); {fix}") from exc
+    return settings
 
 
 def run_robustify(
@@ -350,30 +466,99 @@ def run_robustify(
     *,
     env_kwargs: Mapping[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
+    resume: bool = False,
 ) -> RobustResult:
     """Robustify the best path of the archive in `explore_dir` into a PPO policy in `run_dir`
-    (a new run directory); see the module docstring. `env_kwargs`: the user's, replacing the
-    archive's."""
+    (a new run directory; with `resume`, the run there continues with its own settings and
+    config, `settings.total_steps` its new end); see the module docstring. `env_kwargs`: the
+    user's, replacing the archive's."""
     settings = settings or BackwardSettings()
     settings.check()
     explore_dir = Path(explore_dir).expanduser()
     run = RunDir(Path(run_dir).expanduser())
-    run.check_new()
+    say = progress or (lambda line: None)
+    state: dict[str, Any] = {}
+    if resume:
+        state = _check_resume(run, explore_dir, say)
+        settings = stored_settings(state, settings.total_steps, run.state_file)
+    else:
+        run.check_new()
     archive, best = load_demo_archive(explore_dir)
     env_id = str(archive.meta.get("env_id"))
     kwargs = archive_env_kwargs(archive, explore_dir / ARCHIVE_FILE, env_kwargs)
-    say = progress or (lambda line: None)
     run.path.mkdir(parents=True, exist_ok=True)
     demo = record_demo(archive, best, run.path, settings.every, kwargs)
-    cfg = robust_config(env_id, demo, settings, kwargs)
+    if resume:
+        cfg, resume_from, position = _resume_point(run, env_id, demo, state, settings)
+    else:
+        cfg, resume_from, position = robust_config(env_id, demo, settings, kwargs), None, None
     say(
         f"robustifying {env_id}: a {demo.length}-step demonstration "
         f"({'won' if demo.won else 'score ' + str(demo.scores[-1])}), {len(demo.paths)} start "
         f"points, PPO from {cfg.obs_type} frames, sticky actions {cfg.sticky_action_prob}"
+        + (f"; resuming at {position and position.get('point')}" if resume else "")
     )
     run.write_config(config_to_yaml(cfg))
-    run.write_state(env_id=env_id, algo="robustify", status="running", explore=str(explore_dir))
-    return _train(env_id, run, cfg, demo, settings, say)
+    run.write_state(
+        env_id=env_id,
+        algo="robustify",
+        status="running",
+        error=None,
+        explore=str(explore_dir.resolve()),
+        total_steps=cfg.total_steps,
+        points=len(demo.paths),
+        demo_steps=demo.length,
+        backward_settings={k: getattr(settings, k) for k in STORED_SETTINGS},
+        **run.owner(),
+    )
+    return _train(env_id, run, cfg, demo, settings, say, resume_from, position)
+
+
+def _check_resume(run: RunDir, explore_dir: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """Before a resume: the run exists, is a robustify run of this archive, and is not being
+    trained now; its `run.json`."""
+    run.check_resumable()
+    stale = run.check_not_running()
+    if stale is not None:
+        say(stale)
+    state = run.read_state()
+    if state.get("algo") != "robustify":
+        raise RunDirError(
+            f"cannot resume {run.path} with robustify: it is a {state.get('algo')!r} run"
+        )
+    stored = state.get("explore")
+    if not isinstance(stored, str) or Path(stored).resolve() != explore_dir.resolve():
+        raise RunDirError(
+            f"{run.path} robustifies the archive in {str(stored)[:200]}, not {explore_dir}; "
+            "give that folder to --resume it"
+        )
+    return state
+
+
+def _resume_point(
+    run: RunDir, env_id: str, demo: Demo, state: Mapping[str, Any], settings: BackwardSettings
+) -> tuple[TrainConfig, Path, dict[str, Any] | None]:
+    """The resumed run's config (its own, with the new total), its newest checkpoint and the
+    curriculum's position saved in it."""
+    if state.get("points") != len(demo.paths) or state.get("demo_steps") != demo.length:
+        raise RunDirError(
+            f"the archive's best path is now {demo.length} steps ({len(demo.paths)} points), the "
+            f"run learned one of {state.get('demo_steps')} ({state.get('points')} points): the "
+            "archive changed since; robustify it into a new --run-dir"
+        )
+    cfg = resolve_config(
+        env_id, base=run.read_config(), overrides={"total_steps": settings.total_steps}
+    )
+    resume_from, meta = run.resume_point()
+    if int(meta["num_timesteps"]) >= cfg.total_steps:
+        raise RunDirError(
+            f"{run.path} already has {meta['num_timesteps']} steps of {cfg.total_steps}; pass a "
+            "larger --total-steps to continue it"
+        )
+    position = meta.get("backward")
+    if position is not None and not isinstance(position, dict):
+        raise RunDirError(f"{resume_from}: its backward position is not a mapping")
+    return cfg, resume_from, position
 
 
 def _train(
@@ -383,6 +568,8 @@ def _train(
     demo: Demo,
     settings: BackwardSettings,
     say: Callable[[str], None],
+    resume_from: Path | None = None,
+    position: Mapping[str, Any] | None = None,
 ) -> RobustResult:
     import torch
     from stable_baselines3.common.logger import configure
@@ -394,18 +581,32 @@ def _train(
     _, _, info_names = probe_env(env_id, cfg)
     venv = make_train_venv(env_id, cfg)
     logger = configure(str(run.tensorboard), ["tensorboard"])
+    bc: dict[str, Any] = {}
     try:
-        model = load_or_make(cfg, venv)
+        model = load_or_make(cfg, venv, resume_from)
         model.set_logger(logger)
+        resumed = int(model.num_timesteps) if resume_from is not None else None
+        backward = BackwardCallback(demo, settings, say, position)
 
         def metadata() -> dict[str, Any]:
-            return model_metadata(env_id, "ppo", cfg.to_dict(), robustify=True)
+            return model_metadata(
+                env_id, "ppo", cfg.to_dict(), robustify=True, backward=backward.position()
+            )
 
+        if resume_from is None and settings.bc_epochs > 0:
+            bc = _warm_start(model, demo, settings, cfg, say)
+            for key, value in bc.items():
+                logger.record(f"backward/{key}", value)
+            logger.dump(0)
+            run.write_state(bc=bc)
         stats = EpisodeStats(window=cfg.win_window)
         loop = LearnLoop(run, cfg, info_names, metadata, stats)
-        backward = BackwardCallback(demo, settings, say)
         interrupted = loop.learn(
-            model, cfg.total_steps, reset=True, callbacks=[backward], label="robustify"
+            model,
+            cfg.total_steps - int(model.num_timesteps),
+            reset=resume_from is None,
+            callbacks=[backward],
+            label="robustify",
         )
         save_model(model, run.model, metadata())
     finally:
@@ -423,9 +624,38 @@ def _train(
         fresh_seeds=backward.fresh_seeds,
         moves=backward.history,
         interrupted=interrupted,
+        bc=bc or dict(run.read_state().get("bc") or {}),
+        resumed_from=resumed,
     )
-    run.write_state(status="interrupted" if interrupted else "finished", **_summary(result))
+    run.write_state(
+        status="interrupted" if interrupted else "finished", pid=None, **_summary(result)
+    )
     atomic_write_text(run.path / "robustify.json", json.dumps(result.to_dict(), indent=2))
+    return result
+
+
+def _warm_start(
+    model: Any, demo: Demo, settings: BackwardSettings, cfg: TrainConfig, say: Callable[[str], None]
+) -> dict[str, Any]:
+    """Clone the demonstration into `model` before PPO (`backward_bc`)."""
+    data = collect_demo_frames(
+        model.get_env(),
+        demo.actions,
+        settings.bc_passes,
+        settings.sticky_action_prob,
+        cfg.gamma,
+        (demo.state, demo.game_seed),
+        demo.allowance(0),
+    )
+    result: dict[str, Any] = clone_demo(
+        model, data, settings.bc_epochs, cfg.bc_batch_size, cfg.bc_learning_rate, cfg.seed or 0
+    )
+    result["bc_clean_success"] = data.clean_success
+    say(
+        f"cloned the demonstration: {len(data.actions):,} frames from {data.passes} replays "
+        f"(clean one {'succeeded' if data.clean_success else 'did NOT succeed'}), "
+        f"{settings.bc_epochs} epochs, accuracy {result['bc_accuracy']:.2f}"
+    )
     return result
 
 

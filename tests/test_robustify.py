@@ -1,0 +1,229 @@
+"""`metabonk robustify` (issue 34): a run resumes where its newest checkpoint left it (PPO's
+weights, the curriculum's start point and history, TensorBoard in the same folder); Ctrl-C saves
+a checkpoint with the position and `--resume` continues it; a bad resume is one line and changes
+nothing; the clone of the demonstration replays it in the training envs (the clean replay wins);
+bigger moves skip points when success is high, on a toy.
+
+The real parts: HatWizard's level 1-1 explored on the mGBA core until a cell wins (a few
+thousand frames), its best path robustified by the project's PPO.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import typer
+from metabonk_gym.cli.errors import guard_commands
+from metabonk_gym.cli.explore import register
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from typer.testing import CliRunner
+
+from metabonk_gym.training.backward import (
+    BackwardCallback,
+    BackwardSettings,
+    Demo,
+    run_robustify,
+    stored_settings,
+)
+from metabonk_gym.training.errors import RunDirError
+from metabonk_gym.training.explore import ExploreSettings, run_explore
+from metabonk_gym.training.rundir import RunDir, read_model_metadata
+
+HAT = "MetaBonk/HatWizard-v0"
+SMALL = {"n_envs": 2, "n_steps": 64, "batch_size": 64, "n_epochs": 1, "checkpoint_every": 64}
+
+
+@pytest.fixture(scope="module")
+def hat_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An explorer's folder whose best cell wins HatWizard's level 1-1."""
+    out = tmp_path_factory.mktemp("hat") / "explore"
+    settings = ExploreSettings(
+        n_envs=2, max_frames=60_000, stop_when_won=True, state="level1", seed=0
+    )
+    result = run_explore(HAT, out, settings)
+    assert result.won, result
+    return out
+
+
+def cli() -> typer.Typer:
+    app = typer.Typer()
+    register(app)
+    guard_commands(app)
+    return app
+
+
+def scalar_steps(run: Path, tag: str) -> list[int]:
+    events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}).Reload()
+    return [e.step for e in events.Scalars(tag)]
+
+
+def test_a_run_resumes_where_its_checkpoint_left_it(hat_archive: Path, tmp_path: Path) -> None:
+    run = tmp_path / "robust"
+    settings = BackwardSettings(
+        every=50, window=2, threshold=0.5, total_steps=256, max_stride=4,
+        bc_epochs=1, bc_passes=3, overrides=dict(SMALL),
+    )  # fmt: skip
+    first = run_robustify(hat_archive, run, settings)
+    # the clone replayed the demonstration in the training envs: the clean replay won
+    assert first.bc["bc_clean_success"] is True, first.bc
+    assert first.demo_steps < first.bc["bc_frames"] <= 3 * first.demo_steps
+    saved = read_model_metadata(run / "model.zip")["backward"]
+    assert saved["point"] == first.reached_point and saved["history"] == first.moves
+    assert json.loads((run / "run.json").read_text())["backward_settings"]["every"] == 50
+
+    # another total only: the run's own settings (every=50), not these defaults (every=10)
+    second = run_robustify(hat_archive, run, BackwardSettings(total_steps=512), resume=True)
+    assert second.resumed_from == first.num_timesteps
+    assert second.num_timesteps >= 512 and second.points == first.points
+    assert second.moves[: len(first.moves)] == first.moves  # the history goes on
+    assert second.reached_point <= first.reached_point  # never forward again
+    assert second.bc == first.bc  # cloned once, at the start
+    steps = scalar_steps(run, "backward/start_step")
+    assert min(steps) < first.num_timesteps < max(steps)  # one TensorBoard folder, continued
+
+    # bad resumes: one line each, the run unchanged
+    before = (run / "model.zip").read_bytes()
+    with pytest.raises(RunDirError, match="already has"):
+        run_robustify(hat_archive, run, BackwardSettings(total_steps=512), resume=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(RunDirError, match="robustifies the archive in"):
+        run_robustify(other, run, BackwardSettings(total_steps=1024), resume=True)
+    with pytest.raises(RunDirError, match="does not exist"):
+        run_robustify(hat_archive, tmp_path / "none", BackwardSettings(), resume=True)
+    assert (run / "model.zip").read_bytes() == before
+    # a new run into it is refused too
+    with pytest.raises(RunDirError, match="--resume"):
+        run_robustify(hat_archive, run, BackwardSettings(total_steps=64))
+
+
+def test_ctrl_c_saves_the_position_and_resume_continues(hat_archive: Path, tmp_path: Path) -> None:
+    run = tmp_path / "robust"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metabonk_gym.cli.main", "robustify", str(hat_archive),
+         "--run-dir", str(run), "--total-steps", "1000000", "--every", "50", "--window", "2",
+         "--max-stride", "2", *(a for k, v in SMALL.items() for a in ("--set", f"{k}={v}"))],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while not list((run / "checkpoints").glob("step_*.zip")):
+            assert proc.poll() is None, proc.communicate()[0].decode()[-3000:]
+            assert time.monotonic() < deadline, "no checkpoint within 240 s"
+            time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGINT)
+        output = proc.communicate(timeout=120)[0].decode()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, output[-3000:]
+    assert "stopped by SIGINT" in output and "model saved" in output, output[-3000:]
+    state = RunDir(run).read_state()
+    assert state["status"] == "interrupted" and state.get("pid") is None
+    path, meta = RunDir(run).resume_point()
+    stopped = meta["num_timesteps"]
+    assert "point" in meta["backward"], meta
+
+    # --resume --set is refused (the run's own config trains on), then a resume runs
+    result = CliRunner().invoke(
+        cli(), ["robustify", str(hat_archive), "--run-dir", str(run), "--resume",
+                "--total-steps", str(stopped + 64), "--set", "n_envs=4"],
+    )  # fmt: skip
+    assert result.exit_code == 2 and "drop --set" in result.output, result.output
+    result = CliRunner().invoke(
+        cli(), ["robustify", str(hat_archive), "--run-dir", str(run), "--resume",
+                "--total-steps", str(stopped + 64)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output[-3000:]
+    assert f'"resumed_from": {stopped}' in result.output, result.output[-3000:]
+    assert RunDir(run).read_state()["status"] == "finished"
+
+
+def test_stored_settings_are_checked() -> None:
+    good = stored_settings({"backward_settings": {"every": 5, "max_stride": 4}}, 9, Path("r"))
+    assert (good.every, good.max_stride, good.total_steps) == (5, 4, 9)
+    for bad in ({}, {"backward_settings": [1]}, {"backward_settings": {"window": 0}},
+                {"backward_settings": {"threshold": True}}):  # fmt: skip
+        with pytest.raises(RunDirError, match="backward_settings"):
+            stored_settings(bad, 9, Path("run.json"))
+
+
+class Corridor(gym.Env):
+    """Walk right from a start (a "state" named by its position) to the end of a corridor."""
+
+    LENGTH = 24
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.start = self.position = self.steps = 0
+        self._max_episode_steps = 100
+
+    def set_start(self, state: str | None, game_seeds: Any = None) -> None:
+        self.start = int(Path(state).name) if state else 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        self.position, self.steps = self.start, 0
+        return np.array([self.position / self.LENGTH], np.float32), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        self.position = max(0, self.position + (1 if int(action) == 1 else -1))
+        self.steps += 1
+        success = self.position >= self.LENGTH
+        obs = np.array([self.position / self.LENGTH], np.float32)
+        return (
+            obs,
+            float(success),
+            success,
+            self.steps >= self._max_episode_steps,
+            {"success": success},
+        )
+
+
+def corridor_demo() -> Demo:
+    points = list(range(0, Corridor.LENGTH + 1, 2))
+    return Demo(
+        paths=[Path(str(p)) for p in points], steps=points,
+        scores=[float(p == Corridor.LENGTH) for p in points], won=True, goal=None,
+        state="0", game_seed=0,
+    )  # fmt: skip
+
+
+def test_quick_successes_skip_points_back() -> None:
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    settings = BackwardSettings(threshold=0.6, window=8, max_stride=4, jump_rate=0.6)
+    callback = BackwardCallback(corridor_demo(), settings, lambda _: None)
+    model = PPO("MlpPolicy", DummyVecEnv([Corridor, Corridor]), n_steps=64, batch_size=64,
+                n_epochs=4, seed=0)  # fmt: skip
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model.learn(3_000, callback=callback)
+    finally:
+        torch.set_num_threads(threads)
+    points = [h["point"] for h in callback.history if not h["fresh_seeds"]]
+    assert len(points) >= 3, callback.history
+    jumps = [a - b for a, b in zip(points, points[1:])]
+    assert max(jumps) > 1 and all(1 <= j <= 4 for j in jumps), points  # skipped, at most 4
+    # the position survives a save: a callback made with it starts there
+    again = BackwardCallback(corridor_demo(), settings, lambda _: None, callback.position())
+    assert again.position() == callback.position()
+    for bad in ({**callback.position(), "point": 99}, {**callback.position(), "stride": 9},
+                {**callback.position(), "fresh_seeds": "no"}):  # fmt: skip
+        with pytest.raises(RunDirError, match="backward position"):
+            BackwardCallback(corridor_demo(), settings, lambda _: None, bad)
