@@ -12,11 +12,12 @@ the `train` group and `video` on the `bench` group, so this module is the only o
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
-from metabonk_gym.cli.errors import plain_console
+from metabonk_gym.cli.errors import fail, plain_console
 from metabonk_gym.cli.train import train_app
 
 from metabonk_gym.bench.figures import invoked_command, put_figures
@@ -312,12 +313,10 @@ def bench_video(
         from metabonk_gym.bench import megabonk_video
 
         if len(game) > 1:
-            err_console.print("error: --game MetaBonk/Megabonk-v0 runs on its own")
-            raise typer.Exit(2)
+            fail("--game MetaBonk/Megabonk-v0 runs on its own")
         check_number("--speed", speed, 0.1, 1000)
         if frame_downscale not in (1, 2, 4):
-            err_console.print(f"error: --frame-downscale {frame_downscale}: choose 1, 2 or 4")
-            raise typer.Exit(2)
+            fail(f"--frame-downscale {frame_downscale}: choose 1, 2 or 4")
         figures = megabonk_video.run(
             seeds=seeds,
             episodes=episodes or 20,
@@ -341,17 +340,12 @@ def bench_video(
             motion=motion,
             bc_seeds=bc_seeds,
         )
-        console.print_json(json.dumps(figures, default=str))
-        if out is not None:
-            atomic_write_text(out, json.dumps(figures, indent=2, default=str))
-        if figures_file is not None:
-            records = megabonk_video.figure_records(figures)
-            put_figures(figures_file, records, command=invoked_command(), seeds=list(range(seeds)))
+        records = megabonk_video.figure_records
+        _report(figures, out, figures_file, records, seeds=list(range(seeds)))
         return
     unknown = [g for g in game or [] if g not in GAMES]
     if unknown:
-        err_console.print(f"error: --game {unknown[0]}: choose from {', '.join(GAMES)}")
-        raise typer.Exit(2)
+        fail(f"--game {unknown[0]}: choose from {', '.join(GAMES)}")
     result = run(
         games=tuple(game or GAMES),
         noise=noise,
@@ -363,11 +357,23 @@ def bench_video(
         work=work,
         log=err_console.print,
     )
-    console.print_json(json.dumps(result, default=str))
+    _report(result, out, figures_file, figure_records)
+
+
+def _report(
+    figures: dict[str, Any],
+    out: Path | None,
+    figures_file: Path | None,
+    records: Callable[[dict[str, Any]], list[dict[str, Any]]],
+    seeds: list[int] | None = None,
+) -> None:
+    """Print a bench's figures as JSON, write them to `out` and their `records` into
+    `figures_file` (each when given)."""
+    console.print_json(json.dumps(figures, default=str))
     if out is not None:
-        atomic_write_text(out, json.dumps(result, indent=2, default=str))
+        atomic_write_text(out, json.dumps(figures, indent=2, default=str))
     if figures_file is not None:
-        put_figures(figures_file, figure_records(result), command=invoked_command())
+        put_figures(figures_file, records(figures), command=invoked_command(), seeds=seeds)
 
 
 def register(app: typer.Typer) -> None:
