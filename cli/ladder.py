@@ -21,6 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from metabonk_gym.cli.evalopts import (
+    DETERMINISTIC_OPTION,
+    MAX_STEPS_OPTION,
+    SEED_OPTION,
+    goal_option,
+)
 from metabonk_gym.cli.train import (
     ENV_KWARG_OPTION,
     INTEGRATION_OPTION,
@@ -55,27 +61,18 @@ def ladder_command(
         Path("ladder"), "--out", help="Folder of ladder.json, ladder.md, ladder.html, videos/."
     ),
     episodes: int = typer.Option(10, help="Episodes per agent and env (seeds SEED..)."),
-    seed: int = typer.Option(0, help="First reset seed (episode i: SEED+i, for every agent)."),
-    goal: str = typer.Option(
-        "game",
-        "--goal",
-        help="What `won` scores: game (the game's own win) or config (the env's config goal, "
-        "e.g. BonkQuest's room1 goal; the same for every agent).",
-    ),
+    seed: int = SEED_OPTION,
+    goal: str = goal_option("game"),
     state: str | None = typer.Option(
         None, help="Start state of every agent (default: the env's training default)."
     ),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Episode step limit."),
+    max_steps: int | None = MAX_STEPS_OPTION,
     config: Path | None = typer.Option(None, "--config", help="Config file (env keys)."),
     video: bool = typer.Option(
         True, "--video/--no-video", help="Keep each cell's best and worst episode (mp4)."
     ),
     n_envs: int = typer.Option(1, "--n-envs", help="Cells evaluated at once, one process each."),
-    deterministic: bool = typer.Option(
-        False,
-        "--deterministic/--stochastic",
-        help="Models: always take the most likely action, or sample (seeded per episode).",
-    ),
+    deterministic: bool = DETERMINISTIC_OPTION,
     integration: Path | None = INTEGRATION_OPTION,
     rom: Path | None = ROM_OPTION,
     env_kwarg: list[str] | None = ENV_KWARG_OPTION,

@@ -10,6 +10,7 @@ from typing import Any
 
 import typer
 from metabonk_gym.cli.errors import fail, plain_console
+from metabonk_gym.cli.evalopts import AGENT_OPT_OPTION, MAX_STEPS_OPTION, SERVER_OPTION
 from metabonk_gym.cli.train import (
     ENV_HELP,
     ENV_KWARG_OPTION,
@@ -79,7 +80,7 @@ def play_command(
         None, help="Start state (e.g. start, room1, wave3 or a .state file)."
     ),
     reward: str | None = typer.Option(None, help="Reward preset or file."),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Episode step limit."),
+    max_steps: int | None = MAX_STEPS_OPTION,
     config: Path | None = typer.Option(None, "--config", help="Config file (env keys)."),
     record_to: str | None = typer.Option(
         None, "--record", help="Record into this new Minari dataset id."
@@ -87,16 +88,12 @@ def play_command(
     window: bool | None = typer.Option(
         None, "--window/--no-window", help="Show the game (default: only for human)."
     ),
-    agent_opt: list[str] | None = typer.Option(
-        None, "--agent-opt", help="KEY=VALUE for the agent (think: model_path=M.gguf)."
-    ),
+    agent_opt: list[str] | None = AGENT_OPT_OPTION,
     model: str | None = typer.Option(
         None, "--model", help="think: the strategist (M.gguf, policy.pt or oracle)."
     ),
     mmproj: Path | None = typer.Option(None, "--mmproj", help="think: the vision projector GGUF."),
-    server: str | None = typer.Option(
-        None, "--server", help="think: a model server's URL (see `metabonk serve-vlm`)."
-    ),
+    server: str | None = SERVER_OPTION,
     n_envs: int = typer.Option(
         1, "--n-envs", help="Games at once, one process each (agents; no window or dataset)."
     ),
@@ -175,7 +172,7 @@ def record_command(
     seed: int = typer.Option(0, help="Reset seed of the first episode (then +1 each)."),
     state: str | None = typer.Option(None, help="Start state."),
     reward: str | None = typer.Option(None, help="Reward preset or file (stored rewards)."),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Episode step limit."),
+    max_steps: int | None = MAX_STEPS_OPTION,
     obs_type: str | None = typer.Option(
         None, "--obs-type", help="rgb or grayscale (default: the training config's)."
     ),

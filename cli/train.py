@@ -20,6 +20,15 @@ from typing import Any, TypeVar
 
 import typer
 from metabonk_gym.cli.errors import fail, plain_console
+from metabonk_gym.cli.evalopts import (
+    AGENT_OPT_OPTION,
+    DETERMINISTIC_OPTION,
+    MAX_STEPS_OPTION,
+    SEED_OPTION,
+    SERVER_OPTION,
+    goal_option,
+    print_report,
+)
 from metabonk_gym.cli.rayopts import (
     ADDRESS_OPTION,
     ENGINE_OPTION,
@@ -36,7 +45,6 @@ from rich.table import Table
 
 from metabonk_gym.agents.evaluate import evaluate
 from metabonk_gym.agents.proof import PARTS, SEEDED_PARTS
-from metabonk_gym.agents.ranking import read_ladder
 from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.process import stop_exit_code, stop_on_signals, stop_signal
@@ -501,7 +509,7 @@ def eval_command(
         "curriculum, tune pbt), or an agent: scripted, random, think, think:MODEL.",
     ),
     episodes: int = typer.Option(10, help="Episodes (episode i is reset with seed SEED+i)."),
-    seed: int = typer.Option(0, help="First reset seed."),
+    seed: int = SEED_OPTION,
     out: Path | None = typer.Option(None, "--out", help="Write the report JSON here."),
     video: Path | None = typer.Option(
         None, "--video", help="Write best.mp4 and worst.mp4 into this folder."
@@ -511,7 +519,7 @@ def eval_command(
     ),
     state: str | None = typer.Option(None, help="Start state (default: the model's)."),
     reward: str | None = typer.Option(None, help="Reward (default: the model's)."),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Episode step limit."),
+    max_steps: int | None = MAX_STEPS_OPTION,
     base_port: int | None = typer.Option(
         None, "--base-port", help="Megabonk: the game's port (default: the model's, else 5560)."
     ),
@@ -521,18 +529,10 @@ def eval_command(
     integration: Path | None = INTEGRATION_OPTION,
     rom: Path | None = ROM_OPTION,
     env_kwarg: list[str] | None = ENV_KWARG_OPTION,
-    agent_opt: list[str] | None = typer.Option(
-        None, "--agent-opt", help="KEY=VALUE for the agent (think: model_path=M.gguf)."
-    ),
-    deterministic: bool = typer.Option(
-        False,
-        "--deterministic/--stochastic",
-        help="Models: always take the most likely action, or sample (seeded per episode).",
-    ),
+    agent_opt: list[str] | None = AGENT_OPT_OPTION,
+    deterministic: bool = DETERMINISTIC_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON."),
-    server: str | None = typer.Option(
-        None, "--server", help="think: a model server's URL (see `metabonk serve-vlm`)."
-    ),
+    server: str | None = SERVER_OPTION,
     n_envs: int = typer.Option(
         1,
         "--n-envs",
@@ -541,12 +541,7 @@ def eval_command(
     ),
     trust_model: bool = TRUST_MODEL_OPTION,
     trust_game_folder: bool = TRUST_GAME_FOLDER_OPTION,
-    goal: str = typer.Option(
-        "config",
-        "--goal",
-        help="What `won` scores: config (the config's goal, e.g. BonkQuest's room1 goal: leave "
-        "room 1) or game (the game's own win, game_won; the config's goal is dropped).",
-    ),
+    goal: str = goal_option("config"),
     watch: str | None = WATCH_OPTION,
 ) -> None:
     """Evaluate a model or agent on fixed seeds: mean/std return, win rate, final game variables."""
@@ -584,51 +579,7 @@ def eval_command(
     if as_json:
         console.print_json(json.dumps(report, default=str))
         return
-    table = Table(title=f"eval {model} on {env_id}")
-    survival = "mean_survival_time" in report  # Megabonk: game seconds survived
-    columns = ["episode", "seed", "return", "length", "won"] + (["survival s"] if survival else [])
-    for column in columns:
-        table.add_column(column)
-    for e in report["episodes"]:
-        row = [
-            str(e["index"]),
-            str(e["seed"]),
-            f"{e['return']:.2f}",
-            str(e["length"]),
-            str(e["won"]),
-        ]
-        if survival:
-            row.append(f"{e['variables'].get('survival_time', 0.0):.1f}")
-        table.add_row(*row)
-    console.print(table)
-    console.print(
-        f"mean return {report['mean_return']:.3f} ± {report['std_return']:.3f}, win rate {report['win_rate']:.2f}"
-    )
-    console.print(
-        f"won scores --goal {goal}: {report['scoring']['won_means']}; "
-        f"game win rate {report['game_win_rate']:.2f}"
-    )
-    if survival:
-        console.print(f"mean survival {report['mean_survival_time']:.1f} game seconds")
-    for label in ("best", "worst"):
-        if label in report.get("videos", {}):
-            console.print(f"{label} episode video: {report['videos'][label]}")
-    if out is not None:
-        console.print(f"report: {out}")
-    if ladder is not None:
-        ranking = Table(title=f"ladder {ladder}")
-        for column in ("rank", "agent", "state", "episodes", "win rate", "mean return"):
-            ranking.add_column(column)
-        for entry in read_ladder(ladder):
-            ranking.add_row(
-                "-" if entry.get("rank") is None else str(entry["rank"]),
-                str(entry["agent"]),
-                str(entry.get("state")),
-                str(entry["episodes"]),
-                f"{entry['win_rate']:.2f}",
-                f"{entry['mean_return']:.2f}",
-            )
-        console.print(ranking)
+    print_report(report, f"eval {model} on {env_id}", goal, out, ladder)
 
 
 def parse_agent_options(items: list[str] | None) -> dict[str, Any]:
