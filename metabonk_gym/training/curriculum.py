@@ -184,6 +184,48 @@ class CurriculumResult(TrainResult):
     milestones: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _swarm_setup(
+    env_id: str, cfg: TrainConfig, swarm: Mapping[str, Any], milestone: str | None
+) -> tuple[TrainConfig, list[str], str]:
+    """(config, the env's info variables, the milestone variable) of swarm mode: the plan's
+    `total_steps` and `goal` over the config; the milestone given, the plan's or the game's."""
+    swarm_cfg = dict(swarm)
+    if "total_steps" in swarm_cfg:
+        cfg = dataclasses.replace(cfg, total_steps=int(swarm_cfg["total_steps"]))
+    cfg = dataclasses.replace(cfg, goal=swarm_cfg.get("goal"))
+    _, _, info_names = probe_env(env_id, cfg)
+    check_env_fit(cfg, env_id, info_names)
+    name = milestone or swarm_cfg.get("milestone") or default_milestone(env_id, cfg)
+    if name is None:
+        raise ConfigError(
+            f"{env_id}'s game declares no milestones (milestones.yaml); pass --milestone "
+            f"VARIABLE, one of {', '.join(info_names)}"
+        )
+    if name not in info_names:
+        raise ConfigError(
+            f"swarm milestone {name!r} is not an info variable of {env_id}; choose one of {', '.join(info_names)}"
+        )
+    return cfg, info_names, str(name)
+
+
+def _check_stages(env_id: str, cfg: TrainConfig, stages: list[Stage]) -> list[str]:
+    """The env's info variables, after checking every stage trains the same model and fits the
+    env (unknown states fail now, not hours later)."""
+    for stage in stages:
+        sc = stage_config(cfg, stage)
+        for key in MODEL_KEYS:
+            if getattr(sc, key) != getattr(cfg, key):
+                raise ConfigError(
+                    f"stage {stage.name} cannot change {key}: every stage trains the same model"
+                )
+    _, _, info_names = probe_env(env_id, stage_config(cfg, stages[0]))
+    for stage in stages:
+        check_env_fit(stage_config(cfg, stage), env_id, info_names)
+    for stage in stages[1:]:
+        probe_env(env_id, stage_config(cfg, stage))  # unknown states fail now, not hours later
+    return info_names
+
+
 def run_curriculum(
     env_id: str,
     plan: str | Path | Mapping[str, Any],
@@ -226,37 +268,11 @@ def run_curriculum(
         )
         resume_from, meta = None, {}
     if loaded.swarm is not None:
-        swarm_cfg = dict(loaded.swarm)
-        if "total_steps" in swarm_cfg:
-            cfg = dataclasses.replace(cfg, total_steps=int(swarm_cfg["total_steps"]))
-        cfg = dataclasses.replace(cfg, goal=swarm_cfg.get("goal"))
-        _, _, info_names = probe_env(env_id, cfg)
-        check_env_fit(cfg, env_id, info_names)
-        name = milestone or swarm_cfg.get("milestone") or default_milestone(env_id, cfg)
-        if name is None:
-            raise ConfigError(
-                f"{env_id}'s game declares no milestones (milestones.yaml); pass --milestone "
-                f"VARIABLE, one of {', '.join(info_names)}"
-            )
-        if name not in info_names:
-            raise ConfigError(
-                f"swarm milestone {name!r} is not an info variable of {env_id}; choose one of {', '.join(info_names)}"
-            )
+        cfg, info_names, name = _swarm_setup(env_id, cfg, loaded.swarm, milestone)
         stages: list[Stage] = []
     else:
         stages = loaded.stages
-        for stage in stages:
-            sc = stage_config(cfg, stage)
-            for key in MODEL_KEYS:
-                if getattr(sc, key) != getattr(cfg, key):
-                    raise ConfigError(
-                        f"stage {stage.name} cannot change {key}: every stage trains the same model"
-                    )
-        _, _, info_names = probe_env(env_id, stage_config(cfg, stages[0]))
-        for stage in stages:
-            check_env_fit(stage_config(cfg, stage), env_id, info_names)
-        for stage in stages[1:]:
-            probe_env(env_id, stage_config(cfg, stage))  # unknown states fail now, not hours later
+        info_names = _check_stages(env_id, cfg, stages)
         name = None
 
     run.path.mkdir(parents=True, exist_ok=True)
@@ -301,6 +317,115 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
     return json.loads(json.dumps(dataclasses.asdict(plan), default=str))
 
 
+@dataclass
+class _Session:
+    """The model and envs of one curriculum or swarm run while it learns (`_run`).
+
+    Args:
+        env_id: the env trained on.
+        run: the run directory.
+        cfg: the run's config.
+        loop: SB3's learn with the run's callbacks.
+        logger: the TensorBoard logger the model writes to.
+        resume_from: the checkpoint a resumed run starts from (None: a new run).
+    """
+
+    env_id: str
+    run: RunDir
+    cfg: TrainConfig
+    loop: LearnLoop
+    logger: Any
+    resume_from: Path | None
+    model: Any = None
+    venv: Any = None
+
+    def swarm(self, milestone: str, milestones: list[dict[str, Any]]) -> bool:
+        """Swarm mode to `total_steps`, each env restarted from the newest milestone's state;
+        True when Ctrl-C stopped it."""
+        cfg = self.cfg
+        # SwarmCallback reads these every step
+        self.venv = make_train_venv(self.env_id, cfg, info_keys=(milestone, "won", "lost"))
+        self.model = load_or_make(cfg, self.venv, self.resume_from)
+        self.model.set_logger(self.logger)
+        best = max([m["value"] for m in milestones], default=None)
+        if milestones:
+            self.venv.env_method("set_start", milestones[-1]["state"])
+        swarm_cb = SwarmCallback(milestone, self.run, milestones, best)
+        return self.loop.learn(
+            self.model,
+            cfg.total_steps - self.model.num_timesteps,
+            reset=self.resume_from is None,
+            callbacks=[swarm_cb],
+            label=f"swarm {milestone}",
+        )
+
+    def stage(
+        self, i: int, stage: Stage, state: dict[str, Any], first: int
+    ) -> tuple[bool, PromotionCallback, int]:
+        """Stage `i` until it is promoted or spends its steps: (Ctrl-C stopped it, its
+        promotion callback, the step it started at). `first` is the stage a resumed run
+        starts at."""
+        scfg = stage_config(self.cfg, stage)
+        if self.venv is not None:
+            close_venv(self.venv)
+        self.venv = make_train_venv(self.env_id, scfg)
+        if self.model is None:
+            self.model = load_or_make(scfg, self.venv, self.resume_from)
+            self.model.set_logger(self.logger)
+        else:
+            self.model.set_env(wrap_for_sb3(self.venv), force_reset=True)
+        model = self.model
+        resumed = i == first and self.resume_from
+        stage_start = int(state.get("stage_start", 0)) if resumed else model.num_timesteps
+        self.run.write_state(stage_index=i, stage_start=stage_start, stage=stage.name)
+        self.loop.stats.clear()
+        promo = PromotionCallback(stage, self.loop.stats, i)
+        budget = stage.max_steps - (model.num_timesteps - stage_start)
+        if budget > 0 and self.loop.learn(
+            model,
+            budget,
+            reset=self.resume_from is None and i == 0,
+            callbacks=[promo],
+            label=f"stage {stage.name}",
+        ):
+            return True, promo, stage_start
+        return False, promo, stage_start
+
+    def stages(
+        self, stages: list[Stage], state: dict[str, Any], results: list[dict[str, Any]]
+    ) -> bool:
+        """The plan's stages from the one `run.json` names; True when Ctrl-C stopped them."""
+        index = int(state.get("stage_index", 0))
+        stats = self.loop.stats
+        for i in range(index, len(stages)):
+            stage = stages[i]
+            interrupted, promo, stage_start = self.stage(i, stage, state, index)
+            if interrupted:
+                return True
+            model = self.model
+            results.append(
+                {
+                    "name": stage.name,
+                    "promoted": promo.promoted,
+                    "steps": int(model.num_timesteps - stage_start),
+                    "end_step": int(model.num_timesteps),
+                    "episodes": stats.episodes,
+                    "win_rate": stats.win_rate(),
+                    "mean_return": stats.mean_return(),
+                }
+            )
+            # a promotion stops `learn` mid-rollout, before SB3 writes its logs: write them now
+            model.logger.record("curriculum/stage", i)
+            model.logger.record(f"curriculum/{stage.name}/promoted", float(promo.promoted))
+            model.logger.dump(model.num_timesteps)
+            self.run.write_state(
+                stages=results, stage_index=i + 1, stage_start=int(model.num_timesteps)
+            )
+            if not promo.promoted and stage.required:
+                break
+        return False
+
+
 def _run(
     env_id: str,
     run: RunDir,
@@ -321,8 +446,6 @@ def _run(
     results: list[dict[str, Any]] = list(state.get("stages", []))
     milestones: list[dict[str, Any]] = list(state.get("milestones", []))
     logger = configure(str(run.tensorboard), ["tensorboard"])
-    model: Any = None
-    venv: Any = None
     interrupted = False
     stats = EpisodeStats(window=cfg.win_window)
 
@@ -330,78 +453,18 @@ def _run(
         return model_metadata(env_id, "ppo", cfg.to_dict(), curriculum=True)
 
     loop = LearnLoop(run, cfg, info_names, metadata, stats, progress, extra)
-
+    session = _Session(env_id, run, cfg, loop, logger, resume_from)
     try:
-        if milestone is not None:  # SwarmCallback reads these every step
-            venv = make_train_venv(env_id, cfg, info_keys=(milestone, "won", "lost"))
-            model = load_or_make(cfg, venv, resume_from)
-            model.set_logger(logger)
-            best = max([m["value"] for m in milestones], default=None)
-            if milestones:
-                venv.env_method("set_start", milestones[-1]["state"])
-            swarm_cb = SwarmCallback(milestone, run, milestones, best)
-            interrupted = loop.learn(
-                model,
-                cfg.total_steps - model.num_timesteps,
-                reset=resume_from is None,
-                callbacks=[swarm_cb],
-                label=f"swarm {milestone}",
-            )
+        if milestone is not None:
+            interrupted = session.swarm(milestone, milestones)
         else:
-            index = int(state.get("stage_index", 0))
-            for i in range(index, len(stages)):
-                stage = stages[i]
-                scfg = stage_config(cfg, stage)
-                if venv is not None:
-                    close_venv(venv)
-                venv = make_train_venv(env_id, scfg)
-                if model is None:
-                    model = load_or_make(scfg, venv, resume_from)
-                    model.set_logger(logger)
-                else:
-                    model.set_env(wrap_for_sb3(venv), force_reset=True)
-                stage_start = (
-                    int(state.get("stage_start", 0))
-                    if (i == index and resume_from)
-                    else model.num_timesteps
-                )
-                run.write_state(stage_index=i, stage_start=stage_start, stage=stage.name)
-                stats.clear()
-                promo = PromotionCallback(stage, stats, i)
-                budget = stage.max_steps - (model.num_timesteps - stage_start)
-                if budget > 0 and loop.learn(
-                    model,
-                    budget,
-                    reset=resume_from is None and i == 0,
-                    callbacks=[promo],
-                    label=f"stage {stage.name}",
-                ):
-                    interrupted = True
-                    break
-                entry = {
-                    "name": stage.name,
-                    "promoted": promo.promoted,
-                    "steps": int(model.num_timesteps - stage_start),
-                    "end_step": int(model.num_timesteps),
-                    "episodes": stats.episodes,
-                    "win_rate": stats.win_rate(),
-                    "mean_return": stats.mean_return(),
-                }
-                results.append(entry)
-                # a promotion stops `learn` mid-rollout, before SB3 writes its logs: write them now
-                model.logger.record("curriculum/stage", i)
-                model.logger.record(f"curriculum/{stage.name}/promoted", float(promo.promoted))
-                model.logger.dump(model.num_timesteps)
-                run.write_state(
-                    stages=results, stage_index=i + 1, stage_start=int(model.num_timesteps)
-                )
-                if not promo.promoted and stage.required:
-                    break
+            interrupted = session.stages(stages, state, results)
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        if venv is not None:
-            close_venv(venv)
+        if session.venv is not None:
+            close_venv(session.venv)
+    model = session.model
     try:
         if model is not None:
             save_model(model, run.model, metadata())

@@ -128,6 +128,42 @@ def _write_text(logger: Any, tag: str, text: str, step: int) -> None:
         writer.flush()
 
 
+def resume_config(
+    run: RunDir, env_id: str, config_file: str | Path | None, overrides: Mapping[str, Any]
+) -> tuple[TrainConfig, Path]:
+    """(config, model to resume from) of the PPO run in `run`: its own config.yaml, where
+    `overrides` may change only `RESUME_MUTABLE` keys, and the newest checkpoint, which must
+    have fewer steps than the config's `total_steps`."""
+    run.check_resumable()
+    stale = run.check_not_running()
+    if stale is not None:
+        logging.getLogger(__name__).warning(stale)
+    stored_env = run.read_state().get("env_id")
+    if stored_env and stored_env.split(":")[-1] != env_id.split(":")[-1]:
+        raise RunDirError(f"{run.path} is a run on {stored_env}, not {env_id}")
+    stored = resolve_config(env_id, base=run.read_config())
+    changed = resume_changes(stored, overrides)
+    if config_file is not None:
+        raise ConfigError(
+            "--resume uses the run's own config.yaml; drop --config (flags may change "
+            f"only {', '.join(sorted(RESUME_MUTABLE))})"
+        )
+    if changed:
+        raise ConfigError(
+            f"--resume cannot change {', '.join(changed)} (the run was trained with its config.yaml); "
+            f"a resume may change only {', '.join(sorted(RESUME_MUTABLE))}"
+        )
+    cfg = resolve_config(env_id, base=run.read_config(), overrides=overrides)
+    resume_from, meta = run.resume_point()
+    start_steps = int(meta["num_timesteps"])
+    if start_steps >= cfg.total_steps:
+        raise RunDirError(
+            f"{run.path} already has {start_steps} steps of {cfg.total_steps}; pass a larger "
+            "--total-steps to continue it"
+        )
+    return cfg, resume_from
+
+
 def train_ppo(
     env_id: str,
     run_dir: str | Path,
@@ -153,37 +189,10 @@ def train_ppo(
     run = RunDir(Path(run_dir))
     overrides = dict(overrides or {})
     resume_from: Path | None = None
-    start_steps = 0
     if resume:
         if init_from is not None:
             raise ConfigError("--resume continues a run from its own checkpoints; drop --init-from")
-        run.check_resumable()
-        stale = run.check_not_running()
-        if stale is not None:
-            logging.getLogger(__name__).warning(stale)
-        stored_env = run.read_state().get("env_id")
-        if stored_env and stored_env.split(":")[-1] != env_id.split(":")[-1]:
-            raise RunDirError(f"{run.path} is a run on {stored_env}, not {env_id}")
-        stored = resolve_config(env_id, base=run.read_config())
-        changed = resume_changes(stored, overrides)
-        if config_file is not None:
-            raise ConfigError(
-                "--resume uses the run's own config.yaml; drop --config (flags may change "
-                f"only {', '.join(sorted(RESUME_MUTABLE))})"
-            )
-        if changed:
-            raise ConfigError(
-                f"--resume cannot change {', '.join(changed)} (the run was trained with its config.yaml); "
-                f"a resume may change only {', '.join(sorted(RESUME_MUTABLE))}"
-            )
-        cfg = resolve_config(env_id, base=run.read_config(), overrides=overrides)
-        resume_from, meta = run.resume_point()
-        start_steps = int(meta["num_timesteps"])
-        if start_steps >= cfg.total_steps:
-            raise RunDirError(
-                f"{run.path} already has {start_steps} steps of {cfg.total_steps}; pass a larger "
-                "--total-steps to continue it"
-            )
+        cfg, resume_from = resume_config(run, env_id, config_file, overrides)
     else:
         cfg = resolve_config(env_id, config_file, overrides)
         run.check_new()
