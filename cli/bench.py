@@ -23,7 +23,7 @@ from rich.table import Table
 
 from metabonk_gym.bench import report
 from metabonk_gym.bench.env_speed import run as run_env_speed
-from metabonk_gym.bench.figures import put_figures
+from metabonk_gym.bench.figures import Target, put_figures
 from metabonk_gym.utils import atomic_write_text
 
 bench_app = typer.Typer(
@@ -58,7 +58,7 @@ BENCHES: dict[str, str] = {
     "explore": "explore:bench_explore",
 }
 #: `bench env`'s pass mark: the env keeps this fraction of the raw core's frame rate.
-ENV_VS_RAW_TARGET = 0.85
+ENV_VS_RAW_TARGET = Target(">=", 0.85, "x")
 
 
 def _print(title: str, result: dict, out: Path | None) -> None:
@@ -106,8 +106,7 @@ def env_figures(result: dict) -> list[dict]:
             "value": round(ratio, 3),
             "unit": "x",
             "text": text,
-            "target": f">= {ENV_VS_RAW_TARGET}x",
-            "met": ratio >= ENV_VS_RAW_TARGET,
+            **ENV_VS_RAW_TARGET.record(ratio),
             "headline": "GBA env speed vs the raw emulator core",
             "short": f"{ratio:.2f}x",
         }

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from metabonk_gym.bench.figures import Target
 from metabonk_gym.gamedata import bundled_game_folder
 from metabonk_gym.integrate.folder import new_game_folder
 from metabonk_gym.integrate.machine import Machine, region_spans
@@ -52,10 +53,10 @@ from metabonk_gym.integrate.tiles import TileCollector, group_tiles, random_walk
 MAX_STEPS = 8
 #: Targets: CPU ms of the costliest filter step, the true x/y's rank in `ram suggest`, the tile
 #: classes' agreement with tiles.json, walkability right on room cells.
-STEP_TARGET_MS = 20.0
+STEP_TARGET_MS = Target("<=", 20.0, "ms")
 SUGGEST_TOP = 3
-CLASS_TARGET = 0.95
-WALK_TARGET = 0.9
+CLASS_TARGET = Target(">=", 0.95, "%", scale=100)
+WALK_TARGET = Target(">=", 0.9, "%", scale=100)
 GBA_SOURCE = Path(__file__).resolve().parents[2] / "gba"
 #: Per game: the relaid build's folder under gba/, and per variable a scripted search: the
 #: inputs of the first snapshot, then (filter, inputs before its snapshot or None) steps.
@@ -136,7 +137,7 @@ def speed(steps: int = 20) -> dict[str, Any]:
     out["speedup_increased"] = out["baseline_python_loop_ms_increased"] / out["step_ms_increased"]
     out["step_ms_max"] = max(v for k, v in out.items() if k.startswith("step_ms_"))
     out["load_average"] = os.getloadavg()[0]
-    out["target_step_ms"] = STEP_TARGET_MS
+    out["target_step_ms"] = STEP_TARGET_MS.value
     return out
 
 
@@ -289,7 +290,7 @@ def _speed_records(result: dict[str, Any]) -> list[dict[str, Any]]:
             "text": text,
         }
     ]
-    rows[0] |= {"target": f"<= {STEP_TARGET_MS:g} ms", "met": worst <= STEP_TARGET_MS}
+    rows[0] |= STEP_TARGET_MS.record(worst)
     rows[0] |= {
         "headline": "RAM search: one filter step over all of RAM",
         "short": f"{min(cpu):.1f}-{worst:.1f} ms",
@@ -346,11 +347,7 @@ def _relaid_records(result: dict[str, Any]) -> list[dict[str, Any]]:
             rows.append(
                 {"id": slug, "name": words, "value": round(100 * min(values), 1), "unit": "%"}
             )
-            rows[-1] |= {
-                "text": shown,
-                "target": f">= {100 * target:g}%",
-                "met": min(values) >= target,
-            }
+            rows[-1] |= {"text": shown} | target.record(min(values))
     return rows
 
 

@@ -48,6 +48,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from metabonk_gym.bench.figures import Target
 from metabonk_gym.think.directive import DirectiveError, parse_directive
 from metabonk_gym.think.engines import EngineError, OpenAIEngine, ThinkRequest
 from metabonk_gym.think.games import adapter_for, adapter_for_name
@@ -368,9 +369,9 @@ def run(
 
 #: Targets: throughput at the most clients as a multiple of 1 client's, p95 latency there as a
 #: multiple of 1 client's, and env steps/s of envs thinking async as a fraction of plain envs'.
-THROUGHPUT_TARGET = 4.0
-P95_TARGET = 3.0
-ENVS_TARGET = 0.9
+THROUGHPUT_TARGET = Target(">=", 4.0, "x")
+P95_TARGET = Target("<=", 3.0, "x")
+ENVS_TARGET = Target(">=", 0.9, "x")
 
 
 def _top(result: dict[str, Any], prefix: str) -> int | None:
@@ -396,14 +397,13 @@ def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append({"id": "batching", "name": name, "value": round(ratio, 3), "unit": "x"})
         rows[-1] |= {
             "text": text,
-            "target": f">= {THROUGHPUT_TARGET:g}x",
-            "met": ratio >= THROUGHPUT_TARGET,
+            **THROUGHPUT_TARGET.record(ratio),
         }
         p95 = result[f"llama_server_{top}_p95_x"]
         text = f"{result[f'llama_server_{top}_p95_s']:.2f} s vs {result['llama_server_1_p95_s']:.2f} s = {p95:.1f}x"
         name = f"llama-server p95 latency at {top} clients vs 1 client"
         rows.append({"id": "p95-16-clients", "name": name, "value": round(p95, 2), "unit": "x"})
-        rows[-1] |= {"text": text, "target": f"<= {P95_TARGET:g}x", "met": p95 <= P95_TARGET}
+        rows[-1] |= {"text": text} | P95_TARGET.record(p95)
     if "envs_think_vs_plain_x" in result:
         ratio, n = result["envs_think_vs_plain_x"], result["envs"]
         name = f"{n} BonkQuest envs thinking in async mode: steps/s kept while the server shares their cores"
@@ -411,7 +411,7 @@ def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(
             {"id": "env-steps-thinking", "name": name, "value": round(ratio, 3), "unit": "x"}
         )
-        rows[-1] |= {"text": text, "target": f">= {ENVS_TARGET:g}x", "met": ratio >= ENVS_TARGET}
+        rows[-1] |= {"text": text} | ENVS_TARGET.record(ratio)
     if "image_8_throughput_x" in result:
         ratio = result["image_8_throughput_x"]
         name = "image path (random projector, 16 image tokens a call), 8 clients vs 1, directives/s"

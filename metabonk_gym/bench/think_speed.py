@@ -33,6 +33,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from metabonk_gym.bench.figures import Target
 from metabonk_gym.think.agent import make_think_agent
 from metabonk_gym.think.directive import DirectiveError, parse_directive
 from metabonk_gym.think.engines import LlamaCppEngine, OpenAIEngine
@@ -209,7 +210,7 @@ def run(
 
 
 #: Target of the ceiling: the oracle and the follower win at least this share of the seeds.
-CEILING_TARGET = 0.9
+CEILING_TARGET = Target(">=", 0.9)
 #: The latency figures' ids in `docs/figures/think.json`, and what each engine is.
 ENGINES = {
     "llama_cpp_text": ("llama-text", "in-process llama-cpp-python, text, p50 / p95"),
@@ -232,7 +233,7 @@ def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
     rows = [
         {"id": "oracle-ceiling", "name": name, "value": round(rate, 3), "unit": "", "text": text}
     ]
-    rows[0] |= {"target": f">= {CEILING_TARGET:g}", "met": rate >= CEILING_TARGET}
+    rows[0] |= CEILING_TARGET.record(rate)
     rows[0]["seeds"] = list(range(seeds))
     for key, (slug, words) in ENGINES.items():
         if f"{key}_p50_s" in result:

@@ -27,6 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.bench.figures import Target
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.envs import close_venv, make_train_venv
 from metabonk_gym.training.policies import make_ppo
@@ -40,7 +41,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
 #: The longest one measurement (start-up, warm-up and `steps`) may take.
 MEASURE_TIMEOUT_S = 900.0
 #: Target: training with the wrapper stack keeps this fraction of the plain run's env steps/s.
-RATIO_TARGET = 0.8
+RATIO_TARGET = Target(">=", 0.8, "x")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -128,7 +129,7 @@ def run_train_wrappers(
         "steps_per_s_none": none,
         "steps_per_s_tile_tokens_frame_stack": wrapped,
         "ratio": wrapped / none,
-        "target": RATIO_TARGET,
+        "target": RATIO_TARGET.value,
         "cpu_ms_per_step_none": statistics.median(cpu["none"]),
         "cpu_ms_per_step_tile_tokens_frame_stack": statistics.median(
             cpu["tile_tokens + frame stack"]
@@ -148,6 +149,6 @@ def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
     name = "PPO env steps/s with `wrappers: [tile_tokens]` vs no wrappers"
     name += f" (BonkQuest, {result['n_envs']} envs, frame stack 4)"
     row = {"id": "tile-tokens-stack", "name": name, "value": round(ratio, 3), "unit": "x"}
-    row |= {"text": text, "target": f">= {RATIO_TARGET:g}x", "met": ratio >= RATIO_TARGET}
+    row |= {"text": text} | RATIO_TARGET.record(ratio)
     row |= {"headline": "PPO speed with tile-token wrappers vs none", "short": f"{ratio:.2f}x"}
     return [row]

@@ -32,13 +32,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from metabonk_gym.bench.figures import Target
 from metabonk_gym.vector import make_one, make_vec
 
 #: Targets: main-process CPU per env step (lean, at 8 envs), N envs' speed as a multiple of one
 #: env's per env (N = cores), PPO collection on the engine as a multiple of `SubprocVecEnv`'s.
-LEAN_US_TARGET = 15.0
+LEAN_US_TARGET = Target("<=", 15.0, "us", suffix=" at 8 envs")
 SCALING_TARGET = 0.9
-COLLECTION_TARGET = 1.5
+COLLECTION_TARGET = Target(">=", 1.5, "x")
 
 
 def load() -> dict[str, Any]:
@@ -211,12 +212,12 @@ def _main_cpu_records(main: dict[str, Any]) -> list[dict[str, Any]]:
         name = (
             "main-process CPU per env step, `info_keys=()`, `copy=False` (what training asks for)"
         )
-        met = lean[at] <= LEAN_US_TARGET if counts[at] == 8 else None
+        met = LEAN_US_TARGET.met(lean[at]) if counts[at] == 8 else None
         rows.append(
             {"id": "main-cpu-lean", "name": name, "value": round(lean[at], 1), "unit": "us"}
         )
         rows[-1] |= {"text": _per_count(counts, lean, "us"), "met": met}
-        rows[-1]["target"] = f"<= {LEAN_US_TARGET:g} us at 8 envs" if met is not None else None
+        rows[-1]["target"] = str(LEAN_US_TARGET) if met is not None else None
     name = "the same with `make_vec`'s defaults (game variables in `infos`, observations copied)"
     rows.append(
         {"id": "main-cpu-defaults", "name": name, "value": round(full[at], 1), "unit": "us"}
@@ -237,6 +238,7 @@ def figure_records(figures: dict[str, Any]) -> list[dict[str, Any]]:
     if "scaling" in figures:
         s = figures["scaling"]
         n, ratio = s["n_envs"], s["engine_vs_single"]
+        target = Target(">=", SCALING_TARGET * n, "x", fmt=".1f")  # per env: SCALING_TARGET
         rows.append(
             {
                 "id": "scaling",
@@ -244,8 +246,7 @@ def figure_records(figures: dict[str, Any]) -> list[dict[str, Any]]:
                 "value": round(ratio, 2),
                 "unit": "x",
                 "text": f"{s['engine_steps_per_s']:,.0f} vs {s['single_env_steps_per_s']:,.0f} steps/s = {ratio:.2f}x",
-                "target": f">= {SCALING_TARGET * n:.1f}x",
-                "met": ratio >= SCALING_TARGET * n,
+                **target.record(ratio),
                 "headline": f"{n} vector envs vs 1 env, on {n} cores",
                 "short": f"{ratio:.2f}x",
             }
@@ -258,6 +259,5 @@ def figure_records(figures: dict[str, Any]) -> list[dict[str, Any]]:
         text = "; ".join(f"{words} {r:.2f}x" for r, words in found)
         best = min(r for r, _ in found)
         rows.append({"id": "ppo-collection", "name": name, "value": round(best, 2), "unit": "x"})
-        rows[-1] |= {"text": text, "target": f">= {COLLECTION_TARGET:g}x"}
-        rows[-1]["met"] = best >= COLLECTION_TARGET
+        rows[-1] |= {"text": text} | COLLECTION_TARGET.record(best)
     return rows

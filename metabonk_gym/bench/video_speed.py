@@ -47,6 +47,7 @@ import numpy as np
 import metabonk_gym  # noqa: F401  (registers the envs)
 from metabonk_gym.agents.evaluate import evaluate
 from metabonk_gym.agents.registry import make_agent
+from metabonk_gym.bench.figures import Target
 from metabonk_gym.experts.base import close_agent
 from metabonk_gym.learned.scorer import RewardModel
 from metabonk_gym.registration import env_traits
@@ -74,8 +75,8 @@ GAMES: dict[str, dict[str, Any]] = {
 EPISODES: dict[str, int] = {QUEST: 300, ARENA: 50}
 FULL = {"obs_type": "rgb", "downscale": 1}
 #: Targets: the IDM's per-step accuracy on every game, BC from its labels vs the true actions.
-IDM_TARGET = 0.9
-BC_TARGET = 0.8
+IDM_TARGET = Target(">=", 0.9, suffix=" on each game")
+BC_TARGET = Target(">=", 0.8, "x")
 
 
 def progress(info: dict[str, Any], game: str) -> float:
@@ -225,7 +226,7 @@ def _bc_compare(
         "bc_win_rate_idm_labels": figure["win_rate_idm_labels"],
         "bc_win_rate_true_labels": figure["win_rate_true_labels"],
         "bc_ratio": figure["ratio"],
-        "passed_bc": bool(figure["ratio"] >= BC_TARGET),
+        "passed_bc": BC_TARGET.met(figure["ratio"]),
     }
 
 
@@ -328,7 +329,7 @@ def _idm_figures(
         "idm_per_button": figures["per_button"],
         "idm_confusion": figures["confusion"],
         "idm_heldout_accuracy_in_training": meta.get("accuracy"),
-        "passed_idm": bool((figures["accuracy"] or 0) >= IDM_TARGET),
+        "passed_idm": IDM_TARGET.met(figures["accuracy"] or 0),
         "label_frames_per_s": result.frames_per_s,
         "label_low_confidence_fraction": result.low_confidence_steps / max(result.steps, 1),
     }
@@ -425,7 +426,7 @@ def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
     rows = [
         {"id": "idm-accuracy", "name": name, "value": round(worst, 3), "unit": "", "text": text}
     ]
-    rows[0] |= {"target": f">= {IDM_TARGET:g} on each game", "met": worst >= IDM_TARGET}
+    rows[0] |= IDM_TARGET.record(worst)
     for game, figures in games.items():
         if "bc_ratio" not in figures:
             continue
@@ -441,7 +442,7 @@ def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
             f"{figures['bc_win_rate_idm_labels']:.2f} vs {figures['bc_win_rate_true_labels']:.2f})"
         )
         rows.append({"id": slug, "name": name, "value": round(ratio, 3), "unit": "x", "text": text})
-        rows[-1] |= {"target": f">= {BC_TARGET:g}x", "met": ratio >= BC_TARGET}
+        rows[-1] |= BC_TARGET.record(ratio)
     spearman = {g: v.get("reward_spearman") for g, v in games.items()}
     if all(s is not None for s in spearman.values()):
         speed = " / ".join(f"{v['label_frames_per_s']:.0f}" for v in games.values())

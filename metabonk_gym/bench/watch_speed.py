@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from metabonk_gym.bench.figures import Target
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.envs import close_venv, make_train_venv
 from metabonk_gym.training.policies import make_ppo
@@ -233,7 +234,7 @@ def _alternate(
 
 
 #: Target: training (and stepping) with one viewer keeps this fraction of the steps/s of none.
-RATIO_TARGET = 0.97
+RATIO_TARGET = Target(">=", 0.97, "x")
 
 
 def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -253,7 +254,7 @@ def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
         text += f"{part['frames_per_s_per_env']:.1f} frames/s per env delivered)"
         name = f"{words} with one viewer connected vs no watch, {n} BonkQuest envs"
         rows.append({"id": slug, "name": name, "value": round(ratio, 3), "unit": "x", "text": text})
-        rows[-1] |= {"target": f">= {RATIO_TARGET:g}x", "met": ratio >= RATIO_TARGET}
+        rows[-1] |= RATIO_TARGET.record(ratio)
     if "ppo" in result:
         part = result["ppo"]
         watched, plain = (
