@@ -34,6 +34,7 @@ from metabonk_gym.agents.parallel import evaluate_on_engine
 from metabonk_gym.agents.ranking import update_ladder
 from metabonk_gym.agents.sequential import Played, play_sequential, publish_videos
 from metabonk_gym.agents.spec import AgentSpec
+from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.rollout import EpisodeResult
 from metabonk_gym.utils import atomic_write_text
@@ -113,6 +114,7 @@ def evaluate(
     deterministic: bool = False,
     goal: str = "config",
     n_envs: int = 1,
+    config: TrainConfig | None = None,
 ) -> dict[str, Any]:
     """Evaluate `agent` (a model PATH.zip, a run directory of any trainer, "scripted",
     "random", ..., or an `AgentSpec`) and return the report.
@@ -124,11 +126,15 @@ def evaluate(
     adds this evaluation to a ranking file. `goal` is what `won` scores: "config" (the config's
     goal) or "game" (the game's own win); the report's `scoring` says which. `n_envs` plays
     that many episodes at once (the module's docstring says where); the episodes are the ones
-    one env gives, except the random agent's, which is made afresh per episode there.
+    one env gives, except the random agent's, which is made afresh per episode there. `config`:
+    the episodes' config already resolved for this agent (`episode_config` of the same file and
+    overrides, as the ladder plans its cells), so it is not resolved again.
     """
     check_outputs(episodes, n_envs, out, video_dir, ladder)
     spec = AgentSpec.parse(agent)
-    cfg = with_goal(episode_config(env_id, spec, config_file, overrides), goal)
+    if config is None:
+        config = episode_config(env_id, spec, config_file, overrides)
+    cfg = with_goal(config, goal)
     run_info = spec.describe()  # before any episode: a bad run fails first
     kwargs = dict(agent_kwargs or {})
     if spec.is_model:

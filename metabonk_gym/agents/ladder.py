@@ -39,7 +39,7 @@ from metabonk_gym.agents.evaluate import check_writable, evaluate
 from metabonk_gym.agents.ranking import LADDER_FORMAT, agent_key, ladder_entry, rank
 from metabonk_gym.agents.spec import ALIASES, AgentSpec
 from metabonk_gym.experts.base import AgentError
-from metabonk_gym.training.config import resolve_config
+from metabonk_gym.training.config import TrainConfig, resolve_config
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.utils import atomic_write_text
 
@@ -93,6 +93,7 @@ class Cell:
         index: the agent's place in `--agents` (its videos' folder).
         overrides: config keys of the cell (the same start, limit and goal for every agent).
         goal: what `won` scores ("game" or "config").
+        config: the episodes' config for this agent (`episode_config`), resolved once.
     """
 
     env_id: str
@@ -100,6 +101,7 @@ class Cell:
     index: int
     overrides: dict[str, Any]
     goal: str
+    config: TrainConfig
 
     @property
     def agent(self) -> str:
@@ -144,8 +146,9 @@ def plan_cells(
                 fixed["goal"] = base.goal  # every agent scores the env's goal, not its own
         fixed = {k: v for k, v in fixed.items() if v is not None}
         for index, spec in enumerate(specs):
-            episode_config(env_id, spec, config_file, fixed)  # a misfit fails before any work
-            cells.append(Cell(env_id, spec, index, fixed, cell_goal))
+            # a misfit fails before any work
+            config = episode_config(env_id, spec, config_file, fixed)
+            cells.append(Cell(env_id, spec, index, fixed, cell_goal, config))
     return cells
 
 
@@ -177,6 +180,7 @@ def run_cell(
         agent_kwargs=_agent_kwargs(cell.spec, trust),
         deterministic=deterministic,
         goal=cell.goal,
+        config=cell.config,
     )
     return ladder_entry(report, Path(out_dir))
 

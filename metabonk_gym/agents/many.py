@@ -55,7 +55,7 @@ def _shifted(episodes: list[EpisodeResult], first: int) -> list[EpisodeResult]:
 
 
 def _play_worker(
-    env_id: str, agent: str, first: int, count: int, seed: int, kwargs: dict[str, Any]
+    env_id: str, agent: AgentSpec, first: int, count: int, seed: int, kwargs: dict[str, Any]
 ) -> RecordResult:
     result = play(env_id, agent, episodes=count, seed=seed + first, window=False, **kwargs)
     result.episodes = _shifted(result.episodes, first)
@@ -68,7 +68,7 @@ def _pool(workers: int) -> ProcessPoolExecutor:
 
 def play_many(
     env_id: str,
-    agent: str,
+    agent: str | AgentSpec,
     n_envs: int,
     *,
     episodes: int = 1,
@@ -79,6 +79,7 @@ def play_many(
 ) -> RecordResult:
     """`record.play` in `n_envs` processes at once (no window, no dataset); the merged result."""
     parts = split_episodes(episodes, n_envs)
+    spec = AgentSpec.parse(agent)
     kwargs = {
         "config_file": config_file,
         "overrides": dict(overrides or {}),
@@ -87,7 +88,7 @@ def play_many(
     merged = RecordResult()
     with _pool(len(parts)) as pool:
         futures = [
-            pool.submit(_play_worker, env_id, agent, first, count, seed, kwargs)
+            pool.submit(_play_worker, env_id, spec, first, count, seed, kwargs)
             for first, count in parts
         ]
         for future in futures:

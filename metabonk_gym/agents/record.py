@@ -73,7 +73,7 @@ def _graceful_interrupt(flag: dict[str, bool]) -> contextlib.AbstractContextMana
 
 def play(
     env_id: str,
-    agent: str = "human",
+    agent: str | AgentSpec = "human",
     *,
     episodes: int = 1,
     seed: int = 0,
@@ -349,7 +349,7 @@ def _save(
 
 def record(
     env_id: str,
-    agent: str,
+    agent: str | AgentSpec,
     dataset_id: str,
     *,
     episodes: int = 10,
