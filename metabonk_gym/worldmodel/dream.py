@@ -27,7 +27,7 @@ from metabonk_gym.training.errors import CheckpointError
 from metabonk_gym.training.predictor import sticky_actions
 from metabonk_gym.training.safeload import load_ppo, model_train_config, policy_venv
 from metabonk_gym.training.video import write_mp4
-from metabonk_gym.utils import check_number
+from metabonk_gym.utils import Log, check_number
 from metabonk_gym.worldmodel.files import WorldModelError, load_world_model
 from metabonk_gym.worldmodel.model import CONTEXT, imagine
 
@@ -136,6 +136,110 @@ def _sticky_box(space: Any, rng: np.random.Generator, steps: int) -> list[np.nda
     return out[:steps]
 
 
+def _frame(obs: Any) -> np.ndarray:
+    """An env observation's screen as (H, W, C)."""
+    frame = np.asarray(obs["pixels"] if isinstance(obs, dict) else obs)
+    return frame[..., None] if frame.ndim == 2 else frame
+
+
+def _dream_plan(
+    plan: Sequence[Any] | str | None, n: int, box: bool, env: Any, seed: int, steps: int
+) -> Sequence[Any]:
+    """The actions to dream under: plan text parsed, a plan as it is, or without one the sticky
+    random actions of the training rollouts (Box actions for a Box model)."""
+    if isinstance(plan, str):
+        return parse_plan(plan, n, env)
+    if plan is not None:
+        return plan
+    if box:
+        return _sticky_box(env.action_space, np.random.default_rng(seed), steps)
+    return sticky_actions(np.random.default_rng(seed), n, steps).tolist()
+
+
+Chooser = Callable[[list[np.ndarray], int, int], list[Any]]
+
+
+def _chooser(
+    policy: Callable[[np.ndarray], int] | None, planned: Sequence[Any] | None, box: bool
+) -> Chooser:
+    """A chunk's actions from (frames so far, actions done, count): the policy's action on the
+    newest frame, held; else the plan's next ones, its last held."""
+    if policy is not None:
+        chosen = policy
+        return lambda frames, _done, k: [int(chosen(frames[-1]))] * k
+    assert planned is not None
+    plan = planned
+
+    def act(_frames: list[np.ndarray], done: int, k: int) -> list[Any]:
+        picked = (plan[min(done + i, len(plan) - 1)] for i in range(k))
+        return [np.asarray(a, np.float32) if box else int(a) for a in picked]
+
+    return act
+
+
+def _imagine_steps(
+    model: Any,
+    first: np.ndarray,
+    steps: int,
+    act: Chooser,
+    log: Log | None,
+) -> tuple[list[np.ndarray], list[np.ndarray], list[Any]]:
+    """(imagined frames, their uncertainty, the actions): `steps` frames from `first`, the
+    model's horizon at a time, each chunk's actions from `act(frames, done, count)`."""
+    horizon = max(1, model.config.horizon)
+    frames = [first] * CONTEXT
+    imagined: list[np.ndarray] = []
+    spreads: list[np.ndarray] = []
+    actions: list[Any] = []
+    while len(imagined) < steps:
+        k = min(horizon, steps - len(imagined))
+        chunk = act(frames, len(actions), k)
+        pred, std = imagine(model, np.stack(frames[-CONTEXT:]), chunk)
+        for i in range(k):
+            imagined.append(pred[i].numpy())
+            spreads.append(std[i].numpy())
+        frames.extend(imagined[-k:])
+        actions.extend(chunk)
+        if log is not None and len(imagined) // 1000 > (len(imagined) - k) // 1000:
+            log(f"imagined {len(imagined)}/{steps} frames")
+    return imagined, spreads, actions
+
+
+def _play(env: Any, actions: Sequence[Any]) -> list[np.ndarray]:
+    """The real env's frames under `actions` (up to the episode's end)."""
+    truth: list[np.ndarray] = []
+    for action in actions:
+        obs, _, terminated, truncated, _ = env.step(action)
+        truth.append(_frame(obs))
+        if terminated or truncated:
+            break
+    return truth
+
+
+def _write_dream(
+    video: Path,
+    first: np.ndarray,
+    imagined: Sequence[np.ndarray],
+    spreads: Sequence[np.ndarray],
+    truth: Sequence[np.ndarray] | None,
+    fps: float,
+) -> None:
+    """The mp4 of (real |) imagined | uncertainty, scaled to at least 160 pixels high."""
+    scale = max(1, -(-160 // first.shape[0]))
+    blank = np.zeros_like(first)
+    composite = []
+    for i, frame in enumerate(imagined):
+        spread = np.clip(spreads[i] * 4, 0, 255).astype(np.uint8)[..., None]
+        if truth is not None:
+            shown = [truth[i] if i < len(truth) else blank, frame, spread]
+        else:
+            shown = [frame, spread]
+        tile = side_by_side(shown, scale)
+        pad_h, pad_w = -tile.shape[0] % 8, -tile.shape[1] % 8
+        composite.append(np.pad(tile, ((0, pad_h), (0, pad_w), (0, 0))))
+    write_mp4(video, composite, fps)
+
+
 def dream(
     model_path: str | Path,
     steps: int = 60,
@@ -146,7 +250,7 @@ def dream(
     video: str | Path | None = None,
     fps: float = 15.0,
     real: bool = True,
-    log: Callable[[str], None] | None = None,
+    log: Log | None = None,
     env_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Imagine `steps` frames; returns figures (PSNR per step vs the real env when `real`) and,
@@ -183,56 +287,22 @@ def dream(
             "this world model takes Box actions: dream it under sticky random actions (no --plan "
             "or --agent)"
         )
-    horizon = max(1, model.config.horizon)
     try:
         env = gym.make(env_id, **kwargs)
     except Exception as exc:
         raise WorldModelError(f"cannot make the model's env {env_id} {kwargs}: {exc}") from exc
     try:
-        options = {"state": state} if state else None
-        obs, _ = env.reset(seed=seed, options=options)
-        first = np.asarray(obs["pixels"] if isinstance(obs, dict) else obs)
-        first = first[..., None] if first.ndim == 2 else first
+        obs, _ = env.reset(seed=seed, options={"state": state} if state else None)
+        first = _frame(obs)
         if list(first.shape) != list(meta.get("obs_shape", first.shape)):
             raise WorldModelError(
                 f"{env_id} gives {first.shape} frames, the model was trained on {tuple(meta['obs_shape'])}"
             )
-        if isinstance(plan, str):
-            plan = parse_plan(plan, n, env)
-        if plan is None and policy is None and box:
-            plan = _sticky_box(env.action_space, np.random.default_rng(seed), steps)
-        elif plan is None and policy is None:
-            plan = sticky_actions(np.random.default_rng(seed), n, steps).tolist()
-        frames = [first] * CONTEXT
-        imagined: list[np.ndarray] = []
-        spreads: list[np.ndarray] = []
-        actions: list[Any] = []
-        while len(imagined) < steps:
-            k = min(horizon, steps - len(imagined))
-            if policy is not None:
-                chunk: list[Any] = [int(policy(frames[-1]))] * k
-            else:
-                assert plan is not None and not isinstance(plan, str)
-                chunk = [
-                    np.asarray(a, np.float32) if box else int(a)
-                    for a in (plan[min(len(actions) + i, len(plan) - 1)] for i in range(k))
-                ]
-            pred, std = imagine(model, np.stack(frames[-CONTEXT:]), chunk)
-            for i in range(k):
-                imagined.append(pred[i].numpy())
-                spreads.append(std[i].numpy())
-            frames.extend(imagined[-k:])
-            actions.extend(chunk)
-            if log is not None and len(imagined) // 1000 > (len(imagined) - k) // 1000:
-                log(f"imagined {len(imagined)}/{steps} frames")
-        truth: list[np.ndarray] = []
-        if real:
-            for action in actions:
-                obs, _, terminated, truncated, _ = env.step(action)
-                o = np.asarray(obs["pixels"] if isinstance(obs, dict) else obs)
-                truth.append(o[..., None] if o.ndim == 2 else o)
-                if terminated or truncated:
-                    break
+        parsed = policy is None or isinstance(plan, str)  # plan text is checked either way
+        planned = _dream_plan(plan, n, box, env, seed, steps) if parsed else None
+        act = _chooser(policy, planned, box)
+        imagined, spreads, actions = _imagine_steps(model, first, steps, act, log)
+        truth = _play(env, actions) if real else []
     finally:
         env.close()
     psnr = [
@@ -250,19 +320,7 @@ def dream(
         result["psnr_last"] = psnr[-1]
         result["psnr_mean"] = float(np.mean(psnr))
     if video is not None:
-        h = first.shape[0]
-        scale = max(1, -(-160 // h))
-        blank = np.zeros_like(first)
-        composite = []
-        for i, frame in enumerate(imagined):
-            spread = np.clip(spreads[i] * 4, 0, 255).astype(np.uint8)[..., None]
-            shown = (
-                [truth[i] if i < len(truth) else blank, frame, spread] if real else [frame, spread]
-            )
-            tile = side_by_side(shown, scale)
-            pad_h, pad_w = -tile.shape[0] % 8, -tile.shape[1] % 8
-            composite.append(np.pad(tile, ((0, pad_h), (0, pad_w), (0, 0))))
-        write_mp4(Path(video), composite, fps)
+        _write_dream(Path(video), first, imagined, spreads, truth if real else None, fps)
         result["video"] = str(video)
         if log:
             log(f"wrote {video} ({'real | ' if real else ''}imagined | uncertainty)")
