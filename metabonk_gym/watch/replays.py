@@ -158,6 +158,7 @@ def scan(root: Path) -> dict[str, Any]:
         "tensorboard": [],
         "runs": [],
         "pbt": [],
+        "archives": [],
     }
     seen = 0
     for dirpath, dirnames, filenames in os.walk(root):
@@ -193,6 +194,8 @@ def scan(root: Path) -> dict[str, Any]:
                 found["ladders"].append(rel)
             elif name.endswith(".html"):
                 found["pages"].append(rel)
+            elif name == "archive.npz":  # an explorer's archive (`metabonk explore`)
+                found["archives"].append(rel)
         if seen > MAX_SCAN_FILES:
             found["truncated"] = True
             break

@@ -44,8 +44,10 @@ from urllib.parse import parse_qs
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.memory.graph import KnowledgeGraph
 from metabonk_gym.memory.report import render_map, summary
+from metabonk_gym.training.explore_archive import ArchiveError
 from metabonk_gym.vector.publish import MAX_MESSAGE, unpack_published
 from metabonk_gym.vector.view import encode_jpeg
+from metabonk_gym.watch.archivemap import archive_map
 from metabonk_gym.watch.hub import LiveHub
 from metabonk_gym.watch.remote import Publishers, RemoteSource
 from metabonk_gym.watch.replays import (
@@ -589,6 +591,7 @@ class WatchServer:
             ("/api/scan", self._scan),
             ("/api/train", self._train),
             ("/api/decisions", self._decisions),
+            ("/api/archive", self._archive),
             ("/files/{path:path}", self._files),
         ]
 
@@ -612,6 +615,18 @@ class WatchServer:
         except TooLargeError as exc:
             raise _http_error(413, str(exc)) from None
         return _json(records, loose=True)
+
+    async def _archive(self, request: Any) -> Response:
+        """An explorer archive's cells on the world map (`watch.archivemap`)."""
+        rel = request.query_params.get("path", "")
+        try:
+            return _json(await asyncio.to_thread(archive_map, self._root_dir(), rel))
+        except FileNotFoundError:
+            raise _not_found() from None
+        except TooLargeError as exc:
+            raise _http_error(413, str(exc)) from None
+        except ArchiveError as exc:
+            raise _http_error(422, str(exc)[:400]) from None
 
     async def _files(self, request: Any) -> Response:
         from starlette.responses import FileResponse, RedirectResponse

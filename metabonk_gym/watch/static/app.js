@@ -168,11 +168,10 @@ async function loadTimeline() {
 setInterval(() => { if (state.selected !== null && state.tab === "live") loadTimeline().catch(() => {}); }, 1500);
 
 // ------------------------------------------------------------------------------------ map
-async function drawMap() {
-  if (!state.info || !state.info.live) { $("map-note").textContent = "no live envs"; return; }
-  const m = await getJSON("/api/map");
-  const canvas = $("map-canvas"), g = canvas.getContext("2d");
-  if (!m.spec) { $("map-note").textContent = "this game's folder declares no world map (world_map.yaml: area, x, y)"; g.clearRect(0, 0, canvas.width, canvas.height); return; }
+// the map of `m` (spec, heat [x, y, n]) on `canvas`: areas outlined, squares coloured by visits;
+// `m.best` / `m.won` squares (an explorer archive's) outlined; returns the square's size
+function paintMap(canvas, m) {
+  const g = canvas.getContext("2d");
   const s = m.spec;
   const areas = new Set(Object.keys(s.layout).map(Number));
   if (!s.area) areas.add(0);  // a one-area game: its one area
@@ -187,6 +186,17 @@ async function drawMap() {
   for (const a of areas) { const [x, y] = origin(a); g.strokeRect(x * cell, y * cell, s.width * cell, s.height * cell); g.fillText(s.area ? s.name + " " + a : s.name, x * cell + 3, y * cell + 13); }
   const top = Math.max(1, ...m.heat.map((h) => h[2]));
   for (const [x, y, n] of m.heat) { g.fillStyle = "rgba(255,80,0," + (0.15 + 0.85 * Math.log1p(n) / Math.log1p(top)) + ")"; g.fillRect(x * cell, y * cell, cell, cell); }
+  g.lineWidth = 2;
+  for (const [list, colour] of [[m.won || [], "#4f4"], [m.best || [], "#0cf"]]) { g.strokeStyle = colour; for (const [x, y] of list) g.strokeRect(x * cell + 1, y * cell + 1, cell - 2, cell - 2); }
+  g.lineWidth = 1;
+  return cell;
+}
+async function drawMap() {
+  if (!state.info || !state.info.live) { $("map-note").textContent = "no live envs"; return; }
+  const m = await getJSON("/api/map");
+  const canvas = $("map-canvas"), g = canvas.getContext("2d");
+  if (!m.spec) { $("map-note").textContent = "this game's folder declares no world map (world_map.yaml: area, x, y)"; g.clearRect(0, 0, canvas.width, canvas.height); return; }
+  const cell = paintMap(canvas, m);
   m.positions.forEach((p, i) => {
     if (!p) return;
     g.fillStyle = "#0cf"; g.beginPath(); g.arc((p[0] + 0.5) * cell, (p[1] + 0.5) * cell, Math.max(3, cell * 0.6), 0, 7); g.fill();
@@ -253,6 +263,7 @@ async function loadReplays() {
   section("memory", found.memory, showMemory);
   section("ladders", found.ladders, showLadder);
   section("pages", found.pages, (p) => window.open(fileUrl(p), "_blank", "noopener,noreferrer"));
+  section("explorer archives", found.archives || [], showArchive);
   if (!list.children.length) list.textContent = "nothing to replay here";
   return found;
 }
@@ -305,6 +316,16 @@ async function showMemory(p) {
     v.append(el("img", { id: "memory-map", src: q("/api/memory/map?path=" + encodeURIComponent(p)), alt: "memory map" }));
     v.append(el("pre", { id: "memory-summary" }, JSON.stringify(s, null, 1)));
   } catch (err) { v.append(el("p", {}, "cannot read: " + err)); }
+}
+async function showArchive(p) {
+  const v = view(); v.append(el("h3", {}, "explorer archive " + p));
+  const r = await fetch(q("/api/archive?path=" + encodeURIComponent(p)));
+  if (!r.ok) { v.append(el("p", { id: "archive-note" }, "cannot read: " + (await r.text()))); return; }
+  const m = await r.json();
+  const canvas = el("canvas", { id: "archive-canvas" }); v.append(canvas);
+  paintMap(canvas, m);
+  v.append(el("p", { id: "archive-note" }, m.env_id + ": " + m.cells + " cells (" + m.kind + ", placed on the " + m.placed + "), " + m.frames + " frames, best score " + fmt(m.best_score) +
+    "; colour: times seen; blue: the best cell" + (m.won.length ? ", green: won cells" : "")));
 }
 async function showLadder(p) {
   const v = view(); v.append(el("h3", {}, "ladder " + p));
