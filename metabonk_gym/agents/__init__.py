@@ -1,8 +1,9 @@
 """metabonk_gym.agents: agents by name, and running them: evaluate, play, record.
 
-The agents layer sits above training: `registry.make_agent(name, env)` builds a random, scripted
-(the game folder's `Expert`), human, think or trained-model agent, and `evaluate`, `record`,
-`play` and the learning proof run them in envs. Names are imported on first use, so
+The agents layer sits above training: `AgentSpec.parse(text)` reads an agent's name once
+(`spec.py`), `registry.make_agent(spec, env)` builds a random, scripted (the game folder's
+`Expert`), human, think or trained-model agent, and `evaluate` (one env or many), `record`,
+`play`, the ladder and the learning proof run them in envs. Names are imported on first use, so
 `import metabonk_gym.agents` does not import torch.
 
 >>> import metabonk_gym.agents as agents
@@ -17,6 +18,7 @@ from typing import Any
 
 _EXPORTS: dict[str, str] = {
     "AGENT_NAMES": "metabonk_gym.agents.registry",
+    "AgentSpec": "metabonk_gym.agents.spec",
     "make_agent": "metabonk_gym.agents.registry",
     "episode_config": "metabonk_gym.agents.episode",
     "evaluate": "metabonk_gym.agents.evaluate",

@@ -43,6 +43,7 @@ __all__ = [
     "check_writable",
     "evaluate",
     "make_report",
+    "play_episodes",
     "summarize",
     "survival",
 ]
@@ -139,24 +140,17 @@ def evaluate(
     kwargs = dict(agent_kwargs or {})
     if spec.is_model:
         kwargs.setdefault("deterministic", deterministic)
-    where: dict[str, Any] = {
-        "video_dir": video_dir,
-        "agent_kwargs": kwargs,
-        "on_episode": on_episode,
-    }
-    played: Played
-    if n_envs == 1:
-        played = play_sequential(env_id, spec, cfg, first=0, count=episodes, seed=seed, **where)
-    elif spec.kind == "random" or (spec.is_model and kwargs["deterministic"]):
-        # acts from observations alone and repeats without per-process torch seeds: all envs
-        # on one shared-memory vector engine, the agent in this process
-        played = evaluate_on_engine(
-            env_id, spec, cfg, episodes=episodes, seed=seed, n_envs=n_envs, **where
-        )
-    else:
-        played = evaluate_in_processes(
-            env_id, spec, cfg, n_envs, episodes=episodes, seed=seed, **where
-        )
+    played = play_episodes(
+        env_id,
+        spec,
+        cfg,
+        episodes=episodes,
+        seed=seed,
+        n_envs=n_envs,
+        video_dir=video_dir,
+        agent_kwargs=kwargs,
+        on_episode=on_episode,
+    )
     videos = (
         publish_videos(played.kept, played.results, Path(video_dir))
         if video_dir is not None
@@ -178,6 +172,37 @@ def evaluate(
     if ladder is not None:
         report["ladder_rank"] = update_ladder(Path(ladder), report)
     return report
+
+
+def play_episodes(
+    env_id: str,
+    spec: AgentSpec,
+    cfg: TrainConfig,
+    *,
+    episodes: int,
+    seed: int,
+    n_envs: int,
+    video_dir: str | Path | None,
+    agent_kwargs: Mapping[str, Any],
+    on_episode: Callable[[EpisodeResult], None] | None,
+) -> Played:
+    """Episodes `0 .. episodes - 1` of `spec` (seeds `seed + i`) where they run: one env here
+    (`n_envs` 1); the random agent or a deterministic model on one vector engine here; any
+    other agent in `n_envs` processes."""
+    where: dict[str, Any] = {
+        "video_dir": video_dir,
+        "agent_kwargs": agent_kwargs,
+        "on_episode": on_episode,
+    }
+    if n_envs == 1:
+        return play_sequential(env_id, spec, cfg, first=0, count=episodes, seed=seed, **where)
+    if spec.kind == "random" or (spec.is_model and agent_kwargs.get("deterministic")):
+        # acts from observations alone and repeats without per-process torch seeds: all envs
+        # on one shared-memory vector engine, the agent in this process
+        return evaluate_on_engine(
+            env_id, spec, cfg, episodes=episodes, seed=seed, n_envs=n_envs, **where
+        )
+    return evaluate_in_processes(env_id, spec, cfg, n_envs, episodes=episodes, seed=seed, **where)
 
 
 def check_outputs(
