@@ -1,93 +1,53 @@
-"""`LeanFrameStack` stacks exactly as SB3's `VecFrameStack`: the same stacked observations, zeroed
-stacks after an episode's end and stacked terminal observations, for Box and Dict spaces, step
-by step over random episodes; and the training vector env uses it."""
+"""One frame stacker for one env at a time: `ObservationStacker` (a `Box` or each key of a
+`Dict`), used by a loaded policy (`ModelAgent`) and RLlib's `LastAxisFrameStack`, gives exactly
+what SB3's `VecFrameStack(channels_order="last")` gives a policy in training."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import pytest
 from stable_baselines3.common.vec_env.stacked_observations import StackedObservations
 
-from metabonk_gym.training.framestack import LeanFrameStack, LeanStackedObservations
-
-DICT = gym.spaces.Dict(
-    {
-        "pixels": gym.spaces.Box(0, 255, (6, 5, 1), np.uint8),
-        "tiles": gym.spaces.Box(0, 99, (6, 5), np.int32),
-        "sprites": gym.spaces.Box(-9, 9, (4, 3), np.int32),
-    }
-)
+from metabonk_gym.training.envs import ObservationStacker
+from metabonk_gym.training.rllib_envs import LastAxisFrameStack
+from metabonk_gym.training.safeload import SpacesEnv
 
 
-def _same(a: object, b: object) -> None:
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys()
-        for key in a:
-            _same(a[key], b[key])
-    else:
-        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
-        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
-
-
-@pytest.mark.parametrize("space", [DICT, DICT["tiles"]], ids=["dict", "box"])
-def test_it_stacks_as_sb3_over_random_episodes(space: Any) -> None:
-    n_envs, rng = 3, np.random.default_rng(0)
-    space.seed(0)
-    theirs = StackedObservations(n_envs, 4, space, "last")
-    ours = LeanStackedObservations(n_envs, 4, space, "last")
-
-    def batch() -> Any:
-        rows = [space.sample() for _ in range(n_envs)]
-        if isinstance(space, gym.spaces.Dict):
-            return {k: np.stack([r[k] for r in rows]) for k in space.spaces}
-        return np.stack(rows)
-
-    first = batch()
-    _same(ours.reset(copy.deepcopy(first)), theirs.reset(copy.deepcopy(first)))
-    ended = 0
-    for _ in range(60):
-        obs = batch()
-        dones = rng.random(n_envs) < 0.15
-        infos: list[dict] = [
-            {"terminal_observation": space.sample(), "other": 1} if done else {} for done in dones
-        ]
-        ended += int(dones.sum())
-        a, a_infos = ours.update(copy.deepcopy(obs), dones, copy.deepcopy(infos))
-        b, b_infos = theirs.update(copy.deepcopy(obs), dones, copy.deepcopy(infos))
-        _same(a, b)
-        for x, y in zip(a_infos, b_infos):
-            assert x.keys() == y.keys()
-            if "terminal_observation" in x:
-                _same(x["terminal_observation"], y["terminal_observation"])
-    assert ended > 5  # episode ends were exercised
-
-
-def test_each_step_returns_new_arrays() -> None:
-    """PPO keeps the last observation while the next step is stacked: never one buffer."""
-    ours = LeanStackedObservations(1, 2, DICT["tiles"], "last")
-    first = ours.reset(np.ones((1, 6, 5), np.int32))
-    second, _ = ours.update(np.full((1, 6, 5), 2, np.int32), np.array([False]), [{}])
-    assert second is not first and first[0, 0].tolist() == [0] * 5 + [1] * 5
-
-
-def test_the_training_vector_env_uses_it() -> None:
-    import metabonk_gym  # noqa: F401
-    from metabonk_gym.training.config import resolve_config
-    from metabonk_gym.training.envs import close_venv, make_train_venv
-
-    cfg = resolve_config(
-        "MetaBonk/BonkQuest-v0",
-        overrides={"n_envs": 1, "n_steps": 16, "batch_size": 16, "frame_stack": 2},
+def _space() -> gym.spaces.Dict:
+    return gym.spaces.Dict(
+        {
+            "pixels": gym.spaces.Box(0, 255, (4, 5, 1), np.uint8),
+            "state": gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
+        }
     )
-    venv = make_train_venv("MetaBonk/BonkQuest-v0", cfg)
-    try:
-        assert isinstance(venv, LeanFrameStack)
-        obs: Any = venv.reset()
-        stepped: Any = venv.step(np.array([0]))[0]
-        assert obs.shape == stepped.shape and obs.shape[-1] % 2 == 0
-    finally:
-        close_venv(venv)
+
+
+def test_the_stacker_matches_sb3_key_by_key_across_a_reset() -> None:
+    space = _space()
+    space.seed(0)
+    observations = [space.sample() for _ in range(7)]
+    reference = StackedObservations(1, 3, space, "last")
+    stacker = ObservationStacker(space, 3)
+    batch = {k: v[None] for k, v in observations[0].items()}
+    expected: Any = reference.reset(batch)  # type: ignore[arg-type]
+    got = stacker.push(observations[0], reset=True, copy=True)
+    assert all(np.array_equal(got[k], expected[k][0]) for k in space.spaces)
+    for t, obs in enumerate(observations[1:], 1):
+        done = t == 4  # the episode ends at step 4: the next stack starts from zeros
+        batch = {k: v[None] for k, v in obs.items()}
+        # SB3 writes the stacked terminal observation into this dict: give it a copy
+        infos = [{"terminal_observation": dict(obs)}] if done else [{}]
+        expected, _ = reference.update(batch, np.array([done]), infos)  # type: ignore[arg-type]
+        got = stacker.push(obs, reset=done, copy=True)
+        assert all(np.array_equal(got[k], expected[k][0]) for k in space.spaces), t
+    stacked: Any = stacker.space
+    assert stacked["pixels"].shape == (4, 5, 3) and stacked["state"].shape == (9,)
+
+
+def test_the_rllib_wrapper_is_the_stacker_around_an_env() -> None:
+    space = _space()
+    env = LastAxisFrameStack(SpacesEnv(space, gym.spaces.Discrete(3)), 2)
+    assert env.observation_space == ObservationStacker(space, 2).space
+    assert env.keys == ["pixels", "state"]

@@ -30,7 +30,7 @@ import numpy as np
 
 from metabonk_gym.experts.base import AgentError
 from metabonk_gym.training.config import FIELDS, validate
-from metabonk_gym.training.envs import FrameStacker
+from metabonk_gym.training.envs import ObservationStacker
 from metabonk_gym.training.rundir import read_model_metadata
 from metabonk_gym.training.safeload import load_ppo, policy_venv
 
@@ -94,12 +94,9 @@ class ModelAgent:
                 )
             for key in ours.spaces:
                 _check_shape(path, theirs[key].shape, ours[key].shape)
-            self.keys: list[str] | None = list(ours.spaces)
-            self.stackers = {key: FrameStacker(frame_stack) for key in ours.spaces}
         else:
             _check_shape(path, theirs.shape, ours.shape)
-            self.keys = None
-            self.stackers = {"": FrameStacker(frame_stack)}
+        self.stacker = ObservationStacker(ours, frame_stack)
         their_actions, our_actions = self.model.action_space, env.action_space
         if getattr(their_actions, "n", None) != getattr(our_actions, "n", None) or (
             their_actions.shape != our_actions.shape
@@ -109,19 +106,10 @@ class ModelAgent:
         self._fresh = False
 
     def _stack(self, obs: Any, reset: bool) -> Any:
-        if self.keys is None:
-            stacker = self.stackers[""]
-            return stacker.reset(np.asarray(obs)) if reset else stacker.add(np.asarray(obs))
-        out = {}
-        for key in self.keys:
-            stacker, part = self.stackers[key], np.asarray(obs[key])
-            out[key] = stacker.reset(part) if reset else stacker.add(part)
-        return out
+        return self.stacker.push(obs, reset)
 
     def _current(self) -> Any:
-        if self.keys is None:
-            return self.stackers[""].current()
-        return {key: self.stackers[key].current() for key in self.keys}
+        return self.stacker.current()
 
     def reset(self, obs: Any, info: dict[str, Any]) -> None:
         self._stack(obs, reset=True)

@@ -442,3 +442,55 @@ class FrameStacker:
         self._stack = np.roll(self._stack, -c, axis=-1)
         self._stack[..., -c:] = obs
         return self._stack
+
+
+class ObservationStacker:
+    """Online frame stack of one env's observations, a `Box` or each key of a `Dict`, exactly as
+    SB3's `VecFrameStack(channels_order="last")` builds them (zeros after a reset, the newest
+    last): what a loaded policy is fed, one env at a time (`ModelAgent`, RLlib's
+    `LastAxisFrameStack`). gymnasium's `FrameStackObservation` stacks on a new first axis, which
+    the policies trained on `VecFrameStack`'s layout do not read.
+
+    Args:
+        space: the env's observation space (a `Box`, or a `Dict` of them).
+        frame_stack: how many observations to stack (1: none).
+
+    >>> space = spaces.Dict({"pixels": spaces.Box(0, 255, (2, 2, 1), np.uint8)})
+    >>> stacker = ObservationStacker(space, 3)
+    >>> stacker.space["pixels"].shape
+    (2, 2, 3)
+    >>> first = stacker.push({"pixels": np.ones((2, 2, 1), np.uint8)}, reset=True)
+    >>> first["pixels"][0, 0].tolist(), stacker.current()["pixels"][0, 0].tolist()
+    ([0, 0, 1], [0, 0, 1])
+    """
+
+    def __init__(self, space: gym.Space, frame_stack: int) -> None:
+        self.frame_stack = int(frame_stack)
+        if isinstance(space, spaces.Dict):
+            self.keys: list[str] | None = list(space.spaces)
+            self.space: gym.Space = spaces.Dict(
+                {k: stacked_space(s, self.frame_stack) for k, s in space.spaces.items()}  # type: ignore[arg-type]
+            )
+        else:
+            self.keys = None
+            self.space = stacked_space(space, self.frame_stack)  # type: ignore[arg-type]
+        self._stackers = {k: FrameStacker(self.frame_stack) for k in (self.keys or [""])}
+
+    def push(self, obs: Any, reset: bool, copy: bool = False) -> Any:
+        """Stack `obs` (after a reset: on zeros) and return the stacked observation (`copy`: new
+        arrays, else the stacker's own, which the next push changes)."""
+
+        def one(key: str, part: Any) -> np.ndarray:
+            stacker, arr = self._stackers[key], np.asarray(part)
+            stacked = stacker.reset(arr) if reset else stacker.add(arr)
+            return stacked.copy() if copy else stacked
+
+        if self.keys is None:
+            return one("", obs)
+        return {k: one(k, obs[k]) for k in self.keys}
+
+    def current(self) -> Any:
+        """The stacked observation as of the last push."""
+        if self.keys is None:
+            return self._stackers[""].current()
+        return {k: self._stackers[k].current() for k in self.keys}

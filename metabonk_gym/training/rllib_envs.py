@@ -18,11 +18,10 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 
 from metabonk_gym.process import die_with_parent
 from metabonk_gym.training.config import TrainConfig
-from metabonk_gym.training.envs import FrameStacker, make_env, stacked_space
+from metabonk_gym.training.envs import ObservationStacker, make_env
 from metabonk_gym.training.safeload import SpacesEnv  # noqa: F401  (the one spaces-only env, re-exported)
 
 #: The name runners look the env creator up by (`ray.tune.registry.register_env`).
@@ -43,26 +42,12 @@ class LastAxisFrameStack(gym.Wrapper, gym.utils.RecordConstructorArgs):
         gym.utils.RecordConstructorArgs.__init__(self, frame_stack=frame_stack)
         gym.Wrapper.__init__(self, env)
         self.frame_stack = int(frame_stack)
-        space = env.observation_space
-        if isinstance(space, spaces.Dict):
-            self.keys: list[str] | None = list(space.spaces)
-            self.observation_space = spaces.Dict(
-                {k: stacked_space(s, self.frame_stack) for k, s in space.spaces.items()}  # type: ignore[arg-type]
-            )
-        else:
-            self.keys = None
-            self.observation_space = stacked_space(space, self.frame_stack)  # type: ignore[arg-type]
-        self._stackers = {k: FrameStacker(self.frame_stack) for k in (self.keys or [""])}
+        self._stacker = ObservationStacker(env.observation_space, self.frame_stack)
+        self.keys = self._stacker.keys
+        self.observation_space = self._stacker.space
 
     def _stack(self, obs: Any, reset: bool) -> Any:
-        def one(key: str, part: Any) -> np.ndarray:
-            stacker = self._stackers[key]
-            arr = np.asarray(part)
-            return (stacker.reset(arr) if reset else stacker.add(arr)).copy()
-
-        if self.keys is None:
-            return one("", obs)
-        return {k: one(k, obs[k]) for k in self.keys}
+        return self._stacker.push(obs, reset, copy=True)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
