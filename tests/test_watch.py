@@ -188,6 +188,8 @@ def test_paths_outside_the_directory_get_404(tmp_path: Path) -> None:
             "/files//etc/passwd",
             "/api/decisions?path=../",
             "/api/dataset?path=..%2F..",
+            "/api/archive?path=../secret.txt",
+            "/api/archive?path=link.txt",
         ):
             status, body = _get(base + path)
             assert status == 404, (path, status)
