@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from metabonk_gym.training.wrapstack import (
     describe_wrappers,
     normalize_wrappers,
 )
+from metabonk_gym.utils import Log
 from metabonk_gym.worldmodel.dreamer_env import IMAGE_KEY, DreamerKeys, DreamerObs, wrap_for_dreamer
 
 #: Options of `train_dreamer` and their defaults (what `config.yaml` records).
@@ -350,12 +351,90 @@ def dreamer_keys(
         env.close()
 
 
+@dataclass
+class DreamerStart:
+    """What a Dreamer run starts from (`dreamer_start`): its options, wrappers and, on a resume,
+    the checkpoint and its step."""
+
+    opts: dict[str, Any]
+    specs: list[Any]
+    checkpoint: Path | None = None
+    step: int = 0
+
+
+def dreamer_start(
+    run: RunDir,
+    env_id: str,
+    resume: bool,
+    given: dict[str, Any],
+    wrappers: list[Any] | None,
+    log: Log,
+) -> DreamerStart:
+    """A new run's options (`given` over the defaults), or a resumed run's own (`given` over
+    them), its wrappers (another stack is an error) and newest checkpoint, checked."""
+    if not resume:
+        run.check_new()
+        opts = {**DREAMER_DEFAULTS, **given}
+        check_dreamer_options(opts)
+        return DreamerStart(opts, normalize_wrappers(wrappers))
+    run.check_resumable()
+    note = run.check_not_running()
+    if note:
+        log(note)
+    stored = run.read_config()
+    if stored.get("env_id") != env_id:
+        raise RunDirError(f"{run.path} trains {stored.get('env_id')}, not {env_id}")
+    opts = {**DREAMER_DEFAULTS, **dict(stored.get("dreamer") or {}), **given}
+    check_dreamer_options(opts)  # config.yaml is a file of the run directory: data only
+    specs = normalize_wrappers(stored.get("wrappers"), str(run.path / "config.yaml"))
+    check_wrappers_match(run.path, wrappers, specs)
+    found = list_dreamer_checkpoints(run)
+    if not found:
+        raise CheckpointError(
+            f"cannot resume {run.path}: no {SHEEPRL_DIR}/checkpoint/ckpt_*_0.ckpt"
+        )
+    step, checkpoint = found[-1]
+    check_checkpoint(checkpoint, RESUME_KEYS)
+    log(f"resuming {run.path} from step {step} ({checkpoint.name})")
+    return DreamerStart(opts, specs, checkpoint, step)
+
+
+def sheeprl_config(env_id: str, run: RunDir, start: DreamerStart, resume: bool) -> Any:
+    """sheeprl's config of the run, composed from metabonk's checked options (never from a
+    file of the run directory) and checked by sheeprl."""
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf, open_dict
+
+    _sheeprl()
+    from sheeprl.cli import check_configs
+    from sheeprl.utils.utils import dotdict
+
+    vectors: list[str] = []
+    if not resume or start.specs:  # a new run checks its env; a resumed one needs its keys
+        keys = dreamer_keys(env_id, start.opts["env_kwargs"], start.specs)
+        vectors = keys.vectors if keys is not None else []
+    overrides = dreamer_overrides(env_id, run.path, start.opts, vectors)
+    if start.checkpoint is not None:
+        overrides.append(f"checkpoint.resume_from={start.checkpoint.resolve()}")
+    with initialize_config_module("sheeprl.configs", version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    if start.checkpoint is not None:
+        # Never sheeprl's `resume_from_checkpoint`: it merges DIR/sheeprl/config.yaml into the
+        # config, and hydra calls any `_target_` in it (a shared run directory could run code).
+        # The config is rebuilt from metabonk's own options, checked above.
+        with open_dict(cfg):  # the game scalars continue at `step`
+            cfg.env.wrapper.scalars_step = int(start.step)
+    cfg = dotdict(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))
+    check_configs(cfg)
+    return cfg
+
+
 def train_dreamer(
     env_id: str,
     out: str | Path,
     *,
     resume: bool = False,
-    log: Callable[[str], None] | None = None,
+    log: Log | None = None,
     wrappers: list[Any] | None = None,
     **options: Any,
 ) -> dict[str, Any]:
@@ -370,16 +449,11 @@ def train_dreamer(
             its own (another one is an error).
         options: `DREAMER_DEFAULTS` keys (total_steps, size, learning_starts, batch_size, ...).
     """
-    from hydra import compose, initialize_config_module
-    from omegaconf import OmegaConf, open_dict
-
     import metabonk_gym  # noqa: F401  (registers the envs)
 
     _sheeprl()
-    from sheeprl.cli import check_configs, run_algorithm
-    from sheeprl.utils.utils import dotdict
+    from sheeprl.cli import run_algorithm
 
-    log = log or (lambda _msg: None)
     unknown = sorted(set(options) - set(DREAMER_DEFAULTS))
     if unknown:
         raise RunDirError(
@@ -387,52 +461,13 @@ def train_dreamer(
         )
     run = RunDir(Path(out))
     given = {k: v for k, v in options.items() if v is not None}
-    checkpoint: Path | None = None
-    if resume:
-        run.check_resumable()
-        note = run.check_not_running()
-        if note:
-            log(note)
-        stored = run.read_config()
-        if stored.get("env_id") != env_id:
-            raise RunDirError(f"{run.path} trains {stored.get('env_id')}, not {env_id}")
-        opts = {**DREAMER_DEFAULTS, **dict(stored.get("dreamer") or {}), **given}
-        check_dreamer_options(opts)  # config.yaml is a file of the run directory: data only
-        specs = normalize_wrappers(stored.get("wrappers"), str(run.path / "config.yaml"))
-        check_wrappers_match(run.path, wrappers, specs)
-        found = list_dreamer_checkpoints(run)
-        if not found:
-            raise CheckpointError(
-                f"cannot resume {run.path}: no {SHEEPRL_DIR}/checkpoint/ckpt_*_0.ckpt"
-            )
-        step, checkpoint = found[-1]
-        check_checkpoint(checkpoint, RESUME_KEYS)
-        log(f"resuming {run.path} from step {step} ({checkpoint.name})")
-    else:
-        run.check_new()
-        opts = {**DREAMER_DEFAULTS, **given}
-        check_dreamer_options(opts)
-        specs = normalize_wrappers(wrappers)
-    vectors: list[str] = []
-    if not resume or specs:  # a new run checks its env; a resumed one needs its keys
-        keys = dreamer_keys(env_id, opts["env_kwargs"], specs)
-        vectors = keys.vectors if keys is not None else []
-    overrides = dreamer_overrides(env_id, run.path, opts, vectors)
-    if checkpoint is not None:
-        overrides.append(f"checkpoint.resume_from={checkpoint.resolve()}")
-    with initialize_config_module("sheeprl.configs", version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    if checkpoint is not None:
-        # Never sheeprl's `resume_from_checkpoint`: it merges DIR/sheeprl/config.yaml into the
-        # config, and hydra calls any `_target_` in it (a shared run directory could run code).
-        # The config is rebuilt from metabonk's own options, checked above.
-        with open_dict(cfg):  # the game scalars continue at `step`
-            cfg.env.wrapper.scalars_step = int(step)
-    cfg = dotdict(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))
-    check_configs(cfg)
+    start = dreamer_start(run, env_id, resume, given, wrappers, log or (lambda _msg: None))
+    cfg = sheeprl_config(env_id, run, start, resume)
     run.path.mkdir(parents=True, exist_ok=True)
     run.write_config(
-        config_to_yaml({"env_id": env_id, "algo": "dreamer_v3", "dreamer": opts, "wrappers": specs})
+        config_to_yaml(
+            {"env_id": env_id, "algo": "dreamer_v3", "dreamer": start.opts, "wrappers": start.specs}
+        )
     )
     run.write_state(env_id=env_id, algo="dreamer_v3", status="running", **run.owner())
     started = time.perf_counter()
@@ -444,7 +479,7 @@ def train_dreamer(
         status = "interrupted"
         raise
     except RuntimeError as exc:
-        if (misfit := _misfit(exc, checkpoint)) is None:
+        if (misfit := _misfit(exc, start.checkpoint)) is None:
             raise
         raise misfit from None
     finally:
