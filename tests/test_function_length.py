@@ -29,14 +29,7 @@ MAX_LINES = 100
 #: Functions still over the limit, by `path:qualified.name`, while they are being split
 #: (the trainers, the benches, the agents' play and ladder): remove an entry once its function
 #: is short; add none.
-ALLOWED: frozenset[str] = frozenset(
-    {
-        "metabonk_gym/training/curriculum.py:_run",
-        "metabonk_gym/training/ppo.py:train_ppo",
-        "metabonk_gym/worldmodel/dream.py:dream",
-        "metabonk_gym/worldmodel/dreamer.py:train_dreamer",
-    }
-)
+ALLOWED: frozenset[str] = frozenset()
 
 
 def sources() -> Iterator[Path]:
