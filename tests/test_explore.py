@@ -104,6 +104,27 @@ def test_a_level_variable_sends_the_explorer_to_the_furthest_level(tmp_path: Pat
     )
 
 
+def test_past_won_explores_on_from_a_level_up(tmp_path: Path) -> None:
+    """HatWizard's `won` is "the level went up": with `past_won` (its cells.yaml) the explorer
+    goes on from the next level's first frame; without, a won cell is never chosen."""
+    import yaml
+
+    folder = bundled_game_folder("HatWizard")
+    spec = yaml.safe_load((folder / "cells.yaml").read_text())
+    assert spec["past_won"] is True
+    ended = tmp_path / "ended.yaml"
+    ended.write_text(yaml.safe_dump({**spec, "past_won": False}))
+    beyond = {}
+    for name, cells in (("on", None), ("ended", str(ended))):
+        settings = ExploreSettings(n_envs=2, max_frames=12_800, seed=0, cells_file=cells)
+        run_explore("MetaBonk/HatWizard-v0", tmp_path / name, settings)
+        archive = Archive.load(tmp_path / name / "archive.npz")
+        assert any(archive.won), name  # level 1-1 finished within a few rounds
+        beyond[name] = [w for key, w in zip(archive.keys, archive.won) if key[0] >= 1]
+    assert beyond["on"].count(False) > 0, beyond  # cells of level 1-2 that are not the win
+    assert all(beyond["ended"]), beyond  # only the level-up itself: never explored from
+
+
 def test_reset_returns_to_save_state_bytes_and_refuses_other_bytes(make_env) -> None:
     from metabonk_gym.errors import CorruptSavestateError
 
@@ -126,7 +147,7 @@ def test_every_bundled_cells_file_names_its_games_variables() -> None:
     from metabonk_gym.gba.integration import Integration
     from metabonk_gym.training.explore_cells import RamCells, load_cells
 
-    for game in ("BonkQuest", "BonkArena"):
+    for game in ("BonkQuest", "BonkArena", "HatWizard", "MeteoRain", "uCity"):
         folder = bundled_game_folder(game)
         cells = load_cells(folder, list(Integration.bundled(game).variables))
         assert isinstance(cells, RamCells) and cells.width >= 2, game

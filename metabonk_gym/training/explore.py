@@ -151,7 +151,8 @@ class Explorer:
         archive: the archive (empty, or resumed).
         settings: how to explore.
         frameskip: emulator frames per env step.
-        cells: the cells (their `level`, if any, weighs the selection; None: no level).
+        cells: the cells (their `level`, if any, weighs the selection; with `past_won` won
+            cells are chosen too; None: no level, won cells never chosen).
     """
 
     def __init__(
@@ -168,6 +169,7 @@ class Explorer:
         self.frameskip = frameskip
         self.level_column: int | None = getattr(cells, "level_column", None)
         self.level_weight = float(getattr(cells, "level_weight", 1.0))
+        self.past_won = bool(getattr(cells, "past_won", False))
         self.rng = np.random.default_rng(settings.seed + int(archive.meta.get("rounds", 0)))
         self.changes: list[tuple[tuple[int, ...], float, int]] = []
         self.cursor: list[int | None] = [None] * envs.num_envs  # None: sent nothing yet
@@ -183,7 +185,7 @@ class Explorer:
             np.asarray(a.since, float),
             np.asarray(a.seen, float),
             np.asarray(a.scores, float),
-            np.asarray(a.won, bool),
+            np.asarray(a.won, bool) & (not self.past_won),
             self._levels(),
             self.level_weight,
         )

@@ -9,6 +9,7 @@ score (Go-Explore keeps the best state per cell by score, then by the shortest t
     repeat_prob: 0.75     # optional: how often a random action is held another step
     level: room           # optional: the cell variable that says how far into the game a cell is
     level_weight: 0.1     # optional: a cell's selection weight times this per level behind
+    past_won: false       # optional: true where a win is a milestone the game goes on from
 
 A game that declares none gets Go-Explore's domain-agnostic cells (Ecoffet et al. 2021): the
 screen in grey, shrunk to 11 x 8 area means, in 8 grey levels (`ScreenCells`).
@@ -63,6 +64,9 @@ class RamCells:
             "level": a room, a stage, a slice of the clock), or None.
         level_weight: a cell's selection weight is multiplied by this once per level (the
             variable's value divided by its bucket) it lies behind the furthest level reached.
+        past_won: explore on from won cells too (a game whose `won` is a milestone it goes on
+            from, e.g. "the level went up since the start"); by default a won cell's state
+            ends the game and is never chosen.
     """
 
     variables: tuple[tuple[str, int], ...]
@@ -71,6 +75,7 @@ class RamCells:
     repeat_prob: float | None = None
     level: str | None = None
     level_weight: float = DEFAULT_LEVEL_WEIGHT
+    past_won: bool = False
 
     @property
     def names(self) -> list[str]:
@@ -102,6 +107,8 @@ class RamCells:
         if self.level is not None:
             data["level"] = self.level
             data["level_weight"] = self.level_weight
+        if self.past_won:
+            data["past_won"] = True
         return data
 
     def describe(self) -> str:
@@ -195,12 +202,15 @@ def parse_cells(data: Any, known: Sequence[str], source: str) -> RamCells:
     """A checked `RamCells` from a cells file's data; `known` are the game's RAM variables."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source} must hold a mapping with 'variables' (and 'score')")
-    extra = set(data) - {"variables", "score", "repeat_prob", "level", "level_weight"}
+    extra = set(data) - {"variables", "score", "repeat_prob", "level", "level_weight", "past_won"}
     if extra:
         raise ConfigError(
             f"{source}: unknown keys {sorted(extra)}; a cells file has variables, score, "
-            "repeat_prob, level, level_weight"
+            "repeat_prob, level, level_weight, past_won"
         )
+    past_won = data.get("past_won", False)
+    if not isinstance(past_won, bool):
+        raise ConfigError(f"{source}: past_won must be true or false, not {past_won!r}")
     repeat = data.get("repeat_prob")
     if repeat is not None and not _fraction(repeat, closed=False):
         raise ConfigError(f"{source}: repeat_prob must be a number in [0, 1), not {repeat!r}")
@@ -224,9 +234,8 @@ def parse_cells(data: Any, known: Sequence[str], source: str) -> RamCells:
         if score not in known:
             raise _unknown(score, known, source, "score variable")
     level, level_weight = _level(data, [name for name, _ in pairs], source)
-    return RamCells(
-        tuple(pairs), score, source, None if repeat is None else float(repeat), level, level_weight
-    )
+    repeat_prob = None if repeat is None else float(repeat)
+    return RamCells(tuple(pairs), score, source, repeat_prob, level, level_weight, past_won)
 
 
 def _fraction(value: Any, closed: bool) -> bool:
@@ -290,6 +299,7 @@ def cells_from_dict(data: Mapping[str, Any]) -> Cells:
         names = list(variables) if isinstance(variables, Mapping) else []
         score = data.get("score")
         known = names + ([score] if isinstance(score, str) else [])
-        spec = {k: data[k] for k in ("variables", "score", "level", "level_weight") if k in data}
+        keys = ("variables", "score", "level", "level_weight", "past_won")
+        spec = {k: data[k] for k in keys if k in data}
         return parse_cells(spec, known, "the archive's cells")
     raise ConfigError(f"unknown cell kind {kind!r} (ram or screen)")
