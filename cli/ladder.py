@@ -91,8 +91,8 @@ def ladder_command(
         max_episode_steps=max_steps,
     )
     specs = guarded(lambda: parse_agents(agents))
-    for name in agents.split(","):  # a --config file's `wrappers:` is the user's stack
-        check_run_game_code(name.strip(), trust_game_folder, flags, config)
+    for name in specs:  # a --config file's `wrappers:` is the user's stack
+        check_run_game_code(name, trust_game_folder, flags, config)
     command = "metabonk " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["ladder"] else None
 
     def progress(cell: dict[str, Any]) -> None:
