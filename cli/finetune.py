@@ -22,7 +22,7 @@ from pathlib import Path
 import gymnasium as gym
 import typer
 from metabonk_gym.cli.bench import _print
-from metabonk_gym.cli.errors import exit_with_error
+from metabonk_gym.cli.errors import fail
 from metabonk_gym.cli.train import guarded
 from rich.console import Console
 
@@ -125,7 +125,7 @@ def examples_command(
 ) -> None:
     """The compact or choice prompt's worked examples, from an oracle episode of ENV_ID."""
     if profile not in ("compact", "choice"):
-        exit_with_error(ValueError(f"--profile must be compact or choice, not {profile!r}"))
+        fail(f"--profile must be compact or choice, not {profile!r}")
     guarded(lambda: check_number("--count", count, 1, 64, integer=True))
     env = guarded(lambda: gym.make(env_id))
     try:
