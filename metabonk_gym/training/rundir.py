@@ -10,6 +10,8 @@ run is never damaged. Model zips carry a `metabonk` entry (env id, algorithm, co
 >>> run = RunDir(pathlib.Path(tempfile.mkdtemp()) / "run")
 >>> run.checkpoint_path(1200).name
 'step_000001200.zip'
+>>> run.checkpoint_path(7, ".pt").name
+'step_000000007.pt'
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from metabonk_gym.training.errors import CheckpointError, RunDirError
 from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
 
 METADATA_KEY = "metabonk"
-_STEP_RE = re.compile(r"^step_(\d+)\.zip$")
+_STEP_RE = re.compile(r"^step_(\d+)(\.[a-z]+)$")
 _RLLIB_STEP_RE = re.compile(r"^step_(\d+)$")
 #: At most this many entries of `checkpoints/` are looked at (a run keeps a few).
 MAX_CHECKPOINT_ENTRIES = 10_000
@@ -254,8 +256,10 @@ class RunDir:
     def model(self) -> Path:
         return self.path / "model.zip"
 
-    def checkpoint_path(self, step: int) -> Path:
-        return self.checkpoints / f"step_{step:09d}.zip"
+    def checkpoint_path(self, step: int, suffix: str = ".zip") -> Path:
+        """`checkpoints/step_<N><suffix>`: SB3's model zips, or another trainer's files
+        (the world model's `.pt`)."""
+        return self.checkpoints / f"step_{step:09d}{suffix}"
 
     # ------------------------------------------------------------------ checks
     def is_run(self) -> bool:
@@ -387,14 +391,14 @@ class RunDir:
         atomic_write_text(self.config_file, text)
 
     # ------------------------------------------------------------------ checkpoints
-    def list_checkpoints(self) -> list[tuple[int, Path]]:
-        """(step, path) of `checkpoints/step_<N>.zip`, oldest first."""
+    def list_checkpoints(self, suffix: str = ".zip") -> list[tuple[int, Path]]:
+        """(step, path) of `checkpoints/step_<N><suffix>`, oldest first."""
         if not self.checkpoints.is_dir():
             return []
         found = []
         for path in self.checkpoints.iterdir():
             match = _STEP_RE.match(path.name)
-            if match:
+            if match and match.group(2) == suffix:
                 found.append((int(match.group(1)), path))
         return sorted(found)
 

@@ -16,7 +16,6 @@ the losses, held-out PSNR against `copy` per horizon, and real vs imagined strip
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -56,7 +55,6 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "time_limit_s": None,
 }
-_STEP_RE = re.compile(r"^step_(\d+)\.pt$")
 
 
 def clip_psnr(pred: np.ndarray, real: np.ndarray) -> float:
@@ -108,15 +106,8 @@ def comparison_image(model: WorldModel, episode: Episode, t: int, horizon: int) 
 
 
 def list_checkpoints(run: RunDir) -> list[tuple[int, Path]]:
-    """(step, path) of `checkpoints/step_<N>.pt`, oldest first."""
-    if not run.checkpoints.is_dir():
-        return []
-    found = []
-    for path in run.checkpoints.iterdir():
-        match = _STEP_RE.match(path.name)
-        if match and path.with_suffix(".json").is_file():
-            found.append((int(match.group(1)), path))
-    return sorted(found)
+    """(step, path) of `checkpoints/step_<N>.pt` with their `.json`, oldest first."""
+    return [(n, p) for n, p in run.list_checkpoints(".pt") if p.with_suffix(".json").is_file()]
 
 
 def _options(overrides: dict[str, Any]) -> dict[str, Any]:
@@ -299,7 +290,7 @@ def train_world_model(
         start=start_step,
         tensorboard=run.tensorboard,
         checkpoint=lambda s: _save(
-            run.checkpoints / f"step_{s:09d}.pt", model, optimizer, {**base_meta, "steps": s}
+            run.checkpoint_path(s, ".pt"), model, optimizer, {**base_meta, "steps": s}
         ),
         checkpoint_every=int(opts["checkpoint_every"]),
         time_limit_s=opts["time_limit_s"],
