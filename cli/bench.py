@@ -22,8 +22,10 @@ from metabonk_gym.cli.errors import plain_console
 from rich.table import Table
 
 from metabonk_gym.bench import report
+from metabonk_gym.bench.env_speed import ENV_VS_RAW_TARGET as ENV_VS_RAW_TARGET
+from metabonk_gym.bench.env_speed import figure_records as env_figures
 from metabonk_gym.bench.env_speed import run as run_env_speed
-from metabonk_gym.bench.figures import Target, put_figures
+from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.utils import atomic_write_text
 
 bench_app = typer.Typer(
@@ -57,8 +59,6 @@ BENCHES: dict[str, str] = {
     "integrate": "integrate:bench_integrate",
     "explore": "explore:bench_explore",
 }
-#: `bench env`'s pass mark: the env keeps this fraction of the raw core's frame rate.
-ENV_VS_RAW_TARGET = Target(">=", 0.85, "x")
 
 
 def _print(title: str, result: dict, out: Path | None) -> None:
@@ -89,42 +89,6 @@ def bench_env(
     _print(command, result, out)
     if figures is not None:
         put_figures(figures, env_figures(result), command=command, title="GBA envs")
-
-
-def env_figures(result: dict) -> list[dict]:
-    """`bench env`'s result as figure records (the target is `ENV_VS_RAW_TARGET`).
-
-    >>> env_figures({"env_fps": 8335.0, "raw_core_fps": 8511.0, "env_vs_raw": 0.979})[0]["met"]
-    True
-    """
-    ratio = result["env_vs_raw"]
-    text = f"{result['env_fps']:,.0f} vs {result['raw_core_fps']:,.0f} frames/s = {ratio:.2f}x"
-    rows = [
-        {
-            "id": "env-vs-raw",
-            "name": "env frames/s vs stable-retro's raw `RetroEmulator` in a plain loop",
-            "value": round(ratio, 3),
-            "unit": "x",
-            "text": text,
-            **ENV_VS_RAW_TARGET.record(ratio),
-            "headline": "GBA env speed vs the raw emulator core",
-            "short": f"{ratio:.2f}x",
-        }
-    ]
-    if result.get("retro_env_vs_raw") is not None:
-        retro = result["retro_env_vs_raw"]
-        rows.append(
-            {
-                "id": "retro-env-vs-raw",
-                "name": "stable-retro's own `RetroEnv` on the same ROM, vs the raw core",
-                "value": round(retro, 3),
-                "unit": "x",
-                "text": f"{result['retro_env_fps']:,.0f} frames/s = {retro:.2f}x",
-                "target": None,
-                "met": None,
-            }
-        )
-    return rows
 
 
 def bench_report(

@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from metabonk_gym.bench.figures import Target
 from metabonk_gym.gba.buttons import mask_to_retro
 from metabonk_gym.gba.env import GBAEnv
 from metabonk_gym.gba.integration import games_dir
@@ -137,3 +138,43 @@ def run(
         result["vec2_vs_vec1"] = two / one
         result["vec2_vs_single_env"] = two / (result["env_fps"] / frameskip)
     return result
+
+
+#: `bench env`'s pass mark: the env keeps this fraction of the raw core's frame rate.
+ENV_VS_RAW_TARGET = Target(">=", 0.85, "x")
+
+
+def figure_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """`bench env`'s result as figure records (the target is `ENV_VS_RAW_TARGET`).
+
+    >>> figure_records({"env_fps": 8335.0, "raw_core_fps": 8511.0, "env_vs_raw": 0.979})[0]["met"]
+    True
+    """
+    ratio = result["env_vs_raw"]
+    text = f"{result['env_fps']:,.0f} vs {result['raw_core_fps']:,.0f} frames/s = {ratio:.2f}x"
+    rows = [
+        {
+            "id": "env-vs-raw",
+            "name": "env frames/s vs stable-retro's raw `RetroEmulator` in a plain loop",
+            "value": round(ratio, 3),
+            "unit": "x",
+            "text": text,
+            **ENV_VS_RAW_TARGET.record(ratio),
+            "headline": "GBA env speed vs the raw emulator core",
+            "short": f"{ratio:.2f}x",
+        }
+    ]
+    if result.get("retro_env_vs_raw") is not None:
+        retro = result["retro_env_vs_raw"]
+        rows.append(
+            {
+                "id": "retro-env-vs-raw",
+                "name": "stable-retro's own `RetroEnv` on the same ROM, vs the raw core",
+                "value": round(retro, 3),
+                "unit": "x",
+                "text": f"{result['retro_env_fps']:,.0f} frames/s = {retro:.2f}x",
+                "target": None,
+                "met": None,
+            }
+        )
+    return rows
