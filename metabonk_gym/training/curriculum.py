@@ -48,7 +48,7 @@ from metabonk_gym.training.config import (
 )
 from metabonk_gym.training.envs import close_venv, make_train_venv, probe_env
 from metabonk_gym.training.errors import ConfigError, RunDirError
-from metabonk_gym.training.ppo import LearnLoop, TrainResult, load_or_make
+from metabonk_gym.training.ppo import LearnLoop, TrainResult, load_or_make, tensorboard_logger
 from metabonk_gym.training.rundir import RunDir, model_metadata, save_model
 from metabonk_gym.training.transpose import wrap_for_sb3
 
@@ -439,13 +439,12 @@ def _run(
     extra: Sequence[Any],
 ) -> CurriculumResult:
     import torch
-    from stable_baselines3.common.logger import configure
 
     torch.set_num_threads(cfg.torch_threads)
     state = run.read_state()
     results: list[dict[str, Any]] = list(state.get("stages", []))
     milestones: list[dict[str, Any]] = list(state.get("milestones", []))
-    logger = configure(str(run.tensorboard), ["tensorboard"])
+    logger = tensorboard_logger(run)
     interrupted = False
     stats = EpisodeStats(window=cfg.win_window)
 

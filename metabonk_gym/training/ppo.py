@@ -114,7 +114,8 @@ def quiet_logger() -> Any:
     return Logger(folder=None, output_formats=[])
 
 
-def _tensorboard_logger(run: RunDir) -> Any:
+def tensorboard_logger(run: RunDir) -> Any:
+    """An SB3 logger that writes the run's TensorBoard event files (`run.tensorboard`)."""
     from stable_baselines3.common.logger import configure
 
     return configure(str(run.tensorboard), ["tensorboard"])
@@ -409,7 +410,7 @@ def _learn(
     logger = None
     try:
         model = load_or_make(cfg, venv, resume_from, init_params, trust=trust_model)
-        logger = _tensorboard_logger(run)
+        logger = tensorboard_logger(run)
         model.set_logger(logger)
         if resume_from is None:
             _write_text(logger, "config", config_to_yaml(cfg), 0)
