@@ -34,15 +34,18 @@ import numpy as np
 
 from metabonk_gym.experts.base import AgentError
 from metabonk_gym.gba.integration import rom_sha1
-from metabonk_gym.training.datasets import check_dataset_fits, check_dataset_id, load_dataset
+from metabonk_gym.training.datasets import (
+    MAX_DATASET_META_BYTES,
+    check_dataset_fits,
+    check_dataset_id,
+    load_dataset,
+)
 from metabonk_gym.training.explore_archive import Archive
 
 #: The prefix of a replay agent's spec.
 PREFIX = "replay:"
 #: The most actions one replayed episode may hold.
 MAX_REPLAY_STEPS = 1_000_000
-#: A dataset folder's `metadata.json` larger than this is not read (Minari reads it whole).
-MAX_DATASET_META_BYTES = 1_000_000
 
 
 def replay_source(spec: str) -> str | None:

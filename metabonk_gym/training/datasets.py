@@ -35,6 +35,8 @@ from metabonk_gym.utils import env_var
 
 #: Disk space kept free beyond the estimate of an episode's size.
 FREE_MARGIN_BYTES = 64 * 1024 * 1024
+#: A dataset folder's `metadata.json` larger than this is not read (Minari reads it whole).
+MAX_DATASET_META_BYTES = 1_000_000
 
 
 def check_dataset_id(dataset_id: str) -> str:

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from metabonk_gym.think.log import LOG_NAME, read_decisions
+from metabonk_gym.training.datasets import MAX_DATASET_META_BYTES as MAX_DATASET_META
 from metabonk_gym.vector.view import env_frame
 
 #: Files and folders `scan` looks at before it stops, and how deep it goes.
@@ -49,8 +50,6 @@ MAX_RUN_JSON = 1_000_000
 MAX_PLAN = 20_000
 MAX_PBT_TAIL = 256_000
 MAX_LOG_BYTES = 32_000_000
-#: A dataset's `metadata.json` larger than this is not read.
-MAX_DATASET_META = 1_000_000
 #: A TensorBoard event file larger than this is not read (its folder's curves are left out).
 MAX_EVENTS_BYTES = 256_000_000
 #: Files a dataset or memory-graph folder may hold for `confined` to look at them all.
