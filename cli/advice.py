@@ -18,7 +18,7 @@ import typer
 from metabonk_gym.cli.bench import _print, console
 from metabonk_gym.cli.train import guarded
 
-from metabonk_gym.bench.advice_learning import run_advice_bench
+from metabonk_gym.bench.advice_learning import figure_record, run_advice_bench
 from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.bench.train_wrappers import figure_records, run_train_wrappers
 
@@ -34,9 +34,20 @@ def bench_advice(
     progress: bool = typer.Option(False, "--progress", help="Show training progress."),
     adviser: str = typer.Option(
         "oracle",
-        help="Who advises: oracle, model (the default GGUF model, SmolLM2-135M-Instruct) or "
-        "model:PATH (a GGUF, e.g. a think finetune output); a model is served to all envs of a "
-        "run by one llama-server, stopped with the run.",
+        help="Who advises: oracle, a rule (first, random: the baselines), model (the default "
+        "GGUF model, SmolLM2-135M-Instruct) or model:PATH (a GGUF, e.g. a think finetune "
+        "output); a model is served to all envs of a run by one llama-server, stopped with the "
+        "run.",
+    ),
+    state: str = typer.Option("start", help="The start state of training and evaluation."),
+    max_steps: int = typer.Option(1500, min=10, help="Episode length (training and evaluation)."),
+    alone_from: Path | None = typer.Option(
+        None,
+        help="A folder of this bench whose alone runs (same seeds, steps and start) are compared "
+        "here instead of training them again.",
+    ),
+    figures: Path | None = typer.Option(
+        None, help="Put the figure into this record file (docs/figures/advice.json)."
     ),
     order: str | None = typer.Option(
         None,
@@ -61,11 +72,25 @@ def bench_advice(
             progress=progress,
             order=[int(v) for v in order.split(",")] if order else None,
             adviser=adviser,
+            state=state,
+            max_steps=max_steps,
+            alone_from=alone_from,
             on_result=lambda arm, row: console.print(f"{arm} seed {row['seed']}: {row}"),
         )
 
     result = guarded(run)
     console.print_json(json.dumps({k: v for k, v in result.items() if k != "runs"}))
+    if figures is not None:
+        command = f"metabonk bench advice --out {out} --state {state} --steps {steps}"
+        command += f" --seeds {seeds} --episodes {episodes} --max-steps {max_steps}"
+        command += f" --adviser {adviser}"
+        command += f" --alone-from {alone_from}" if alone_from is not None else ""
+        put_figures(
+            figures,
+            [figure_record(result, adviser)],
+            command=command,
+            seeds=list(range(seeds)),
+        )
 
 
 def bench_train_wrappers(

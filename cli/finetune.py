@@ -26,7 +26,14 @@ from metabonk_gym.cli.errors import fail
 from metabonk_gym.cli.train import guarded
 from rich.console import Console
 
-from metabonk_gym.bench.think_model import STARTS, model_figures, play_figures
+from metabonk_gym.bench.figures import load_group, put_figures
+from metabonk_gym.bench.think_model import (
+    STARTS,
+    model_figure_records,
+    model_figures,
+    play_figure_records,
+    play_figures,
+)
 from metabonk_gym.think.calibrate import calibrate_model
 from metabonk_gym.think.examples import oracle_choice_examples, oracle_examples, write_examples
 from metabonk_gym.think.finetune import FinetuneConfig, finetune, load_pairs
@@ -190,10 +197,13 @@ def bench_think_model(
         None, help="llama.cpp threads (default: the engine's, 1 on <= 4 CPUs)."
     ),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures: Path | None = typer.Option(
+        None, help="Put the figures into this record file (docs/figures/think-model.json)."
+    ),
 ) -> None:
     """A real model at the oracle's decision points on BonkQuest: prompt tokens (evaluated vs
     cached), latency p50/p95 at 1 env, schema-valid, sensible, agreement with the oracle."""
-    figures = guarded(
+    result = guarded(
         lambda: model_figures(
             model,
             episodes=episodes,
@@ -203,7 +213,13 @@ def bench_think_model(
             state=state,
         )
     )
-    _print("metabonk bench think-model", figures, out)
+    _print("metabonk bench think-model", result, out)
+    if figures is not None:
+        records = model_figure_records(result, episodes)
+        command = (
+            f"metabonk bench think-model --model {model} --state {state} --episodes {episodes}"
+        )
+        guarded(lambda: put_figures(figures, records, command=command))
 
 
 def bench_think_play(
@@ -219,9 +235,17 @@ def bench_think_play(
         None, help="The think deadline (pause mode); default: calibrated on this machine."
     ),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures: Path | None = typer.Option(
+        None,
+        help="Put the figures into this record file (docs/figures/think-model.json), beside "
+        "the other strategists' of the same starts.",
+    ),
+    log_dir: Path | None = typer.Option(
+        None, help="Keep the agent's decision logs here (one folder per start)."
+    ),
 ) -> None:
     """The think agent (strategist + follower) on BonkQuest starts: win rate, steps to win."""
-    figures = guarded(
+    result = guarded(
         lambda: play_figures(
             model,
             [s.strip() for s in starts.split(",") if s.strip()],
@@ -229,9 +253,19 @@ def bench_think_play(
             max_steps=max_steps,
             timeout_s=timeout_s,
             progress=console.print,
+            log_dir=log_dir,
         )
     )
-    _print("metabonk bench think-play", figures, out)
+    _print("metabonk bench think-play", result, out)
+    if figures is not None:
+        known = guarded(lambda: load_group(figures).figures) if figures.exists() else []
+        baselines = {f.id: f.short or f.number() for f in known if f.id.startswith("play-")}
+        records = play_figure_records(result, baselines)
+        command = f"metabonk bench think-play --model {model} --starts {starts} --seeds {seeds}"
+        command += f" --max-steps {max_steps}" + (
+            f" --timeout-s {timeout_s:g}" if timeout_s else ""
+        )
+        guarded(lambda: put_figures(figures, records, command=command))
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import metabonk_gym  # noqa: F401  (registers the envs)
-from metabonk_gym.bench.advice_learning import adviser_entry, run_advice_bench
+from metabonk_gym.agents.episode import episode_config
+from metabonk_gym.bench.advice_learning import adviser_entry, figure_record, run_advice_bench
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.training.ppo import train_ppo
 from metabonk_gym.training.wrapstack import run_wrappers
@@ -97,10 +98,41 @@ def test_ppo_with_the_real_model_as_adviser_writes_think_scalars(tmp_path: Path)
 
 
 def test_bench_advice_refuses_a_bad_adviser_before_any_run(tmp_path: Path) -> None:
-    with pytest.raises(MetabonkError, match="oracle, model or model:PATH"):
+    with pytest.raises(MetabonkError, match="oracle, first, random, model or model:PATH"):
         run_advice_bench(tmp_path / "out", adviser="gpt")
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"not a model")
     with pytest.raises(MetabonkError, match="not a GGUF"):
         run_advice_bench(tmp_path / "out", adviser=f"model:{bad}")
     assert not (tmp_path / "out").exists()
+
+
+def test_bench_advice_with_a_rule_adviser_from_a_riddle_room_and_shared_alone_runs(
+    tmp_path: Path,
+) -> None:
+    small = {"seeds": 1, "total_steps": 256, "episodes": 1, "n_envs": 2, "max_steps": 40}
+    first = run_advice_bench(tmp_path / "first", adviser="first", state="riddles_room2", **small)
+    assert first["state"] == "riddles_room2" and first["adviser"]["engine"] == "first"
+    assert first["alone"]["seeds"] == 1 and first["advice"]["seeds"] == 1
+    for arm in ("alone", "advice"):  # trained and evaluated from the riddle room
+        model = tmp_path / "first" / f"{arm}_seed0" / "model.zip"
+        assert episode_config(QUEST, str(model)).state == "riddles_room2"
+    (entry,) = run_wrappers(tmp_path / "first" / "advice_seed0")
+    assert entry["engine"] == "first" and entry["advice_fade"] == [128, 230]
+    # a second adviser against the same alone runs: only its advice arm is trained
+    second = run_advice_bench(
+        tmp_path / "random",
+        adviser="random",
+        state="riddles_room2",
+        alone_from=tmp_path / "first",
+        **small,
+    )
+    assert sorted(p.name for p in (tmp_path / "random").iterdir()) == [
+        "advice.json",
+        "advice_seed0",
+    ]
+    assert second["alone"] == first["alone"] and second["adviser"]["engine"] == "random"
+    record = figure_record(second, "random")
+    assert record["id"] == "riddles-room2-random-advice" and "alone: rooms" in record["text"]
+    with pytest.raises(MetabonkError, match="holds no scored alone runs"):
+        run_advice_bench(tmp_path / "x", alone_from=tmp_path / "random", **small)

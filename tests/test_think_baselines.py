@@ -95,3 +95,36 @@ def test_bench_think_model_asks_a_rule_the_models_questions() -> None:
     # the first rule is the first option: the two agreements are one figure
     assert figures["oracle_agreement"] == figures["first_option_agreement"]
     assert figures["oracle_agreement"] < 1.0  # on the riddle quest the first option misleads
+
+
+def test_bench_think_play_puts_each_strategist_beside_the_others_in_the_record(
+    tmp_path: Path,
+) -> None:
+    record = tmp_path / "think-model.json"
+    common = ["--starts", "riddles", "--seeds", "2", "--max-steps", "600", "--figures", str(record)]
+    for model in ("oracle", "first"):
+        cli = runner.invoke(app, ["bench", "think-play", "--model", model, *common])
+        assert cli.exit_code == 0, cli.output
+    raw = json.loads(record.read_text())
+    figures = {f["id"]: f for f in raw["figures"]}
+    oracle, first = figures["play-riddles-oracle"], figures["play-riddles-first"]
+    assert (oracle["value"], oracle["met"], oracle["target"]) == (1.0, True, ">= 0.95")
+    assert (first["value"], first["met"], first["target"]) == (0.0, True, "<= 0.3")
+    assert first["seeds"] == {"first": 0, "count": 2}
+    assert first["command"].startswith("metabonk bench think-play --model first")
+    # the rule's figure names the oracle's, measured before it, as its baseline
+    assert first["text"].startswith(f"0/2 (oracle {oracle['short']}, random not measured")
+    assert oracle["short"].startswith("2/2 (")
+
+
+def test_bench_think_model_figures_of_a_rule_have_no_latency_target(tmp_path: Path) -> None:
+    record = tmp_path / "think-model.json"
+    cli = runner.invoke(
+        app,
+        ["bench", "think-model", "--model", "first", "--state", "riddles", "--episodes", "1"]
+        + ["--figures", str(record)],
+    )
+    assert cli.exit_code == 0, cli.output
+    (figure,) = json.loads(record.read_text())["figures"]
+    assert figure["id"] == "agreement-riddles-first" and figure["target"] is None
+    assert 0.0 < figure["value"] < 1.0 and figure["seeds"] == {"first": 100, "count": 1}

@@ -261,14 +261,19 @@ def play_figures(
     timeout_s: float | None = None,
     env_id: str = ENV_ID,
     progress: Callable[[str], None] | None = None,
+    log_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """The play part (see the module docstring): per start, the win rate and mean steps to a
-    win, with the think calls, fallbacks, the think latency p50 and the deadline and cooldown
-    used (`timeout_s` None: calibrated, `metabonk_gym.think.calibrate`)."""
+    win, with the think calls, fallbacks, the think latency p50, the 1-minute load average at
+    its end and the deadline and cooldown used (`timeout_s` None: calibrated,
+    `metabonk_gym.think.calibrate`). `log_dir`: the agent's decision log goes to
+    `log_dir/START` (what was asked and answered, to see why a game was lost)."""
     out: dict[str, Any] = {"model": model, "seeds": seeds, "max_steps": max_steps}
+    out["first_seed"] = first_seed
     for start in starts:
         env = gym.make(env_id, state=start, max_episode_steps=max_steps)
-        agent = make_think_agent(env, model_path=model, timeout_s=timeout_s)
+        logs = None if log_dir is None else Path(log_dir) / start
+        agent = make_think_agent(env, model_path=model, timeout_s=timeout_s, log_dir=logs)
         wins, steps, calls, fallbacks = 0, [], 0, 0
         started = time.monotonic()
         try:
@@ -300,4 +305,143 @@ def play_figures(
         out[f"{start}_calls"] = calls
         out[f"{start}_fallbacks"] = fallbacks
         out[f"{start}_seconds"] = round(time.monotonic() - started, 1)
+        out[f"{start}_load_avg_1m"] = (
+            round(os.getloadavg()[0], 1) if hasattr(os, "getloadavg") else None
+        )
     return out
+
+
+#: Targets of the win rate in a think-play figure by strategist: the ceiling, the rules, the floor.
+PLAY_TARGETS = {"oracle": ">= 0.95", "first": "<= 0.3", "random": "<= 0.3", "fallback": "<= 0"}
+#: A thinking model's (not the default one's) win-rate target on the riddle quest.
+MODEL_RIDDLE_TARGET = ">= 0.8"
+#: Latency target of a thinking model at 1 env (p50, seconds).
+LATENCY_TARGET = 1.5
+
+
+def strategist_label(model: str) -> str:
+    """A short name of a strategist for a figure's id: a rule or `oracle` itself, `base` for
+    the default model, `model-FOLDER` for a GGUF (its folder's name).
+
+    >>> strategist_label("first"), strategist_label("default"), strategist_label("runs/ft1/model.gguf")
+    ('first', 'base', 'model-ft1')
+    """
+    if model in (*RULE_STRATEGISTS, "oracle", "fallback"):
+        return model
+    if model in ("default", "", "None"):
+        return "base"
+    path = Path(model)
+    name = path.parent.name if path.parent.name not in ("", ".") else path.stem
+    return "model-" + "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
+
+
+def _met(value: float | None, target: str | None) -> bool | None:
+    if value is None or target is None:
+        return None
+    op, number = target.split()
+    return value >= float(number) if op == ">=" else value <= float(number)
+
+
+def play_figure_records(
+    result: dict[str, Any], baselines: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The figures of a `play_figures` result for `docs/figures/think-model.json`: one per
+    start (`play-START-LABEL`), its win rate with steps, calls and latency, and the other
+    strategists' figures of the same start already in the file beside it (`baselines`: figure
+    id -> its `short`, wins and steps).
+
+    >>> result = {"model": "first", "seeds": 20, "first_seed": 0, "max_steps": 600,
+    ...           "riddles_win_rate": 0.0, "riddles_steps_to_win": None, "riddles_calls": 90,
+    ...           "riddles_fallbacks": 0, "riddles_latency_p50_s": 0.0}
+    >>> (r,) = play_figure_records(result, {"play-riddles-oracle": "20/20 (227 steps)"})
+    >>> r["id"], r["value"], r["target"], r["met"], r["short"]
+    ('play-riddles-first', 0.0, '<= 0.3', True, '0/20')
+    >>> r["text"][:54]
+    '0/20 (oracle 20/20 (227 steps), random not measured, f'
+    """
+    label = strategist_label(str(result["model"]))
+    seeds = int(result["seeds"])
+    records = []
+    for key in sorted(k for k in result if k.endswith("_win_rate")):
+        start = key[: -len("_win_rate")]
+        rate = float(result[key])
+        steps = result.get(f"{start}_steps_to_win")
+        latency = result.get(f"{start}_latency_p50_s")
+        target = PLAY_TARGETS.get(label)
+        if target is None and label != "base" and start.startswith("riddles") and whole_game(start):
+            target = MODEL_RIDDLE_TARGET
+        others = [
+            f"{name} {(baselines or {}).get(f'play-{start}-{name}', 'not measured')}"
+            for name in ("oracle", "first", "random", "fallback", "base")
+            if name != label
+        ]
+        wins = f"{round(rate * seeds)}/{seeds}"
+        short = f"{wins} ({steps:.0f} steps)" if steps else wins
+        text = (
+            f"{result.get(f'{start}_calls')} calls, "
+            f"{result.get(f'{start}_fallbacks')} fallbacks, think p50 "
+            f"{latency if latency is None else round(float(latency), 2)} s at load "
+            f"{result.get(f'{start}_load_avg_1m')}"
+        )
+        records.append(
+            {
+                "id": f"play-{start}-{label}",
+                "name": f"think agent ({label} + follower) from `{start}`: win rate "
+                f"({seeds} seeds, at most {result.get('max_steps')} steps)",
+                "value": rate,
+                "unit": "",
+                "text": f"{short} ({', '.join(others)}); {text}",
+                "short": short,
+                "target": target,
+                "met": _met(rate, target),
+                "seeds": {"first": int(result.get("first_seed", 0)), "count": seeds},
+            }
+        )
+    return records
+
+
+def model_figure_records(result: dict[str, Any], episodes: int) -> list[dict[str, Any]]:
+    """The figures of a `model_figures` result for `docs/figures/think-model.json`:
+    agreement with the oracle (`agreement-STATE-LABEL`, beside always answering 1) and, for a
+    model, the latency at 1 env (`latency-STATE-LABEL`, target p50 <= 1.5 s).
+
+    >>> result = {"model": "first", "state": "riddles", "calls": 141, "oracle_agreement": 0.6,
+    ...           "first_option_agreement": 0.6, "latency_p50_s": 0.0, "latency_p95_s": 0.0,
+    ...           "prompt_tokens_p50": 410, "prompt_tokens_max": 479, "load_avg_1m": 9.7}
+    >>> [r["id"] for r in model_figure_records(result, 10)]
+    ['agreement-riddles-first']
+    """
+    label = strategist_label(str(result["model"]))
+    state = str(result.get("state", "start"))
+    seeds = {"first": 100, "count": episodes}
+    agreement = float(result["oracle_agreement"])
+    records = [
+        {
+            "id": f"agreement-{state}-{label}",
+            "name": f"{label}: agreement with the oracle at its decision points from `{state}`",
+            "value": round(agreement, 3),
+            "unit": "",
+            "text": f"{agreement:.2f} ({result['calls']} calls; always answering 1 scores "
+            f"{float(result['first_option_agreement']):.2f} on them)",
+            "target": None,
+            "met": None,
+            "seeds": seeds,
+        }
+    ]
+    if label not in RULE_STRATEGISTS:
+        p50 = float(result["latency_p50_s"])
+        records.append(
+            {
+                "id": f"latency-{state}-{label}",
+                "name": f"{label}: think latency at 1 env, p50 (one answer token, in process)",
+                "value": round(p50, 2),
+                "unit": "s",
+                "text": f"p50 {p50:.2f} s, p95 {float(result['latency_p95_s']):.2f} s, prompt "
+                f"tokens p50 / max {result['prompt_tokens_p50']} / {result['prompt_tokens_max']}"
+                f", {result['calls']} calls at load {result['load_avg_1m']}",
+                "target": f"<= {LATENCY_TARGET}",
+                "met": p50 <= LATENCY_TARGET,
+                "seeds": seeds,
+            }
+        )
+    return records
