@@ -28,9 +28,9 @@ from metabonk_gym.cli.train import (
 
 from metabonk_gym.bench.figures import invoked_command, put_figures
 from metabonk_gym.bench.worldmodel_speed import DEFAULT_ENVS, figure_records, run_world_model_bench
+from metabonk_gym.rundir import RunDir
 from metabonk_gym.training.config import parse_env_kwargs
 from metabonk_gym.training.errors import DatasetError
-from metabonk_gym.training.rundir import RunDir
 from metabonk_gym.worldmodel.data import load_source
 from metabonk_gym.worldmodel.dreamer import read_dreamer_config, train_dreamer
 

@@ -106,3 +106,11 @@ class ModelFileError(MetabonkError, ValueError):
 
 class IntegrateError(MetabonkError, ValueError):
     """Bad input to `metabonk integrate` / `metabonk ram` (a ROM, an address, a filter, a session)."""
+
+
+class RunDirError(MetabonkError, ValueError):
+    """A run directory that cannot be used as asked (exists without --resume, missing, ...)."""
+
+
+class CheckpointError(MetabonkError, ValueError):
+    """A missing, corrupt or incompatible model checkpoint."""

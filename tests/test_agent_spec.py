@@ -13,7 +13,7 @@ from metabonk_gym.agents.episode import episode_config
 from metabonk_gym.agents.registry import agent_env_overrides, check_agent_spec
 from metabonk_gym.agents.spec import AgentSpec
 from metabonk_gym.experts.base import AgentError
-from metabonk_gym.training.rundir import model_metadata
+from metabonk_gym.rundir import model_metadata
 
 QUEST = "MetaBonk/BonkQuest-v0"
 

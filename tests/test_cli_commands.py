@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import metabonk_gym
 from metabonk_gym.gba.integration import Integration
-from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.rundir import RunDir
 
 QUEST = "MetaBonk/BonkQuest-v0"
 runner = CliRunner()

@@ -15,7 +15,7 @@ import pytest
 from metabonk_gym.cli.main import app
 from typer.testing import CliRunner
 
-from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.rundir import RunDir
 
 QUEST = "MetaBonk/BonkQuest-v0"
 FAST = [

@@ -14,9 +14,9 @@ import yaml
 from one_line import one_line_error as _error
 from typer.testing import CliRunner
 
+from metabonk_gym.rundir import RunDir
 from metabonk_gym.training.config import config_to_yaml
 from metabonk_gym.training.errors import RunDirError
-from metabonk_gym.training.rundir import RunDir
 from metabonk_gym.worldmodel.dreamer import DREAMER_DEFAULTS, RESUME_KEYS, dreamer_overrides
 
 QUEST = "MetaBonk/BonkQuest-v0"

@@ -31,9 +31,9 @@ from one_line import one_line_error
 from typer.testing import CliRunner
 
 from metabonk_gym.gamedata import bundled_game_folder
+from metabonk_gym.rundir import read_model_metadata
 from metabonk_gym.training.errors import CheckpointError
 from metabonk_gym.training.ppo import train_ppo
-from metabonk_gym.training.rundir import read_model_metadata
 from metabonk_gym.training.runtrust import SharedRunError, check_run_options
 
 GBA = "MetaBonk/GBA-v0"
@@ -383,7 +383,7 @@ def test_a_model_zip_whose_data_entry_inflates_to_gigabytes_is_refused_in_bounde
     bomb = tmp_path / "model.zip"
     _write_bomb_zip(bomb, trained[0] / "model.zip", "data", 3 << 29, monkeypatch)
     assert bomb.stat().st_size < 4 << 20
-    setup = "from metabonk_gym.training.rundir import read_model_metadata"
+    setup = "from metabonk_gym.rundir import read_model_metadata"
     code = f"try:\n    read_model_metadata({str(bomb)!r})\nexcept Exception as exc:\n    print(exc)"
     out, growth = _peak_growth_mb(setup, code)
     assert "entry 'data' inflates to 1610612736 bytes (at most 16777216)" in out
@@ -546,8 +546,8 @@ def test_a_swarm_resume_reads_only_its_own_milestone_states(
     """`curriculum --swarm --resume` starts every env from the last milestone's state file:
     one named anywhere on the machine, or an entry of the wrong shape (a traceback before), is
     refused."""
+    from metabonk_gym.rundir import RunDir
     from metabonk_gym.training.errors import RunDirError
-    from metabonk_gym.training.rundir import RunDir
 
     (tmp_path / "run.json").write_text(json.dumps(state))
     with pytest.raises(RunDirError, match=message):

@@ -58,6 +58,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "metabonk_gym.utils",
             "metabonk_gym.process",
             "metabonk_gym.runloop",  # the training-run skeleton (every trainer's loop)
+            "metabonk_gym.rundir",  # run directories (every trainer's, the fine-tune's)
             "metabonk_gym.configfile",
             "metabonk_gym.gamedata",
             "metabonk_gym.preprocess",

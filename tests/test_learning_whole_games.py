@@ -11,10 +11,10 @@ from metabonk_gym.cli.main import app
 from typer.testing import CliRunner
 
 from metabonk_gym.agents.runs import find_run
+from metabonk_gym.rundir import RunDir, read_model_metadata
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.dagger import DaggerSettings, collect, teacher_class, train_dagger
 from metabonk_gym.training.envs import make_env
-from metabonk_gym.training.rundir import RunDir, read_model_metadata
 
 QUEST = "MetaBonk/BonkQuest-v0"
 runner = CliRunner()

@@ -22,9 +22,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from typer.testing import CliRunner
 
 from metabonk_gym.agents.evaluate import evaluate
+from metabonk_gym.rundir import read_model_metadata
 from metabonk_gym.training.megabonk import SimSwarm, free_port_block
 from metabonk_gym.training.rllib import RayError, RayOptions, list_checkpoints, train_rllib
-from metabonk_gym.training.rundir import read_model_metadata
 
 QUEST = "MetaBonk/BonkQuest-v0"
 MEGABONK = "MetaBonk/Megabonk-v0"
@@ -112,7 +112,7 @@ def test_runners_on_the_second_node_log_the_sb3_scalars(quest_run: tuple[Path, A
 
 @pytest.mark.slow
 def test_checkpoints_hold_rllib_state_and_an_sb3_policy(quest_run: tuple[Path, Any]) -> None:
-    from metabonk_gym.training.rundir import RunDir
+    from metabonk_gym.rundir import RunDir
 
     run_dir, result = quest_run
     found = list_checkpoints(RunDir(run_dir))

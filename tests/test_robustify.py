@@ -28,6 +28,7 @@ from metabonk_gym.cli.explore import register
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from typer.testing import CliRunner
 
+from metabonk_gym.rundir import RunDir, read_model_metadata
 from metabonk_gym.training.backward import (
     BackwardCallback,
     BackwardSettings,
@@ -37,7 +38,6 @@ from metabonk_gym.training.backward import (
 )
 from metabonk_gym.training.errors import RunDirError
 from metabonk_gym.training.explore import ExploreSettings, run_explore
-from metabonk_gym.training.rundir import RunDir, read_model_metadata
 
 HAT = "MetaBonk/HatWizard-v0"
 SMALL = {"n_envs": 2, "n_steps": 64, "batch_size": 64, "n_epochs": 1, "checkpoint_every": 64}

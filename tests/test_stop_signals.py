@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.rundir import RunDir
 
 QUEST = "MetaBonk/BonkQuest-v0"
 FAST = [

@@ -10,9 +10,9 @@ from stable_baselines3.common.callbacks import BaseCallback
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import metabonk_gym  # noqa: F401
+from metabonk_gym.rundir import RunDir
 from metabonk_gym.training.curriculum import load_plan, run_curriculum
 from metabonk_gym.training.errors import ConfigError, RunDirError
-from metabonk_gym.training.rundir import RunDir
 
 QUEST = "MetaBonk/BonkQuest-v0"
 

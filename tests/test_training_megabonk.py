@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 
 from metabonk_gym.agents.evaluate import evaluate
 from metabonk_gym.errors import RewardSpecError
+from metabonk_gym.rundir import read_model_metadata
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.envs import make_env, probe_env
 from metabonk_gym.training.errors import ConfigError, GameUnreachableError
 from metabonk_gym.training.megabonk import SimSwarm, free_port_block
 from metabonk_gym.training.ppo import train_ppo
-from metabonk_gym.training.rundir import read_model_metadata
 
 pytestmark = pytest.mark.net
 

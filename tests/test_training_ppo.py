@@ -10,9 +10,9 @@ import pytest
 from stable_baselines3.common.callbacks import BaseCallback
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from metabonk_gym.rundir import RunDir, read_model_metadata
 from metabonk_gym.training.errors import CheckpointError, ConfigError, RunDirError
 from metabonk_gym.training.ppo import train_ppo
-from metabonk_gym.training.rundir import RunDir, read_model_metadata
 
 QUEST = "MetaBonk/BonkQuest-v0"
 #: A tiny, fast config: 2 envs, 20x30 frames, short episodes so that some finish.

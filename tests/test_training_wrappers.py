@@ -14,13 +14,13 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import metabonk_gym  # noqa: F401  (registers the envs)
 from metabonk_gym.agents.evaluate import evaluate
+from metabonk_gym.rundir import RunDir, read_model_metadata
 from metabonk_gym.think.follower import make_follower
 from metabonk_gym.think.pause_to_think import PauseToThink
 from metabonk_gym.think.view import GameView
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.ppo import train_ppo
-from metabonk_gym.training.rundir import RunDir, read_model_metadata
 from metabonk_gym.training.wrapstack import apply_wrappers, run_wrappers
 
 QUEST = "MetaBonk/BonkQuest-v0"

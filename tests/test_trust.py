@@ -21,10 +21,10 @@ from metabonk_gym.cli.main import app
 from typer.testing import CliRunner
 
 from metabonk_gym.errors import UntrustedFileError
+from metabonk_gym.rundir import model_metadata, save_model
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.envs import probe_env
 from metabonk_gym.training.policies import make_ppo
-from metabonk_gym.training.rundir import model_metadata, save_model
 from metabonk_gym.training.safeload import load_policy_params, load_ppo, policy_venv
 
 ENV = "MetaBonk/BonkQuest-v0"

@@ -18,9 +18,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from typer.testing import CliRunner
 
 from metabonk_gym.agents.evaluate import evaluate
+from metabonk_gym.rundir import read_model_metadata
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.pbt_sb3 import check_checkpoint_stack
-from metabonk_gym.training.rundir import read_model_metadata
 from metabonk_gym.training.tune import PBTSpec, tune_pbt
 from metabonk_gym.training.wrapstack import run_wrappers
 

@@ -17,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 
 from metabonk_gym.experts.base import AgentError
-from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.rundir import RunDir
 from metabonk_gym.worldmodel.dreamer import SHEEPRL_DIR, DreamerPolicy
 
 #: How `train dreamer` makes its env: `gym.make(ENV_ID, **env_kwargs)`, so the env's own

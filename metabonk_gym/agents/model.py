@@ -5,7 +5,7 @@ the env settings (`obs_type`, `downscale`, `frameskip`) its env must use; the st
 exactly as `VecFrameStack` built it in training.
 
 >>> import json, tempfile, zipfile
->>> from metabonk_gym.training.rundir import model_metadata
+>>> from metabonk_gym.rundir import model_metadata
 >>> path = Path(tempfile.mkdtemp()) / "model.zip"
 >>> config = {"obs_type": "grayscale", "downscale": 2, "frame_stack": 4, "n_envs": 8}
 >>> meta = model_metadata("MetaBonk/BonkQuest-v0", "ppo", config)
@@ -29,9 +29,9 @@ import gymnasium as gym
 import numpy as np
 
 from metabonk_gym.experts.base import AgentError
+from metabonk_gym.rundir import read_model_metadata
 from metabonk_gym.training.config import FIELDS, validate
 from metabonk_gym.training.envs import ObservationStacker
-from metabonk_gym.training.rundir import read_model_metadata
 from metabonk_gym.training.safeload import load_ppo, policy_venv
 
 

@@ -35,8 +35,8 @@ from metabonk_gym.agents.evaluate import evaluate
 from metabonk_gym.agents.record import record
 from metabonk_gym.agents.whole_games import arena as arena_dagger
 from metabonk_gym.agents.whole_games import quest_full
+from metabonk_gym.rundir import RunDir
 from metabonk_gym.training.megabonk import SimSwarm
-from metabonk_gym.training.rundir import RunDir
 from metabonk_gym.training.seeds import EVAL_SEED
 from metabonk_gym.utils import Log
 

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from metabonk_gym.experts.base import AgentError
+from metabonk_gym.rundir import RunDir, read_model_metadata
 from metabonk_gym.training.errors import CheckpointError
-from metabonk_gym.training.rundir import RunDir, read_model_metadata
 from metabonk_gym.training.wrapstack import describe_wrappers, normalize_wrappers, run_wrappers
 from metabonk_gym.worldmodel.dream import model_policy
 from metabonk_gym.worldmodel.dreamer import SHEEPRL_DIR, DreamerPolicy

@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 
 from metabonk_gym.agents.evaluate import evaluate
+from metabonk_gym.rundir import RunDir
 from metabonk_gym.training.dagger import DaggerSettings, train_dagger
 from metabonk_gym.training.errors import ConfigError
-from metabonk_gym.training.rundir import RunDir
 from metabonk_gym.training.seeds import EVAL_SEED
 from metabonk_gym.utils import Log, atomic_write_text
 

@@ -29,7 +29,7 @@ from metabonk_gym.agents.evaluate import evaluate
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.gamedata import GameData, bundled_game_folder
 from metabonk_gym.registration import env_traits, short_id
-from metabonk_gym.training.rundir import RunDir
+from metabonk_gym.rundir import RunDir
 from metabonk_gym.training.seeds import EVAL_SEED
 from metabonk_gym.utils import Log, atomic_write_text
 

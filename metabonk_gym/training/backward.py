@@ -37,6 +37,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from metabonk_gym.gba.backends import write_state_file
 from metabonk_gym.registration import env_traits
+from metabonk_gym.rundir import RunDir, model_metadata, save_model
 from metabonk_gym.training.backward_bc import clone_demo, collect_demo_frames
 from metabonk_gym.training.config import TrainConfig, config_to_yaml, resolve_config
 from metabonk_gym.training.envs import close_venv, make_train_venv, probe_env
@@ -45,7 +46,6 @@ from metabonk_gym.training.explore import ARCHIVE_FILE, EXPLORE_OBS
 from metabonk_gym.training.explore_archive import Archive, ArchiveError
 from metabonk_gym.training.explore_cells import cells_from_dict
 from metabonk_gym.training.explore_worker import ExploreWorker
-from metabonk_gym.training.rundir import RunDir, model_metadata, save_model
 from metabonk_gym.training.runtrust import RUN_ENV_KWARGS, check_value
 from metabonk_gym.utils import atomic_write_text
 from metabonk_gym.vector import make_vec
@@ -434,7 +434,7 @@ def stored_settings(state: Mapping[str, Any], total_steps: int, path: Path) -> B
     >>> stored_settings({"backward_settings": {"every": "x"}}, 100, Path("run.json"))
     Traceback (most recent call last):
     ...
-    metabonk_gym.training.errors.RunDirError: run.json: backward_settings are malformed (every must be a number, not x); restore run.json from a backup or start a new --run-dir
+    metabonk_gym.errors.RunDirError: run.json: backward_settings are malformed (every must be a number, not x); restore run.json from a backup or start a new --run-dir
     """
     data = state.get("backward_settings")
     fix = f"restore {path.name} from a backup or start a new --run-dir"

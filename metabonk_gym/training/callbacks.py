@@ -25,8 +25,8 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from metabonk_gym.memory.scalars import log_memory_scalars
+from metabonk_gym.rundir import RunDir, save_model
 from metabonk_gym.think.metrics import log_think_scalars, merge_think_infos
-from metabonk_gym.training.rundir import RunDir, save_model
 from metabonk_gym.training.video import add_gif_summary, tensorboard_writer, write_mp4
 
 

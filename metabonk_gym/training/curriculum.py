@@ -36,6 +36,7 @@ from typing import Any
 from stable_baselines3.common.callbacks import BaseCallback
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
+from metabonk_gym.rundir import RunDir, model_metadata, save_model
 from metabonk_gym.training.callbacks import EpisodeStats
 from metabonk_gym.training.config import (
     MODEL_KEYS,
@@ -49,7 +50,6 @@ from metabonk_gym.training.config import (
 from metabonk_gym.training.envs import close_venv, make_train_venv, probe_env
 from metabonk_gym.training.errors import ConfigError, RunDirError
 from metabonk_gym.training.ppo import LearnLoop, TrainResult, load_or_make, tensorboard_logger
-from metabonk_gym.training.rundir import RunDir, model_metadata, save_model
 from metabonk_gym.training.transpose import wrap_for_sb3
 
 STAGE_KEYS = {"name", "state", "game_seeds", "promote", "max_steps", "required"}

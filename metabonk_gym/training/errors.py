@@ -7,21 +7,15 @@ True
 
 from __future__ import annotations
 
+from metabonk_gym.errors import CheckpointError as CheckpointError  # home: with metabonk_gym.rundir
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.errors import ModelFileError as ModelFileError  # re-exported for video
+from metabonk_gym.errors import RunDirError as RunDirError  # home: with metabonk_gym.rundir
 from metabonk_gym.errors import UntrustedGameCodeError as UntrustedGameCodeError  # its home moved
 
 
 class ConfigError(MetabonkError, ValueError):
     """A training config (file, flags or plan) with an unknown key or a bad value."""
-
-
-class RunDirError(MetabonkError, ValueError):
-    """A run directory that cannot be used as asked (exists without --resume, missing, ...)."""
-
-
-class CheckpointError(MetabonkError, ValueError):
-    """A missing, corrupt or incompatible model checkpoint."""
 
 
 class DatasetError(MetabonkError, ValueError):

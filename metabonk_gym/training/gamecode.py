@@ -30,8 +30,8 @@ from typing import Any
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.gamedata import check_folder_code
+from metabonk_gym.rundir import RunDir, read_model_metadata
 from metabonk_gym.training.errors import CheckpointError
-from metabonk_gym.training.rundir import RunDir, read_model_metadata
 
 #: Files of a run directory (or `tune pbt`'s `best/`) that record the run's env arguments.
 RUN_FILES: tuple[str, ...] = ("config.yaml", "best/config.yaml", "model.zip", "best/model.zip")

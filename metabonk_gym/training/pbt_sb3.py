@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from metabonk_gym.rundir import RunDir, model_metadata, read_model_metadata, save_model
 from metabonk_gym.training.callbacks import EpisodeStats
 from metabonk_gym.training.config import config_to_yaml, resolve_config
 from metabonk_gym.training.envs import close_venv, make_train_venv
-from metabonk_gym.training.rundir import RunDir, model_metadata, read_model_metadata, save_model
 from metabonk_gym.training.safeload import load_ppo
 from metabonk_gym.training.wrapstack import check_wrappers_match, normalize_wrappers
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from metabonk_gym.rundir import RunDir, model_metadata, read_model_metadata, save_model
 from metabonk_gym.training.config import (
     MODEL_KEYS,
     TrainConfig,
@@ -31,7 +32,6 @@ from metabonk_gym.training.config import (
 from metabonk_gym.training.envs import close_venv, make_train_venv, probe_env
 from metabonk_gym.training.errors import ConfigError, RunDirError
 from metabonk_gym.training.faults import TrainingFailed, fault_cause, is_disk_full
-from metabonk_gym.training.rundir import RunDir, model_metadata, read_model_metadata, save_model
 from metabonk_gym.training.safeload import load_policy_params, load_ppo
 from metabonk_gym.training.video import tensorboard_writer
 

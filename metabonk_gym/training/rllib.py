@@ -33,6 +33,7 @@ from typing import Any
 
 from metabonk_gym.process import reclaim_stop_signals
 from metabonk_gym.registration import env_traits
+from metabonk_gym.rundir import RunDir
 from metabonk_gym.training.config import TrainConfig, check_env_fit, config_to_yaml, resolve_config
 from metabonk_gym.training.envs import check_policy_fit, probe_env
 from metabonk_gym.training.errors import CheckpointError, ConfigError, RunDirError
@@ -40,7 +41,6 @@ from metabonk_gym.training.faults import TrainingFailed
 from metabonk_gym.training.megabonk import GameUnreachableError, check_reachable
 from metabonk_gym.training.ppo import RESUME_MUTABLE, TrainResult, resume_changes
 from metabonk_gym.training.rllib_envs import ENV_NAME, build_one, env_creator
-from metabonk_gym.training.rundir import RunDir
 from metabonk_gym.training.video import tensorboard_writer
 from metabonk_gym.utils import atomic_write_text
 from metabonk_gym.vector.publish import PUBLISH_ENV

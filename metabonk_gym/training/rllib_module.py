@@ -36,11 +36,11 @@ from ray.rllib.core.rl_module.apis import (
 )
 from ray.rllib.core.rl_module.torch import TorchRLModule
 
+from metabonk_gym.rundir import model_metadata, save_model
 from metabonk_gym.training.callbacks import episode_number as _number
 from metabonk_gym.training.callbacks import episode_scalars
 from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.rllib_envs import SpacesEnv
-from metabonk_gym.training.rundir import model_metadata, save_model
 
 #: `metrics_logger` key of the finished episodes' records (an item series).
 EPISODES_KEY = "metabonk_episodes"

@@ -26,9 +26,9 @@ from typing import Any
 import gymnasium as gym
 
 from metabonk_gym.errors import UntrustedFileError
+from metabonk_gym.rundir import read_model_data, read_model_metadata
 from metabonk_gym.training.config import FIELDS, TrainConfig
 from metabonk_gym.training.errors import CheckpointError
-from metabonk_gym.training.rundir import read_model_data, read_model_metadata
 
 #: Pickled entries of a PPO zip that are rebuilt from the config and the env, never unpickled.
 REPLACED_KEYS: frozenset[str] = frozenset(

@@ -40,6 +40,7 @@ from typing import Any
 from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.errors import BadNumberError
 from metabonk_gym.process import graceful_stop_signals, stop_signal
+from metabonk_gym.rundir import RunDir
 from metabonk_gym.training.config import check_env_fit, config_to_yaml, resolve_config, traits_of
 from metabonk_gym.training.envs import probe_env
 from metabonk_gym.training.errors import ConfigError, RunDirError
@@ -53,7 +54,6 @@ from metabonk_gym.training.rllib import (
     register_env,
     with_env_count,
 )
-from metabonk_gym.training.rundir import RunDir
 from metabonk_gym.utils import atomic_write_text, check_number, did_you_mean, env_var
 
 #: Config keys PBT may mutate -> the RLlib config key they set.

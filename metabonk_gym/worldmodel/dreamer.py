@@ -32,9 +32,9 @@ from typing import Any
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.errors import UntrustedFileError
+from metabonk_gym.rundir import RunDir
 from metabonk_gym.training.config import config_to_yaml
 from metabonk_gym.training.errors import CheckpointError, ConfigError, RunDirError
-from metabonk_gym.training.rundir import RunDir
 from metabonk_gym.training.wrapstack import (
     WrapperSpec,
     apply_wrappers,
@@ -102,7 +102,7 @@ def check_dreamer_options(opts: dict[str, Any]) -> None:
     >>> check_dreamer_options({**DREAMER_DEFAULTS, "total_steps": -1})
     Traceback (most recent call last):
     ...
-    metabonk_gym.training.errors.RunDirError: Dreamer total_steps must be a whole number in 1..10000000000, not -1
+    metabonk_gym.errors.RunDirError: Dreamer total_steps must be a whole number in 1..10000000000, not -1
     """
     for key, (low, high) in _INT_RANGES.items():
         value = opts[key]

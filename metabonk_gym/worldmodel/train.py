@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from metabonk_gym.rundir import RunDir
 from metabonk_gym.runloop import RunLoop, seed_all
 from metabonk_gym.training.config import config_to_yaml
 from metabonk_gym.training.errors import CheckpointError, RunDirError
-from metabonk_gym.training.rundir import RunDir
 from metabonk_gym.utils import Log
 from metabonk_gym.worldmodel.data import EnvFacts, Episode, split_heldout, windows
 from metabonk_gym.worldmodel.files import (
