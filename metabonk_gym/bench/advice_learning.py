@@ -38,12 +38,12 @@ from typing import Any
 from metabonk_gym.agents.episode import episode_config
 from metabonk_gym.agents.model import ModelAgent
 from metabonk_gym.errors import MetabonkError
+from metabonk_gym.rundir import RunDir, read_model_metadata
 from metabonk_gym.think.baselines import RULE_STRATEGISTS
 from metabonk_gym.think.models import check_gguf
 from metabonk_gym.training.envs import make_env
 from metabonk_gym.training.errors import RunDirError
 from metabonk_gym.training.ppo import train_ppo
-from metabonk_gym.training.rundir import RunDir, read_model_metadata
 from metabonk_gym.utils import atomic_write_text
 
 ENV_ID = "MetaBonk/BonkQuest-v0"
