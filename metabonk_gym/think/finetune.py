@@ -517,157 +517,262 @@ def _finetune(
     resume: bool,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    import torch
-    from peft import (
-        LoraConfig,
-        get_peft_model,
-        get_peft_model_state_dict,
-        set_peft_model_state_dict,
-    )
-    from torch.utils.tensorboard import SummaryWriter
-
-    config = config or FinetuneConfig()
+    """The fine-tune in stages: the data and config, the model with adapters, the steps, the
+    figures, the GGUF (see `finetune`)."""
     out = Path(out)
     base_path = check_gguf(resolve_model(base))
     game, pairs = load_pairs(logdirs, game)
-    previous = _run_json(out)
-    if previous and not resume:
-        raise FinetuneError(
-            f"{out} is already a fine-tune run: pass --resume to go on, or another --out"
-        )
-    if resume and previous:
-        if previous.get("game") != game:
-            raise FinetuneError(
-                f"{out} fine-tunes for {previous.get('game')}, and these logs are of {game}"
-            )
-        config = FinetuneConfig(
-            **{
-                **asdict(config),
-                **previous["config"],
-                "steps": config.steps,
-                "device": config.device,
-            }
-        )
-        config.targets = tuple(config.targets)
+    config = _resume_config(out, game, config or FinetuneConfig(), resume)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     tokenizer, model = _load_base(base_path, config.threads)
     model = model.to(config.device)
     load_s = time.monotonic() - started
-    encoded = [_encode(tokenizer, p) for p in pairs]
-    keep = [i for i, (ids, _) in enumerate(encoded) if len(ids) <= config.max_len]
-    rng = np.random.default_rng(config.seed)
-    order = rng.permutation(keep).tolist()
-    n_val = int(len(order) * config.val_fraction) if len(order) >= 10 else 0
-    val, train = order[:n_val], order[n_val:]
-    if not train:
-        raise FinetuneError(f"every pair is longer than max_len={config.max_len} tokens")
-    torch.manual_seed(config.seed)
-    n_layers = int(model.config.num_hidden_layers)
-    top = min(n_layers, config.top_layers) if config.top_layers > 0 else n_layers
-    lora = LoraConfig(
-        r=config.rank,
-        lora_alpha=config.alpha,
-        lora_dropout=config.dropout,
-        target_modules=list(config.targets),
-        layers_to_transform=list(range(n_layers - top, n_layers)),
-        task_type="CAUSAL_LM",
-    )
-    prefix = encoded[train[0]][0][: shared_prefix([encoded[i] for i in train + val])]
-    model = get_peft_model(model, lora)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, config.steps))
-    ckpt = out / "checkpoint.pt"
-    step = 0
-    if resume and ckpt.is_file():
-        state = torch.load(ckpt, map_location="cpu", weights_only=True)
-        set_peft_model_state_dict(model, state["adapter"])
-        if "optimizer" in state:  # adapters alone (e.g. trained on another machine and sent
-            opt.load_state_dict(state["optimizer"])  # back small): a fresh optimizer goes on
-            sched.load_state_dict(state["scheduler"])
-        else:
-            sched.last_epoch = int(state["step"])
-        step = int(state["step"])
-        progress(f"resuming {out} at step {step}")
-    pad_id = (
-        tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    )
-    run = {
+    data = _Data.split(tokenizer, pairs, config)
+    training = _Training.start(model, config, out)
+    if resume and training.ckpt.is_file():
+        training.restore(progress)
+    training.run = {
         "format": RUN_FORMAT,
         "game": game,
         "base": str(base_path),
         "logdirs": [str(d) for d in logdirs],
         "pairs": len(pairs),
-        "train": len(train),
-        "val": len(val),
+        "train": len(data.train),
+        "val": len(data.val),
         "config": {**asdict(config), "targets": list(config.targets)},
         "status": "running",
-        "step": step,
+        "step": training.step,
     }
-    _write_json(out / "run.json", run)
+    _write_json(out / "run.json", training.run)
+    from torch.utils.tensorboard import SummaryWriter
 
-    def save() -> None:
-        buffer = __import__("io").BytesIO()
-        torch.save(
-            {
-                "adapter": get_peft_model_state_dict(model),
-                "optimizer": opt.state_dict(),
-                "scheduler": sched.state_dict(),
-                "step": step,
-            },
-            buffer,
-        )
-        atomic_write_bytes(ckpt, buffer.getvalue())
-        _write_json(out / "run.json", {**run, "step": step})
-
+    step = training.step
     writer = SummaryWriter(str(out / "tensorboard"), purge_step=step + 1 if step else None)
-    losses: list[float] = []
-    model.train()
-    budget_end = started + 60 * config.max_minutes if config.max_minutes > 0 else float("inf")
-    try:
-        while step < config.steps and time.monotonic() < budget_end:
-            t0 = time.monotonic()
-            chosen = _order(len(train), config.seed, step, config.batch_size)
-            loss = _loss(model, [encoded[train[i]] for i in chosen], prefix, pad_id).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad()
-            step += 1
-            losses.append(float(loss))
-            seconds = time.monotonic() - t0
-            writer.add_scalar("finetune/loss", float(loss), step)
-            writer.add_scalar("finetune/lr", sched.get_last_lr()[0], step)
-            writer.add_scalar("finetune/seconds_per_step", seconds, step)
-            progress(f"step {step}/{config.steps} loss {float(loss):.4f} ({seconds:.1f} s)")
-            if step % config.save_every == 0:
-                save()
-    except KeyboardInterrupt:
-        save()
-        _write_json(out / "run.json", {**run, "step": step, "status": "interrupted"})
-        writer.close()
-        progress(f"interrupted at step {step}; checkpoint saved, go on with --resume")
-        raise
-    if step and (not ckpt.is_file() or step % config.save_every):
-        save()
+    losses = _train_steps(training, data, config, writer, started, progress)
     figures: dict[str, Any] = {
         "game": game,
         "pairs": len(pairs),
-        "too_long": len(pairs) - len(keep),
-        "train": len(train),
-        "val": len(val),
-        "steps": step,
+        "too_long": len(pairs) - len(data.keep),
+        "train": len(data.train),
+        "val": len(data.val),
+        "steps": training.step,
         "load_s": round(load_s, 1),
         "final_loss": float(np.mean(losses[-10:])) if losses else None,
     }
-    figures["prefix_tokens"] = len(prefix)
-    figures.update(_validate(model, [encoded[i] for i in (val or train)[:8]], prefix, pad_id))
-    figures["val_split"] = "val" if val else "train"
-    writer.add_scalar("finetune/val_loss", figures["val_loss"], step)
-    writer.add_scalar("finetune/val_token_accuracy", figures["val_token_accuracy"], step)
+    figures["prefix_tokens"] = len(data.prefix)
+    figures.update(_validate_run(training, data, writer))
     writer.close()
+    name = f"{DEFAULT_MODEL.name if base is None else base_path.stem} metabonk {game}"
+    gguf_path = _export(training.model, config, base_path, out / "model.gguf", name, game)
+    figures["gguf"] = str(gguf_path)
+    figures["seconds"] = round(time.monotonic() - started, 1)
+    _write_json(
+        out / "run.json",
+        {**training.run, "step": training.step, "status": "done", "figures": figures},
+    )
+    atomic_write_bytes(out / "README.md", model_card(training.run, figures).encode())
+    return figures
+
+
+def _resume_config(out: Path, game: str, config: FinetuneConfig, resume: bool) -> FinetuneConfig:
+    """The config of the run: `config`, or for a resumed run its first config with the steps
+    and device given now. `FinetuneError` for a run dir without `resume` or of another game."""
+    previous = _run_json(out)
+    if previous and not resume:
+        raise FinetuneError(
+            f"{out} is already a fine-tune run: pass --resume to go on, or another --out"
+        )
+    if not (resume and previous):
+        return config
+    if previous.get("game") != game:
+        raise FinetuneError(
+            f"{out} fine-tunes for {previous.get('game')}, and these logs are of {game}"
+        )
+    config = FinetuneConfig(
+        **{**asdict(config), **previous["config"], "steps": config.steps, "device": config.device}
+    )
+    config.targets = tuple(config.targets)
+    return config
+
+
+@dataclass
+class _Data:
+    """The encoded pairs and their split: `keep` (not longer than max_len), `train` and `val`
+    (indices into `encoded`), the shared `prefix` and the padding token."""
+
+    encoded: list[tuple[list[int], list[int]]]
+    keep: list[int]
+    train: list[int]
+    val: list[int]
+    prefix: list[int]
+    pad_id: int
+
+    @classmethod
+    def split(cls, tokenizer: Any, pairs: Sequence[Pair], config: FinetuneConfig) -> _Data:
+        """Encode `pairs` and split them (a seeded shuffle, `val_fraction` held out when there
+        are at least 10)."""
+        encoded = [_encode(tokenizer, p) for p in pairs]
+        keep = [i for i, (ids, _) in enumerate(encoded) if len(ids) <= config.max_len]
+        order = np.random.default_rng(config.seed).permutation(keep).tolist()
+        n_val = int(len(order) * config.val_fraction) if len(order) >= 10 else 0
+        val, train = order[:n_val], order[n_val:]
+        if not train:
+            raise FinetuneError(f"every pair is longer than max_len={config.max_len} tokens")
+        prefix = encoded[train[0]][0][: shared_prefix([encoded[i] for i in train + val])]
+        pad_id = (
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        )
+        return cls(encoded, keep, train, val, prefix, pad_id)
+
+
+@dataclass
+class _Training:
+    """The model with its LoRA adapters, the optimizer and schedule, the step reached and the
+    run dir's `run.json` content (`run`), with its checkpoint `ckpt`."""
+
+    model: Any
+    params: list[Any]
+    opt: Any
+    sched: Any
+    out: Path
+    step: int = 0
+    run: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ckpt(self) -> Path:
+        return self.out / "checkpoint.pt"
+
+    @classmethod
+    def start(cls, model: Any, config: FinetuneConfig, out: Path) -> _Training:
+        """Adapters on `config.targets` of the top `config.top_layers` blocks (seeded), AdamW
+        and the warm-up + cosine schedule."""
+        import torch
+        from peft import LoraConfig, get_peft_model
+
+        torch.manual_seed(config.seed)
+        n_layers = int(model.config.num_hidden_layers)
+        top = min(n_layers, config.top_layers) if config.top_layers > 0 else n_layers
+        lora = LoraConfig(
+            r=config.rank,
+            lora_alpha=config.alpha,
+            lora_dropout=config.dropout,
+            target_modules=list(config.targets),
+            layers_to_transform=list(range(n_layers - top, n_layers)),
+            task_type="CAUSAL_LM",
+        )
+        model = get_peft_model(model, lora)
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, config.steps))
+        return cls(model, params, opt, sched, out)
+
+    def restore(self, progress: Callable[[str], None]) -> None:
+        """Go on from the checkpoint: adapters, and the optimizer and schedule when it holds
+        them (adapters alone, e.g. trained on another machine and sent back small: a fresh
+        optimizer goes on)."""
+        import torch
+        from peft import set_peft_model_state_dict
+
+        state = torch.load(self.ckpt, map_location="cpu", weights_only=True)
+        set_peft_model_state_dict(self.model, state["adapter"])
+        if "optimizer" in state:
+            self.opt.load_state_dict(state["optimizer"])
+            self.sched.load_state_dict(state["scheduler"])
+        else:
+            self.sched.last_epoch = int(state["step"])
+        self.step = int(state["step"])
+        progress(f"resuming {self.out} at step {self.step}")
+
+    def save(self) -> None:
+        """The checkpoint (atomic) and `run.json` at the step reached."""
+        import io
+
+        import torch
+        from peft import get_peft_model_state_dict
+
+        buffer = io.BytesIO()
+        torch.save(
+            {
+                "adapter": get_peft_model_state_dict(self.model),
+                "optimizer": self.opt.state_dict(),
+                "scheduler": self.sched.state_dict(),
+                "step": self.step,
+            },
+            buffer,
+        )
+        atomic_write_bytes(self.ckpt, buffer.getvalue())
+        _write_json(self.out / "run.json", {**self.run, "step": self.step})
+
+
+def _train_steps(
+    training: _Training,
+    data: _Data,
+    config: FinetuneConfig,
+    writer: Any,
+    started: float,
+    progress: Callable[[str], None],
+) -> list[float]:
+    """Optimizer steps up to `config.steps` (or the `max_minutes` budget from `started`), with a
+    checkpoint every `save_every` and at the end, TensorBoard scalars and a progress line a
+    step (to `writer`); the losses. Ctrl-C saves a checkpoint, marks the run interrupted,
+    closes `writer` and re-raises."""
+    import torch
+
+    step = training.step
+    losses: list[float] = []
+    training.model.train()
+    budget_end = started + 60 * config.max_minutes if config.max_minutes > 0 else float("inf")
+    try:
+        while training.step < config.steps and time.monotonic() < budget_end:
+            t0 = time.monotonic()
+            chosen = _order(len(data.train), config.seed, training.step, config.batch_size)
+            batch = [data.encoded[data.train[i]] for i in chosen]
+            loss = _loss(training.model, batch, data.prefix, data.pad_id).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(training.params, 1.0)
+            training.opt.step()
+            training.sched.step()
+            training.opt.zero_grad()
+            training.step += 1
+            step = training.step
+            losses.append(float(loss))
+            seconds = time.monotonic() - t0
+            writer.add_scalar("finetune/loss", float(loss), step)
+            writer.add_scalar("finetune/lr", training.sched.get_last_lr()[0], step)
+            writer.add_scalar("finetune/seconds_per_step", seconds, step)
+            progress(f"step {step}/{config.steps} loss {float(loss):.4f} ({seconds:.1f} s)")
+            if step % config.save_every == 0:
+                training.save()
+    except KeyboardInterrupt:
+        training.save()
+        _write_json(
+            training.out / "run.json", {**training.run, "step": step, "status": "interrupted"}
+        )
+        writer.close()
+        progress(f"interrupted at step {step}; checkpoint saved, go on with --resume")
+        raise
+    if step and (not training.ckpt.is_file() or step % config.save_every):
+        training.save()
+    return losses
+
+
+def _validate_run(training: _Training, data: _Data, writer: Any) -> dict[str, Any]:
+    """The held-out figures (or the first training pairs' when none are held out), also added
+    to the run's TensorBoard scalars (`writer`)."""
+    scored = [data.encoded[i] for i in (data.val or data.train)[:8]]
+    figures: dict[str, Any] = dict(_validate(training.model, scored, data.prefix, data.pad_id))
+    figures["val_split"] = "val" if data.val else "train"
+    writer.add_scalar("finetune/val_loss", figures["val_loss"], training.step)
+    writer.add_scalar("finetune/val_token_accuracy", figures["val_token_accuracy"], training.step)
+    return figures
+
+
+def _export(
+    model: Any, config: FinetuneConfig, base_path: Path, out: Path, name: str, game: str
+) -> Path:
+    """Merge the adapters and write the GGUF `out` (the adapted weights as `config.quant`),
+    checked."""
     merged = model.merge_and_unload()
     suffixes = tuple(f".{t}.weight" for t in config.targets)
     weights = {
@@ -678,17 +783,13 @@ def _finetune(
     gguf_path = write_gguf(
         base_path,
         weights,
-        out / "model.gguf",
+        out,
         quant=config.quant,
-        name=f"{DEFAULT_MODEL.name if base is None else base_path.stem} metabonk {game}",
+        name=name,
         extra={"metabonk.finetune.game": game, "metabonk.finetune.base": base_path.name},
     )
     check_gguf(gguf_path)
-    figures["gguf"] = str(gguf_path)
-    figures["seconds"] = round(time.monotonic() - started, 1)
-    _write_json(out / "run.json", {**run, "step": step, "status": "done", "figures": figures})
-    atomic_write_bytes(out / "README.md", model_card(run, figures).encode())
-    return figures
+    return gguf_path
 
 
 def _validate(
