@@ -29,6 +29,7 @@ from metabonk_gym.training.backward import BackwardCallback, BackwardSettings, D
 from metabonk_gym.training.errors import RunDirError
 from metabonk_gym.training.explore import ExploreSettings, run_explore
 from metabonk_gym.training.explore_archive import Archive, ArchiveError
+from metabonk_gym.training.explore_cells import cells_from_dict
 
 QUEST = "MetaBonk/BonkQuest-v0"
 REPO = Path(__file__).resolve().parents[1]
@@ -212,6 +213,22 @@ def test_the_archive_is_data_only_checksummed_and_refuses_another_rom(tmp_path: 
     np.savez(path, **arrays)
     with pytest.raises(ArchiveError, match="checksum"):
         Archive.load(path)
+
+
+def test_an_archive_keeps_the_order_of_its_cell_variables(tmp_path: Path) -> None:
+    """A key's numbers follow the cells file's order: a resume with the variables reordered
+    would file states under the wrong cells, so it is refused."""
+    cells = {"kind": "ram", "variables": {"room": 1, "player_x": 3}, "score": None}
+    archive = Archive(meta={"env_id": QUEST, "rom_sha1": "ab" * 20, "cells": cells})
+    archive.update((1, 2), 10.0, 2, b"state", np.array([1, 4], np.uint8), False, 8)
+    path = tmp_path / "archive.npz"
+    archive.save(path)
+    loaded = Archive.load(path, cells=cells)
+    assert list(loaded.meta["cells"]["variables"]) == ["room", "player_x"]
+    assert cells_from_dict(loaded.meta["cells"]).names == ["room", "player_x"]
+    swapped = {**cells, "variables": {"player_x": 3, "room": 1}}
+    with pytest.raises(ArchiveError, match="other cells"):
+        Archive.load(path, cells=swapped)
 
 
 def run_cli(*args: str) -> Any:

@@ -41,6 +41,9 @@ import numpy as np
 from metabonk_gym.errors import MetabonkError
 from metabonk_gym.utils import atomic_write_bytes
 
+#: Header entries the archive writes for itself (not part of `Archive.meta`).
+_BOOKKEEPING = ("version", "cells_count", "cells_ordered")
+
 #: The archive format (the header's `version`).
 FORMAT_VERSION = 1
 #: The largest archive file `load` reads.
@@ -157,7 +160,7 @@ class Archive:
         width = len(self.keys[0]) if n else 0
         state_sizes = [len(s) for s in self.states]
         action_sizes = [len(a) for a in self.actions]
-        meta = dict(self.meta, version=FORMAT_VERSION, cells_count=n)
+        meta = dict(self.meta, version=FORMAT_VERSION, cells_count=n, cells_ordered=True)
         arrays: dict[str, np.ndarray] = {
             "keys": np.asarray(self.keys, np.int64).reshape(n, width),
             "scores": np.asarray(self.scores, np.float64),
@@ -173,7 +176,8 @@ class Archive:
             "actions": (
                 np.concatenate(self.actions).astype(np.uint8) if n else np.zeros(0, np.uint8)
             ),
-            "meta": np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8),
+            # Not sorted: a cell's key lists the variables in the cells file's order.
+            "meta": np.frombuffer(json.dumps(meta).encode(), np.uint8),
         }
         return {name: arrays[name].astype(COLUMNS[name], copy=False) for name in COLUMNS}
 
@@ -202,7 +206,8 @@ class Archive:
                 f"{path} was made on the ROM with SHA-1 {str(meta.get('rom_sha1'))[:4]}..., this "
                 f"env runs {rom_sha1[:4]}...; explore this ROM into a new --out folder"
             )
-        if cells is not None and meta.get("cells") != cells:
+        ordered = bool(meta.get("cells_ordered"))
+        if cells is not None and not same_cells(meta.get("cells"), cells, ordered):
             raise ArchiveError(
                 f"{path} was made with other cells ({meta.get('cells')}) than these ({cells}); "
                 "resume with the cells it was made with, or explore into a new --out folder"
@@ -222,7 +227,7 @@ class Archive:
                 raise ArchiveError(f"{path} is not a whole archive ({name} has the wrong shape)")
         states = _split(path, arrays["states"], arrays["state_offsets"], n, "states")
         actions = _split(path, arrays["actions"], arrays["action_offsets"], n, "actions")
-        archive = cls(meta={k: v for k, v in meta.items() if k not in ("version", "cells_count")})
+        archive = cls(meta={k: v for k, v in meta.items() if k not in _BOOKKEEPING})
         archive.keys = [tuple(int(v) for v in row) for row in keys.tolist()]
         archive.scores = [float(v) for v in arrays["scores"].tolist()]
         for name in ("lengths", "chosen", "seen", "since", "found_frame"):
@@ -283,6 +288,21 @@ def _read_arrays(path: Path) -> dict[str, np.ndarray]:
             "use another archive or explore again"
         )
     return arrays
+
+
+def same_cells(recorded: Any, cells: dict[str, Any], ordered: bool = True) -> bool:
+    """Whether an archive's `recorded` cells are `cells` with the variables in the same order
+    (a key's numbers follow it); an archive not `ordered` (older ones) listed them sorted.
+
+    >>> same_cells({"variables": {"y": 1, "x": 2}}, {"variables": {"y": 1, "x": 2}})
+    True
+    >>> same_cells({"variables": {"x": 2, "y": 1}}, {"variables": {"y": 1, "x": 2}})
+    False
+    """
+    if recorded != cells:
+        return False
+    order = list(recorded.get("variables") or {})
+    return order == list(cells.get("variables") or {}) or not ordered
 
 
 def _read_meta(path: Path, raw: np.ndarray) -> dict[str, Any]:
