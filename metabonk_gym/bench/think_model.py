@@ -311,7 +311,8 @@ def play_figures(
     return out
 
 
-#: Targets of the win rate in a think-play figure by strategist: the ceiling, the rules, the floor.
+#: Targets of the win rate in a think-play figure by strategist: the ceiling, the rules (on the
+#: riddle quest only), the floor.
 PLAY_TARGETS = {"oracle": ">= 0.95", "first": "<= 0.3", "random": "<= 0.3", "fallback": "<= 0"}
 #: A thinking model's (not the default one's) win-rate target on the riddle quest.
 MODEL_RIDDLE_TARGET = ">= 0.8"
@@ -358,6 +359,8 @@ def play_figure_records(
     ('play-riddles-first', 0.0, '<= 0.3', True, '0/20')
     >>> r["text"][:54]
     '0/20 (oracle 20/20 (227 steps), random not measured, f'
+    >>> [r["target"] for r in play_figure_records({**result, "start_win_rate": 1.0})]
+    ['<= 0.3', None]
     """
     label = strategist_label(str(result["model"]))
     seeds = int(result["seeds"])
@@ -368,6 +371,8 @@ def play_figure_records(
         steps = result.get(f"{start}_steps_to_win")
         latency = result.get(f"{start}_latency_p50_s")
         target = PLAY_TARGETS.get(label)
+        if label in RULE_STRATEGISTS and not start.startswith("riddles"):
+            target = None  # the classic quest lists the right option first: no rule target
         if target is None and label != "base" and start.startswith("riddles") and whole_game(start):
             target = MODEL_RIDDLE_TARGET
         others = [
