@@ -7,7 +7,9 @@ exit code 2:
 >>> from typer.testing import CliRunner
 >>> app = typer.Typer()
 >>> register(app)
->>> result = CliRunner().invoke(app, ["think", "finetune", "/no/such/log", "--out", "/tmp/x"])
+>>> from metabonk_gym.cli.errors import guard_commands
+>>> guard_commands(app)  # as cli/main.py does: the CLI's one error path
+>>> result = CliRunner().invoke(app, ["think", "finetune", "/no/such/log", "--out", "/no/such/out"])
 >>> print(result.output.strip()); result.exit_code  # doctest: +ELLIPSIS
 error: no decision log at /no/such/log/decisions.jsonl; pass ...
 2

@@ -7,6 +7,8 @@ Bad input is a one-line error and exit code 2:
 >>> app = typer.Typer()
 >>> _ = app.command("serve-vlm")(serve_vlm)
 >>> _ = app.command("distill")(distill_command)
+>>> from metabonk_gym.cli.errors import guard_commands
+>>> guard_commands(app)  # as cli/main.py does: the CLI's one error path
 >>> result = CliRunner().invoke(app, ["serve-vlm", "/no/such.gguf"])
 >>> print(result.output.strip()); result.exit_code
 error: model file not found: /no/such.gguf (pass the path of a .gguf file)
