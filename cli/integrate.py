@@ -7,7 +7,7 @@ untouched:
 
 >>> from typer.testing import CliRunner
 >>> from metabonk_gym.cli.main import app
->>> result = CliRunner().invoke(app, ["integrate", "new", "/no/such.gba", "/tmp/x"])
+>>> result = CliRunner().invoke(app, ["integrate", "new", "/no/such.gba", "/no/such/folder"])
 >>> result.exit_code, "ROM file not found: /no/such.gba" in result.output
 (2, True)
 """
