@@ -1,6 +1,7 @@
-"""`metabonk think finetune` and `metabonk think examples`: teach a small language model with the oracle.
+"""`metabonk think finetune`, `mix` and `examples`: teach a small language model with the oracle.
 
-Thin typer layer over `metabonk_gym.think.finetune` (decision logs -> LoRA -> GGUF) and
+Thin typer layer over `metabonk_gym.think.finetune` (decision logs -> LoRA -> GGUF),
+`metabonk_gym.think.mixlogs` (a log of chosen shares of other logs' calls) and
 `metabonk_gym.think.examples` (the compact prompt's worked examples). Bad input is one line and
 exit code 2:
 
@@ -39,6 +40,7 @@ from metabonk_gym.bench.think_model import (
 from metabonk_gym.think.calibrate import calibrate_model
 from metabonk_gym.think.examples import oracle_choice_examples, oracle_examples, write_examples
 from metabonk_gym.think.finetune import FinetuneConfig, finetune, load_pairs
+from metabonk_gym.think.mixlogs import MixSpec, mix_logs
 from metabonk_gym.think.models import check_gguf, resolve_model
 from metabonk_gym.utils import check_number
 
@@ -120,6 +122,33 @@ def pairs_command(
     for pair in pairs[:show]:
         console.print(pair.user, markup=False)
         console.print(pair.answer, markup=False)
+
+
+@think_app.command("mix")
+def mix_command(
+    sources: list[Path] = typer.Argument(..., help="Decision log folders to mix."),
+    out: Path = typer.Option(..., help="The folder of the mixed decisions.jsonl."),
+    group: list[str] | None = typer.Option(
+        None,
+        help="NAME=REGEX: calls whose goal line matches (first group wins); the others are 'rest'.",
+    ),
+    keep: list[str] | None = typer.Option(None, help="A group to keep whole (e.g. rest)."),
+    ratio: list[str] | None = typer.Option(
+        None,
+        help="NAME=FRACTION: a seeded sample of that group, FRACTION (1/3, 0.5) times the kept "
+        "groups' calls. Groups neither kept nor sampled are dropped.",
+    ),
+    seed: int = typer.Option(0, help="The sampling's seed."),
+    match: str = typer.Option("goal", help="Match the prompt's goal line (goal) or all (prompt)."),
+    force: bool = typer.Option(False, help="Replace the mix in a folder that holds files."),
+) -> None:
+    """Mix decision logs into one for `metabonk think finetune`: keep whole groups of calls and
+    seeded samples of the others, with every source's meta records (the system prompts)."""
+    spec = MixSpec.parse(group or [], keep or [], ratio or [], seed, match)
+    result = guarded(lambda: mix_logs(sources, out, spec, force=force))
+    console.print(result.summary())
+    kept = sum(result.kept.values())
+    console.print(f"wrote {result.path} ({result.metas} meta records, {kept} calls)")
 
 
 @think_app.command("examples")

@@ -147,15 +147,29 @@ def log_records(
     >>> list(log_records(io.BytesIO(b'{"c": 3}\\n')))
     [{'c': 3}]
     """
+    for _, record in log_lines(source, max_line):
+        yield record
+
+
+def log_lines(
+    source: str | Path | BinaryIO, max_line: int = MAX_LINE_BYTES
+) -> Iterator[tuple[bytes, dict[str, Any]]]:
+    """`log_records` with the line each record was read from, as it is in the file (its
+    newline kept): what a tool that copies records without rewriting them needs.
+
+    >>> import io
+    >>> list(log_lines(io.BytesIO(b'{"c": 3}\\nbroken\\n{"d":4}')))
+    [(b'{"c": 3}\\n', {'c': 3}), (b'{"d":4}', {'d': 4})]
+    """
     if isinstance(source, str | Path):
         with open(source, "rb") as handle:
-            yield from _records(handle, max_line)
+            yield from _lines(handle, max_line)
     else:
-        yield from _records(source, max_line)
+        yield from _lines(source, max_line)
 
 
-def _records(handle: BinaryIO, max_line: int) -> Iterator[dict[str, Any]]:
-    """`log_records` of an open file."""
+def _lines(handle: BinaryIO, max_line: int) -> Iterator[tuple[bytes, dict[str, Any]]]:
+    """`log_lines` of an open file."""
     while True:
         line = handle.readline(max_line + 1)
         if not line:
@@ -169,7 +183,7 @@ def _records(handle: BinaryIO, max_line: int) -> Iterator[dict[str, Any]]:
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             continue
         if isinstance(record, dict):
-            yield record
+            yield line, record
 
 
 def _call_id(value: Any) -> int:
