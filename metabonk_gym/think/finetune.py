@@ -6,9 +6,11 @@ holds the prompt a model would have been sent with each of the oracle's directiv
 (dequantised to float32), trains LoRA adapters (peft) on the answer tokens only, with the chat
 template the GGUF carries, merges them and writes `out/model.gguf`: the base file's metadata
 (tokenizer, chat template) and untouched tensors copied, the merged weights as Q8_0
-(`write_gguf`, with the `gguf` package). `out/` is a run dir: `run.json`, a checkpoint every
-`save_every` steps and on Ctrl-C (`resume=True` goes on from it), TensorBoard scalars in
-`out/tensorboard`, and a model card `out/README.md`. `--model out/model.gguf` and
+(`write_gguf`, with the `gguf` package). `out/` is a run dir (`metabonk_gym.rundir.RunDir`, as
+every trainer's): `run.json`, one checkpoint `checkpoint.pt` written every `save_every` steps
+and on Ctrl-C (`resume=True` goes on from it), TensorBoard scalars in `out/tensorboard`, and a
+model card `out/README.md`; the steps are the body of a `metabonk_gym.runloop.RunLoop`, which
+owns the checkpoints, the time limit, Ctrl-C and the writer. `--model out/model.gguf` and
 `metabonk serve-vlm out/model.gguf` take the result.
 Why LoRA rather than full fine-tuning: at 135M parameters both fit in memory, but LoRA trains
 about 3% of the weights, keeps the optimizer state small and the checkpoints a few MB, and a
@@ -32,19 +34,27 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from metabonk_gym.errors import MetabonkError
+from metabonk_gym.rundir import RunDir
+from metabonk_gym.runloop import RunLoop, seed_all
 from metabonk_gym.think.directive import DIRECTIVE_KEYS
 from metabonk_gym.think.log import LOG_NAME, log_records, read_decisions
 from metabonk_gym.think.models import DEFAULT_MODEL, check_gguf, resolve_model
 from metabonk_gym.utils import atomic_write_bytes, check_number
 
 RUN_FORMAT = "metabonk-finetune-v1"
+#: The fine-tune's files in its run dir besides `run.json` and `tensorboard/`: one checkpoint
+#: (the adapters, optimizer and schedule; tens of MB), overwritten at each save, so a run keeps
+#: one rather than `checkpoints/step_N` files; the GGUF and its model card.
+CHECKPOINT = "checkpoint.pt"
+GGUF = "model.gguf"
+CARD = "README.md"
 #: llama-architecture GGUF tensor names -> transformers' (per block: `blk.N.` -> layers.N).
 _GLOBAL = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -426,15 +436,6 @@ def _load_base(base: Path, threads: int) -> tuple[Any, Any]:
     return tokenizer, model
 
 
-def _run_json(out: Path) -> dict[str, Any]:
-    path = out / "run.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())
-
-
 #: Devices `FinetuneConfig.device` may name (torch's CPU and GPU back ends, with an index).
 _DEVICE = re.compile(r"^(cpu|cuda|mps|xpu)(:\d{1,2})?$")
 
@@ -474,11 +475,12 @@ def check_config(config: FinetuneConfig) -> FinetuneConfig:
 def check_out(out: Path, resume: bool) -> None:
     """Refuse an `--out` folder that holds files but is not a fine-tune run: writing the run
     there would replace files of the same names (README.md, checkpoint.pt, model.gguf)."""
-    if out.exists() and not out.is_dir():
+    run = RunDir(out)
+    if run.path.exists() and not run.path.is_dir():
         raise FinetuneError(f"--out {out} is a file, not a folder: choose a new folder")
-    if (out / "run.json").is_file() or not out.is_dir():
+    if run.state_file.is_file() or not run.path.is_dir():
         return
-    held = sorted(p.name for p in out.iterdir())
+    held = sorted(p.name for p in run.path.iterdir())
     if held:
         shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
         what = "has no run.json to resume from" if resume else "is not a fine-tune run"
@@ -505,31 +507,33 @@ def finetune(
     import torch
 
     with torch.device(config.device):
-        return _finetune(logdirs, out, base, config, game, resume, progress)
+        return _finetune(logdirs, RunDir(Path(out)), base, config, game, resume, progress)
 
 
 def _finetune(
     logdirs: Sequence[str | Path],
-    out: str | Path,
+    run: RunDir,
     base: str | Path | None,
-    config: FinetuneConfig | None,
+    config: FinetuneConfig,
     game: str | None,
     resume: bool,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    """The fine-tune in stages: the data and config, the model with adapters, the steps, the
-    figures, the GGUF (see `finetune`)."""
-    out = Path(out)
+    """The fine-tune in stages: the data and config, the model with adapters, the steps and
+    the held-out figures (`_train`), the GGUF and the model card (see `finetune`)."""
     base_path = check_gguf(resolve_model(base))
     game, pairs = load_pairs(logdirs, game)
-    config = _resume_config(out, game, config or FinetuneConfig(), resume)
-    out.mkdir(parents=True, exist_ok=True)
+    config = _resume_config(run, game, config, resume)
+    note = run.check_not_running() if resume else None
+    if note is not None:
+        progress(note)
+    run.path.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     tokenizer, model = _load_base(base_path, config.threads)
     model = model.to(config.device)
     load_s = time.monotonic() - started
     data = _Data.split(tokenizer, pairs, config)
-    training = _Training.start(model, config, out)
+    training = _Training.start(model, config, run)
     if resume and training.ckpt.is_file():
         training.restore(progress)
     training.run = {
@@ -541,15 +545,9 @@ def _finetune(
         "train": len(data.train),
         "val": len(data.val),
         "config": {**asdict(config), "targets": list(config.targets)},
-        "status": "running",
-        "step": training.step,
     }
-    _write_json(out / "run.json", training.run)
-    from torch.utils.tensorboard import SummaryWriter
-
-    step = training.step
-    writer = SummaryWriter(str(out / "tensorboard"), purge_step=step + 1 if step else None)
-    losses = _train_steps(training, data, config, writer, started, progress)
+    run.write_state(**training.run, status="running", step=training.step, **run.owner())
+    losses, held_out = _train(training, data, config, started, progress)
     figures: dict[str, Any] = {
         "game": game,
         "pairs": len(pairs),
@@ -559,41 +557,59 @@ def _finetune(
         "steps": training.step,
         "load_s": round(load_s, 1),
         "final_loss": float(np.mean(losses[-10:])) if losses else None,
+        "prefix_tokens": len(data.prefix),
+        **held_out,
     }
-    figures["prefix_tokens"] = len(data.prefix)
-    figures.update(_validate_run(training, data, writer))
-    writer.close()
     name = f"{DEFAULT_MODEL.name if base is None else base_path.stem} metabonk {game}"
-    gguf_path = _export(training.model, config, base_path, out / "model.gguf", name, game)
+    gguf_path = _export(training.model, config, base_path, run.path / GGUF, name, game)
     figures["gguf"] = str(gguf_path)
     figures["seconds"] = round(time.monotonic() - started, 1)
-    _write_json(
-        out / "run.json",
-        {**training.run, "step": training.step, "status": "done", "figures": figures},
-    )
-    atomic_write_bytes(out / "README.md", model_card(training.run, figures).encode())
+    run.write_state(step=training.step, status="done", figures=figures)
+    atomic_write_bytes(run.path / CARD, model_card(training.run, figures).encode())
     return figures
 
 
-def _resume_config(out: Path, game: str, config: FinetuneConfig, resume: bool) -> FinetuneConfig:
+def _previous_run(run: RunDir) -> dict[str, Any]:
+    """The `run.json` of the fine-tune in `run` (`{}` when there is none): read by `RunDir`
+    (size and field checks); `FinetuneError` when it is not a fine-tune's."""
+    if not run.state_file.is_file():
+        return {}
+    previous = run.read_state()
+    fix = "choose another --out"
+    if previous.get("format") != RUN_FORMAT:
+        raise FinetuneError(
+            f"{run.state_file} is not a fine-tune run's run.json (format "
+            f"{str(previous.get('format'))[:40]!r}, not {RUN_FORMAT!r}); {fix}"
+        )
+    known = {f.name for f in fields(FinetuneConfig)}
+    stored = previous.get("config")
+    if not isinstance(stored, dict) or not set(stored) <= known:
+        raise FinetuneError(
+            f"{run.state_file}: its config is not a fine-tune's; restore it from a backup or {fix}"
+        )
+    return previous
+
+
+def _resume_config(run: RunDir, game: str, config: FinetuneConfig, resume: bool) -> FinetuneConfig:
     """The config of the run: `config`, or for a resumed run its first config with the steps
-    and device given now. `FinetuneError` for a run dir without `resume` or of another game."""
-    previous = _run_json(out)
+    and device given now (checked again). `FinetuneError` for a run dir without `resume` or of
+    another game."""
+    previous = _previous_run(run)
     if previous and not resume:
         raise FinetuneError(
-            f"{out} is already a fine-tune run: pass --resume to go on, or another --out"
+            f"{run.path} is already a fine-tune run: pass --resume to go on, or another --out"
         )
     if not (resume and previous):
         return config
     if previous.get("game") != game:
         raise FinetuneError(
-            f"{out} fine-tunes for {previous.get('game')}, and these logs are of {game}"
+            f"{run.path} fine-tunes for {previous.get('game')}, and these logs are of {game}"
         )
     config = FinetuneConfig(
         **{**asdict(config), **previous["config"], "steps": config.steps, "device": config.device}
     )
     config.targets = tuple(config.targets)
-    return config
+    return check_config(config)
 
 
 @dataclass
@@ -628,29 +644,30 @@ class _Data:
 
 @dataclass
 class _Training:
-    """The model with its LoRA adapters, the optimizer and schedule, the step reached and the
-    run dir's `run.json` content (`run`), with its checkpoint `ckpt`."""
+    """The model with its LoRA adapters, the optimizer and schedule, the step reached, the run
+    dir and its `run.json` description (`run`: what the model card reads), with its checkpoint
+    `ckpt`."""
 
     model: Any
     params: list[Any]
     opt: Any
     sched: Any
-    out: Path
+    rundir: RunDir
     step: int = 0
     run: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ckpt(self) -> Path:
-        return self.out / "checkpoint.pt"
+        return self.rundir.path / CHECKPOINT
 
     @classmethod
-    def start(cls, model: Any, config: FinetuneConfig, out: Path) -> _Training:
+    def start(cls, model: Any, config: FinetuneConfig, rundir: RunDir) -> _Training:
         """Adapters on `config.targets` of the top `config.top_layers` blocks (seeded), AdamW
         and the warm-up + cosine schedule."""
         import torch
         from peft import LoraConfig, get_peft_model
 
-        torch.manual_seed(config.seed)
+        seed_all(config.seed)
         n_layers = int(model.config.num_hidden_layers)
         top = min(n_layers, config.top_layers) if config.top_layers > 0 else n_layers
         lora = LoraConfig(
@@ -665,12 +682,12 @@ class _Training:
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, config.steps))
-        return cls(model, params, opt, sched, out)
+        return cls(model, params, opt, sched, rundir)
 
     def restore(self, progress: Callable[[str], None]) -> None:
         """Go on from the checkpoint: adapters, and the optimizer and schedule when it holds
         them (adapters alone, e.g. trained on another machine and sent back small: a fresh
-        optimizer goes on)."""
+        optimizer goes on). Tensors only (`weights_only`): nothing in it is unpickled."""
         import torch
         from peft import set_peft_model_state_dict
 
@@ -682,10 +699,25 @@ class _Training:
         else:
             self.sched.last_epoch = int(state["step"])
         self.step = int(state["step"])
-        progress(f"resuming {self.out} at step {self.step}")
+        progress(f"resuming {self.rundir.path} at step {self.step}")
+
+    def train_step(self, data: _Data, config: FinetuneConfig) -> float:
+        """One optimizer step on the batch of the step reached (`_order`); its loss."""
+        import torch
+
+        chosen = _order(len(data.train), config.seed, self.step, config.batch_size)
+        batch = [data.encoded[data.train[i]] for i in chosen]
+        loss = _loss(self.model, batch, data.prefix, data.pad_id).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+        self.opt.step()
+        self.sched.step()
+        self.opt.zero_grad()
+        self.step += 1
+        return float(loss)
 
     def save(self) -> None:
-        """The checkpoint (atomic) and `run.json` at the step reached."""
+        """The checkpoint (atomic) and `run.json`'s step at the step reached."""
         import io
 
         import torch
@@ -702,59 +734,52 @@ class _Training:
             buffer,
         )
         atomic_write_bytes(self.ckpt, buffer.getvalue())
-        _write_json(self.out / "run.json", {**self.run, "step": self.step})
+        self.rundir.write_state(step=self.step)
 
 
-def _train_steps(
+def _train(
     training: _Training,
     data: _Data,
     config: FinetuneConfig,
-    writer: Any,
     started: float,
     progress: Callable[[str], None],
-) -> list[float]:
-    """Optimizer steps up to `config.steps` (or the `max_minutes` budget from `started`), with a
-    checkpoint every `save_every` and at the end, TensorBoard scalars and a progress line a
-    step (to `writer`); the losses. Ctrl-C saves a checkpoint, marks the run interrupted,
-    closes `writer` and re-raises."""
-    import torch
+) -> tuple[list[float], dict[str, Any]]:
+    """The loop body: optimizer steps up to `config.steps` in a `RunLoop` (a checkpoint every
+    `save_every` steps and at the end, the `max_minutes` budget counted from `started`, Ctrl-C
+    saves, marks the run interrupted and re-raises), TensorBoard scalars `finetune/*` and a
+    progress line a step; then the held-out figures. The losses and those figures."""
+    limit = 60 * config.max_minutes or None
+    spent = limit is not None and time.monotonic() - started >= limit  # before step 1: none
 
-    step = training.step
+    def interrupted(_steps: int) -> None:
+        training.rundir.write_state(step=training.step, status="interrupted")
+        progress(f"interrupted at step {training.step}; checkpoint saved, go on with --resume")
+
+    loop = RunLoop(
+        total=training.step if spent else config.steps,
+        start=training.step,
+        tensorboard=training.rundir.tensorboard,
+        checkpoint=lambda _step: training.save(),
+        checkpoint_every=config.save_every,
+        time_limit_s=limit,
+        log=progress,
+        on_interrupt=interrupted,
+        started=started,
+    )
     losses: list[float] = []
-    training.model.train()
-    budget_end = started + 60 * config.max_minutes if config.max_minutes > 0 else float("inf")
-    try:
-        while training.step < config.steps and time.monotonic() < budget_end:
+    with loop:
+        training.model.train()
+        for step in loop.steps():
             t0 = time.monotonic()
-            chosen = _order(len(data.train), config.seed, training.step, config.batch_size)
-            batch = [data.encoded[data.train[i]] for i in chosen]
-            loss = _loss(training.model, batch, data.prefix, data.pad_id).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(training.params, 1.0)
-            training.opt.step()
-            training.sched.step()
-            training.opt.zero_grad()
-            training.step += 1
-            step = training.step
-            losses.append(float(loss))
+            loss = training.train_step(data, config)
+            losses.append(loss)
             seconds = time.monotonic() - t0
-            writer.add_scalar("finetune/loss", float(loss), step)
-            writer.add_scalar("finetune/lr", training.sched.get_last_lr()[0], step)
-            writer.add_scalar("finetune/seconds_per_step", seconds, step)
-            progress(f"step {step}/{config.steps} loss {float(loss):.4f} ({seconds:.1f} s)")
-            if step % config.save_every == 0:
-                training.save()
-    except KeyboardInterrupt:
-        training.save()
-        _write_json(
-            training.out / "run.json", {**training.run, "step": step, "status": "interrupted"}
-        )
-        writer.close()
-        progress(f"interrupted at step {step}; checkpoint saved, go on with --resume")
-        raise
-    if step and (not training.ckpt.is_file() or step % config.save_every):
-        training.save()
-    return losses
+            lr = training.sched.get_last_lr()[0]
+            values = {"loss": loss, "lr": lr, "seconds_per_step": seconds}
+            loop.report(step, values, prefix="finetune/")
+            progress(f"step {step}/{config.steps} loss {loss:.4f} ({seconds:.1f} s)")
+        held_out = _validate_run(training, data, loop.writer)
+    return losses, held_out
 
 
 def _validate_run(training: _Training, data: _Data, writer: Any) -> dict[str, Any]:
