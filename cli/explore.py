@@ -45,6 +45,14 @@ def explore(
     frames: int | None = typer.Option(None, min=1, help="Stop after this many emulator frames."),
     seconds: float | None = typer.Option(None, min=0.001, help="Stop after this long."),
     stop_when_won: bool = typer.Option(False, "--stop-when-won", help="Stop once a cell wins."),
+    after_win_frames: int | None = typer.Option(
+        None, min=0, help="Explore on this many frames past the first win, then stop."
+    ),
+    until_prefer: float | None = typer.Option(
+        None,
+        help="Stop once a won cell's preferred variable (the cells file's `prefer`, e.g. hp) "
+        "is at least this.",
+    ),
     envs: int = typer.Option(2, min=1, help="Envs on the vector engine (one emulator each)."),
     cells: Path | None = typer.Option(
         None, help="Cells file (default: the game folder's cells.yaml, else the screen)."
@@ -68,8 +76,12 @@ def explore(
 ) -> None:
     """Go-Explore: remember cells, return to promising ones by loading their states, explore
     from there with repeated random actions; writes OUT/archive.npz."""
-    if frames is None and seconds is None and not stop_when_won:
-        raise typer.BadParameter("give an end: --frames, --seconds or --stop-when-won")
+    ends = (frames, seconds, after_win_frames, until_prefer)
+    if all(end is None for end in ends) and not stop_when_won:
+        raise typer.BadParameter(
+            "give an end: --frames, --seconds, --stop-when-won, --after-win-frames or "
+            "--until-prefer"
+        )
     settings = ExploreSettings(
         n_envs=envs,
         max_frames=frames,
@@ -81,6 +93,8 @@ def explore(
         seed=seed,
         save_every_s=save_every,
         stop_when_won=stop_when_won,
+        after_win_frames=after_win_frames,
+        until_prefer=until_prefer,
         cells_file=str(cells) if cells is not None else None,
         env_kwargs=parse_key_values(env_kwarg, "--env-kwarg"),
     )

@@ -25,7 +25,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from typer.testing import CliRunner
 
 from metabonk_gym.gamedata import bundled_game_folder
-from metabonk_gym.training.backward import BackwardCallback, BackwardSettings, Demo
+from metabonk_gym.training.backward import (
+    BackwardCallback,
+    BackwardSettings,
+    Demo,
+    load_demo_archive,
+)
 from metabonk_gym.training.errors import RunDirError
 from metabonk_gym.training.explore import ExploreSettings, run_explore
 from metabonk_gym.training.explore_archive import Archive, ArchiveError
@@ -124,6 +129,82 @@ def test_past_won_explores_on_from_a_level_up(tmp_path: Path) -> None:
         beyond[name] = [w for key, w in zip(archive.keys, archive.won) if key[0] >= 1]
     assert beyond["on"].count(False) > 0, beyond  # cells of level 1-2 that are not the win
     assert all(beyond["ended"]), beyond  # only the level-up itself: never explored from
+
+
+def won_cells(archive: Archive) -> list[int]:
+    return [i for i, w in enumerate(archive.won) if w]
+
+
+def test_after_win_frames_explores_on_and_the_best_path_wins_with_the_most_hp(
+    tmp_path: Path,
+) -> None:
+    """From room 5 the treasure is a few seconds away: exploring on past the first win finds
+    won cells at other HP (HP is a cell variable), and the best path, the one robustify learns,
+    is the won one with the most HP (the bundled cells' `prefer: hp`), then the shortest."""
+    out = tmp_path / "quest"
+    settings = ExploreSettings(n_envs=2, state="room5", after_win_frames=40_000, max_frames=400_000)
+    result = run_explore(QUEST, out, settings)
+    archive = Archive.load(out / "archive.npz")
+    assert archive.meta["cells"]["prefer"] == "hp"
+    won = won_cells(archive)
+    first = min(archive.found_frame[i] for i in won)
+    assert result.won and first + 40_000 <= result.frames < first + 40_000 + 8_000, result
+    assert max(archive.found_frame) > first  # cells found after the win: it explored on
+    hp = archive.prefer_column()
+    assert hp == 4  # the cells: room, player_x, player_y, keys, hp
+    best = archive.best()
+    most = max(archive.keys[i][hp] for i in won)
+    assert archive.won[best] and archive.keys[best][hp] == most, [archive.keys[i] for i in won]
+    shortest = min(archive.lengths[i] for i in won if archive.keys[i][hp] == most)
+    assert archive.lengths[best] == shortest
+    assert result.best["won"] and result.best["cell"]["hp"] == 2 * most
+    assert load_demo_archive(out)[1] == best  # robustify starts from this path
+
+
+def test_a_preferred_variable_ranks_won_paths_and_an_archive_without_it_resumes(
+    tmp_path: Path,
+) -> None:
+    cells = {"kind": "ram", "variables": {"room": 1, "hp": 2}, "score": None}
+    archive = Archive(meta={"env_id": QUEST, "rom_sha1": "ab" * 20, "cells": cells})
+    archive.update((5, 0), 10.0, 3, b"a", np.zeros(3, np.uint8), True, 8)  # won at 0-1 HP
+    archive.update((5, 1), 10.0, 9, b"b", np.zeros(9, np.uint8), True, 16)  # won at 2-3 HP
+    archive.update((5, 2), 9.0, 2, b"c", np.zeros(2, np.uint8), False, 24)  # not won
+    assert archive.best() == 0  # no preference: the shorter won path
+    archive.meta["cells"] = {**cells, "prefer": "hp"}
+    assert archive.best() == 1  # HP first, then length
+    # an archive explored without `prefer` resumes with cells that add it, and records it
+    plain = tmp_path / "plain.yaml"
+    spec = (bundled_game_folder("BonkQuest") / "cells.yaml").read_text()
+    assert "\nprefer: hp\n" in spec
+    plain.write_text(spec.replace("\nprefer: hp\n", "\n"))
+    out = tmp_path / "quest"
+    run_explore(QUEST, out, ExploreSettings(n_envs=1, max_frames=1_600, cells_file=str(plain)))
+    assert "prefer" not in Archive.load(out / "archive.npz").meta["cells"]
+    run_explore(QUEST, out, ExploreSettings(n_envs=1, max_frames=1_600), resume=True)
+    resumed = Archive.load(out / "archive.npz")
+    assert resumed.meta["cells"]["prefer"] == "hp" and resumed.prefer_column() == 4
+
+
+def test_until_prefer_stops_at_a_won_cell_with_that_much_hp(tmp_path: Path) -> None:
+    out = tmp_path / "quest"
+    settings = ExploreSettings(n_envs=2, state="room5", until_prefer=2, max_frames=400_000)
+    result = run_explore(QUEST, out, settings)
+    archive = Archive.load(out / "archive.npz")
+    assert result.frames < 400_000 and result.best["won"], result
+    assert result.best["cell"]["hp"] >= 2
+    assert any(archive.keys[i][4] >= 1 for i in won_cells(archive))
+    # the preference must be declared: otherwise one line, nothing written
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("variables: {room: 1, hp: 2}\nscore: quest_stage\n")
+    bad = tmp_path / "bad"
+    result = run_cli(
+        "explore", QUEST, "--out", str(bad), "--until-prefer", "2", "--cells", str(plain)
+    )
+    one_line_error(result, "until_prefer", "prefer")
+    plain.write_text("variables: {room: 1, hp: 2}\nprefer: keys\n")
+    result = run_cli("explore", QUEST, "--out", str(bad), "--frames", "400", "--cells", str(plain))
+    one_line_error(result, "prefer 'keys'", "one of the cell variables")
+    assert not bad.exists()
 
 
 def test_reset_returns_to_save_state_bytes_and_refuses_other_bytes(make_env) -> None:

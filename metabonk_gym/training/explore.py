@@ -10,6 +10,11 @@ atomically every `save_every_s` and at the end; a stop signal (Ctrl-C, SIGTERM) 
 saves it and returns (`interrupted`); `resume=True` continues from it. TensorBoard gets
 `explore/cells`, `explore/best_score`, `explore/frames`.
 
+A first win need not end it: `after_win_frames` explores on that many frames past it, and
+`until_prefer` until a won cell's preferred variable (the cells' `prefer`, e.g. the HP a won
+path ends with) is at least a value; the archive's best path is then the won one that ranks
+first by score, the preferred variable, then length (`Archive.best`).
+
 >>> weights = selection_weights(
 ...     chosen=np.array([0, 5]), since=np.array([0, 5]), seen=np.array([1, 50]),
 ...     scores=np.array([0.0, 0.0]), won=np.array([False, False]))
@@ -19,6 +24,8 @@ True
 ...             won=np.array([False, False]))
 >>> selection_weights(**same, levels=np.array([3, 4]), level_weight=0.1).round(3).tolist()
 [0.235, 2.354]
+>>> favour_factors([(0, 1), (2, 1), (1, 5)], [(0, 2.0)]).tolist()  # x2 per bucket of column 0
+[0.25, 1.0, 0.5]
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +43,7 @@ import numpy as np
 from metabonk_gym.process import graceful_stop_signals
 from metabonk_gym.training.errors import ConfigError, RunDirError
 from metabonk_gym.training.explore_archive import Archive
-from metabonk_gym.training.explore_cells import Cells, ScreenCells, load_cells
+from metabonk_gym.training.explore_cells import Cells, RamCells, ScreenCells, load_cells
 from metabonk_gym.training.explore_worker import ROOT, ExploreWorker
 from metabonk_gym.utils import atomic_write_text
 from metabonk_gym.vector import make_vec
@@ -67,6 +74,10 @@ class ExploreSettings:
         save_every_s: seconds between archive saves.
         progress_every_s: seconds between progress lines.
         stop_when_won: stop once a cell wins the game.
+        after_win_frames: stop this many emulator frames after the archive's first win (0: as
+            `stop_when_won`; None: the first win does not stop it).
+        until_prefer: stop once a won cell's preferred variable (the cells' `prefer`; the
+            lowest value of the cell's bucket) is at least this (None: no such end).
         cells_file: a cells file (default: the game folder's `cells.*`, else the screen).
         env_kwargs: `gym.make` kwargs of every env (e.g. `integration`, `rom`).
     """
@@ -83,6 +94,8 @@ class ExploreSettings:
     save_every_s: float = 60.0
     progress_every_s: float = 10.0
     stop_when_won: bool = False
+    after_win_frames: int | None = None
+    until_prefer: float | None = None
     cells_file: str | None = None
     env_kwargs: dict[str, Any] = field(default_factory=dict)
 
@@ -97,8 +110,14 @@ class ExploreSettings:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ConfigError(f"{name} must be > 0, not {value}")
-        if self.max_frames is None and self.max_seconds is None and not self.stop_when_won:
-            raise ConfigError("give the explorer an end: max_frames, max_seconds or stop_when_won")
+        if self.after_win_frames is not None and self.after_win_frames < 0:
+            raise ConfigError(f"after_win_frames must be >= 0, not {self.after_win_frames}")
+        ends = (self.max_frames, self.max_seconds, self.after_win_frames, self.until_prefer)
+        if all(end is None for end in ends) and not self.stop_when_won:
+            raise ConfigError(
+                "give the explorer an end: max_frames, max_seconds, stop_when_won, "
+                "after_win_frames or until_prefer"
+            )
 
 
 @dataclass
@@ -114,6 +133,7 @@ class ExploreResult:
     seconds: float
     steps_per_s: float
     interrupted: bool = False
+    best: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
@@ -143,6 +163,18 @@ def selection_weights(
     return np.where(won, 0.0, weights)
 
 
+def favour_factors(
+    keys: Sequence[tuple[int, ...]], favour: Sequence[tuple[int, float]]
+) -> np.ndarray:
+    """Each key's selection factor from the cells' `favour` ((column, factor) pairs): the
+    product of factor ** (the key's number in that column), scaled so the largest is 1."""
+    logs = np.zeros(len(keys))
+    for column, factor in favour:
+        values = np.fromiter((k[column] for k in keys), np.float64, len(keys))
+        logs += np.log(factor) * values
+    return np.exp(logs - logs.max()) if len(keys) else logs
+
+
 class Explorer:
     """One exploration over a vector engine (see `run_explore`).
 
@@ -151,8 +183,8 @@ class Explorer:
         archive: the archive (empty, or resumed).
         settings: how to explore.
         frameskip: emulator frames per env step.
-        cells: the cells (their `level`, if any, weighs the selection; with `past_won` won
-            cells are chosen too; None: no level, won cells never chosen).
+        cells: the cells (their `level` and `favour`, if any, weigh the selection; with
+            `past_won` won cells are chosen too; None: no level, won cells never chosen).
     """
 
     def __init__(
@@ -170,6 +202,8 @@ class Explorer:
         self.level_column: int | None = getattr(cells, "level_column", None)
         self.level_weight = float(getattr(cells, "level_weight", 1.0))
         self.past_won = bool(getattr(cells, "past_won", False))
+        self.favour = tuple(getattr(cells, "favour_columns", ()))
+        self.cells = cells
         self.rng = np.random.default_rng(settings.seed + int(archive.meta.get("rounds", 0)))
         self.changes: list[tuple[tuple[int, ...], float, int]] = []
         self.cursor: list[int | None] = [None] * envs.num_envs  # None: sent nothing yet
@@ -189,6 +223,8 @@ class Explorer:
             self._levels(),
             self.level_weight,
         )
+        if self.favour:
+            weights = weights * favour_factors(a.keys, self.favour)
         total = weights.sum()
         if total <= 0:
             return [ROOT]
@@ -292,6 +328,7 @@ def _prepare(
             )
         state, game_seed = stored.get("state"), int(stored.get("game_seed", 0))
         settings.game_seed = game_seed
+        stored["cells"] = cells.to_dict()  # the same cells (a new `prefer` aside), in key order
     else:
         archive = Archive(
             meta={
@@ -308,6 +345,11 @@ def _prepare(
             }
         )
     settings.state = state
+    if settings.until_prefer is not None and cells.prefer is None:
+        raise ConfigError(
+            f"until_prefer needs cells that declare `prefer` (a cell variable); "
+            f"{cells.describe()} declare none"
+        )
     if settings.repeat_prob is None:
         settings.repeat_prob = getattr(cells, "repeat_prob", None) or DEFAULT_REPEAT_PROB
     return archive, cells, describe
@@ -398,7 +440,7 @@ def _loop(explorer: Explorer, path: Path, logger: Any, say: Callable[[str], None
                 break
             if s.max_seconds is not None and time.monotonic() - start >= s.max_seconds:
                 break
-            if s.stop_when_won and any(a.won):
+            if _won_enough(explorer):
                 break
             explorer.round()
             a.meta["rounds"] = int(a.meta.get("rounds", 0)) + 1
@@ -425,9 +467,58 @@ def _loop(explorer: Explorer, path: Path, logger: Any, say: Callable[[str], None
         seconds=round(seconds, 3),
         steps_per_s=explorer.steps_now / seconds if seconds > 0 else 0.0,
         interrupted=interrupted,
+        best=best_cell(a, explorer.cells),
     )
     atomic_write_text(path.parent / "explore.json", json.dumps(result.to_dict(), indent=2))
     return result
+
+
+def _won_enough(explorer: Explorer) -> bool:
+    """Whether the archive's wins end the exploration (`stop_when_won`, `after_win_frames`,
+    `until_prefer`)."""
+    s, a = explorer.settings, explorer.archive
+    won = [i for i, w in enumerate(a.won) if w]
+    if not won:
+        return False
+    if s.stop_when_won:
+        return True
+    first = min(a.found_frame[i] for i in won)
+    if s.after_win_frames is not None and explorer.frames >= first + s.after_win_frames:
+        return True
+    return s.until_prefer is not None and any(
+        preferred(a.keys[i], explorer.cells) >= s.until_prefer for i in won
+    )
+
+
+def preferred(key: tuple[int, ...], cells: Cells | None) -> float:
+    """The lowest value of the cells' preferred variable in the cell `key` (its bucket times
+    the bucket size; -inf when the cells prefer none).
+
+    >>> from metabonk_gym.training.explore_cells import parse_cells
+    >>> cells = parse_cells({"variables": {"room": 1, "hp": 2}, "prefer": "hp"}, ["room", "hp"], "c")
+    >>> preferred((5, 1), cells), preferred((5, 1), None)
+    (2.0, -inf)
+    """
+    column = getattr(cells, "prefer_column", None)
+    if column is None or not isinstance(cells, RamCells):
+        return -float("inf")
+    return float(key[column] * cells.variables[column][1])
+
+
+def best_cell(archive: Archive, cells: Cells | None) -> dict[str, Any]:
+    """The archive's best cell (`Archive.best`): its score, path length, whether it won, and
+    for RAM cells the lowest value of each variable in it."""
+    if not len(archive):
+        return {}
+    i = archive.best()
+    found: dict[str, Any] = {
+        "score": archive.scores[i],
+        "length": archive.lengths[i],
+        "won": archive.won[i],
+    }
+    if isinstance(cells, RamCells):
+        found["cell"] = {n: k * b for k, (n, b) in zip(archive.keys[i], cells.variables)}
+    return found
 
 
 def _save(explorer: Explorer, path: Path) -> None:
@@ -445,11 +536,18 @@ def _record(explorer: Explorer, logger: Any) -> None:
 
 
 def _line(explorer: Explorer, seconds: float) -> str:
-    a = explorer.archive
+    a, cells = explorer.archive, explorer.cells
     rate = explorer.steps_now / seconds if seconds > 0 else 0.0
+    won = "no"
+    if any(a.won):
+        best = a.best()
+        won = f"yes ({a.lengths[best]} steps"
+        if cells is not None and cells.prefer is not None:
+            won += f", {cells.prefer} >= {preferred(a.keys[best], cells):g}"
+        won += ")"
     return (
         f"frames {explorer.frames:,}  cells {len(a):,}  best score {a.best_score():g}  "
-        f"won {'yes' if any(a.won) else 'no'}  {rate:,.0f} steps/s"
+        f"won {won}  {rate:,.0f} steps/s"
     )
 
 

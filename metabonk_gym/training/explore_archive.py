@@ -141,13 +141,31 @@ class Archive:
         return True
 
     def best(self) -> int:
-        """The best cell: a won one first, then the highest score, then the shortest path."""
+        """The best cell: a won one first, then the highest score, then the highest value of
+        the cells' preferred variable (`prefer`, if they declare one), then the shortest path."""
         if not self.keys:
             raise ArchiveError("the archive is empty")
+        column = self.prefer_column()
         return max(
             range(len(self.keys)),
-            key=lambda i: (self.won[i], self.scores[i], -self.lengths[i]),
+            key=lambda i: (
+                self.won[i],
+                self.scores[i],
+                0 if column is None else self.keys[i][column],
+                -self.lengths[i],
+            ),
         )
+
+    def prefer_column(self) -> int | None:
+        """The keys' column of the cells' preferred variable (None: they prefer none).
+
+        >>> cells = {"kind": "ram", "variables": {"room": 1, "hp": 2}, "prefer": "hp"}
+        >>> Archive(meta={"cells": cells}).prefer_column()
+        1
+        """
+        cells = self.meta.get("cells") or {}
+        prefer, names = cells.get("prefer"), list(cells.get("variables") or {})
+        return names.index(prefer) if prefer in names else None
 
     def best_score(self) -> float:
         """The highest score of any cell (-inf when empty)."""
@@ -298,11 +316,18 @@ def same_cells(recorded: Any, cells: dict[str, Any], ordered: bool = True) -> bo
     True
     >>> same_cells({"variables": {"x": 2, "y": 1}}, {"variables": {"y": 1, "x": 2}})
     False
+    >>> same_cells({"variables": {"x": 2}}, {"variables": {"x": 2}, "prefer": "x"})  # ranks only
+    True
     """
-    if recorded != cells:
+    if not isinstance(recorded, dict) or _identity(recorded) != _identity(cells):
         return False
     order = list(recorded.get("variables") or {})
     return order == list(cells.get("variables") or {}) or not ordered
+
+
+def _identity(cells: dict[str, Any]) -> dict[str, Any]:
+    """What makes two cells the same: all they record but `prefer`, which ranks paths."""
+    return {k: v for k, v in cells.items() if k != "prefer"}
 
 
 def _read_meta(path: Path, raw: np.ndarray) -> dict[str, Any]:

@@ -10,6 +10,10 @@ score (Go-Explore keeps the best state per cell by score, then by the shortest t
     level: room           # optional: the cell variable that says how far into the game a cell is
     level_weight: 0.1     # optional: a cell's selection weight times this per level behind
     past_won: false       # optional: true where a win is a milestone the game goes on from
+    prefer: hp            # optional: of two paths of one score, the higher value of this cell
+                          # variable ranks first (the archive's best path, what robustify learns)
+    favour: {keys: 2}     # optional: a cell's selection weight times 2 per bucket of keys it
+                          # has more than another (e.g. the upgrades of a stronger build)
 
 A game that declares none gets Go-Explore's domain-agnostic cells (Ecoffet et al. 2021): the
 screen in grey, shrunk to 11 x 8 area means, in 8 grey levels (`ScreenCells`).
@@ -27,6 +31,8 @@ metabonk_gym.training.errors.ConfigError: cells.yaml: the bucket of 'room' must 
 Traceback (most recent call last):
 ...
 metabonk_gym.training.errors.ConfigError: cells.yaml: level 'keys' must be one of the cell variables (room)
+>>> parse_cells({"variables": {"room": 1, "hp": 2}, "prefer": "hp"}, ["room", "hp"], "c").prefer_column
+1
 """
 
 from __future__ import annotations
@@ -48,6 +54,10 @@ MAX_CELL_VARIABLES = 16
 #: Go-Explore's weight per level behind the furthest one (Ecoffet et al. 2021, domain-knowledge
 #: cells: 0.1).
 DEFAULT_LEVEL_WEIGHT = 0.1
+#: What a cells file and an archive's cells record (a file may also set `repeat_prob`).
+_FILE_KEYS = ("variables", "score", "level", "level_weight", "past_won", "prefer", "favour")
+#: The largest factor `favour` may give one bucket of a variable.
+MAX_FAVOUR = 10.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,11 @@ class RamCells:
         past_won: explore on from won cells too (a game whose `won` is a milestone it goes on
             from, e.g. "the level went up since the start"); by default a won cell's state
             ends the game and is never chosen.
+        prefer: a cell variable that ranks paths of equal score: the higher its value, the
+            better (e.g. the HP a won path ends with); it says nothing about what a cell is.
+        favour: (cell variable, factor) pairs: a cell's selection weight is multiplied by the
+            factor once per bucket of the variable (a key's number) it holds; factors above 1
+            favour cells with more of it (e.g. the upgrades of a stronger build).
     """
 
     variables: tuple[tuple[str, int], ...]
@@ -76,6 +91,8 @@ class RamCells:
     level: str | None = None
     level_weight: float = DEFAULT_LEVEL_WEIGHT
     past_won: bool = False
+    prefer: str | None = None
+    favour: tuple[tuple[str, float], ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -91,6 +108,16 @@ class RamCells:
     def level_column(self) -> int | None:
         """The key's column of the level variable (None: no level)."""
         return None if self.level is None else self.names.index(self.level)
+
+    @property
+    def prefer_column(self) -> int | None:
+        """The key's column of the preferred variable (None: no preference)."""
+        return None if self.prefer is None else self.names.index(self.prefer)
+
+    @property
+    def favour_columns(self) -> tuple[tuple[int, float], ...]:
+        """(key column, factor) of each favoured variable."""
+        return tuple((self.names.index(name), factor) for name, factor in self.favour)
 
     def key(self, values: Sequence[int]) -> tuple[int, ...]:
         """The cell of the variables' current `values` (in `names` order)."""
@@ -109,6 +136,10 @@ class RamCells:
             data["level_weight"] = self.level_weight
         if self.past_won:
             data["past_won"] = True
+        if self.prefer is not None:
+            data["prefer"] = self.prefer
+        if self.favour:
+            data["favour"] = dict(self.favour)
         return data
 
     def describe(self) -> str:
@@ -117,7 +148,9 @@ class RamCells:
         level = (
             f", level {self.level} (x{self.level_weight:g} a level behind)" if self.level else ""
         )
-        return f"RAM cells ({parts}){level} from {self.source}"
+        favour = "".join(f", favour {n} x{f:g}" for n, f in self.favour)
+        prefer = f", won paths by {self.prefer}" if self.prefer else ""
+        return f"RAM cells ({parts}){level}{favour}{prefer} from {self.source}"
 
 
 @dataclass(frozen=True)
@@ -137,6 +170,11 @@ class ScreenCells:
     @property
     def score(self) -> None:
         """Screen cells name no score variable: the score is the env's summed reward."""
+        return None
+
+    @property
+    def prefer(self) -> None:
+        """Screen cells have no variable to prefer."""
         return None
 
     @property
@@ -202,11 +240,11 @@ def parse_cells(data: Any, known: Sequence[str], source: str) -> RamCells:
     """A checked `RamCells` from a cells file's data; `known` are the game's RAM variables."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source} must hold a mapping with 'variables' (and 'score')")
-    extra = set(data) - {"variables", "score", "repeat_prob", "level", "level_weight", "past_won"}
+    extra = set(data) - {*_FILE_KEYS, "repeat_prob"}
     if extra:
         raise ConfigError(
             f"{source}: unknown keys {sorted(extra)}; a cells file has variables, score, "
-            "repeat_prob, level, level_weight, past_won"
+            "repeat_prob, level, level_weight, past_won, prefer, favour"
         )
     past_won = data.get("past_won", False)
     if not isinstance(past_won, bool):
@@ -233,9 +271,40 @@ def parse_cells(data: Any, known: Sequence[str], source: str) -> RamCells:
             raise ConfigError(f"{source}: 'score' must name a RAM variable, not {score!r}")
         if score not in known:
             raise _unknown(score, known, source, "score variable")
-    level, level_weight = _level(data, [name for name, _ in pairs], source)
+    names = [name for name, _ in pairs]
+    level, level_weight = _level(data, names, source)
+    prefer = data.get("prefer")
+    if prefer is not None and (not isinstance(prefer, str) or prefer not in names):
+        raise ConfigError(
+            f"{source}: prefer {prefer!r} must be one of the cell variables ({', '.join(names)})"
+        )
     repeat_prob = None if repeat is None else float(repeat)
-    return RamCells(tuple(pairs), score, source, repeat_prob, level, level_weight, past_won)
+    favour = _favour(data.get("favour"), names, source)
+    return RamCells(
+        tuple(pairs), score, source, repeat_prob, level, level_weight, past_won, prefer, favour
+    )
+
+
+def _favour(data: Any, names: list[str], source: str) -> tuple[tuple[str, float], ...]:
+    """The checked `favour` of a cells file: cell variables to factors in (0, MAX_FAVOUR]."""
+    if data is None:
+        return ()
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: favour must map cell variables to factors, e.g. {{keys: 2}}")
+    pairs = []
+    for name, factor in data.items():
+        if name not in names:
+            raise ConfigError(
+                f"{source}: favour {name!r} must be one of the cell variables ({', '.join(names)})"
+            )
+        number = isinstance(factor, (int, float)) and not isinstance(factor, bool)
+        if not number or not 0 < factor <= MAX_FAVOUR:
+            raise ConfigError(
+                f"{source}: favour factor of {name!r} must be a number in (0, {MAX_FAVOUR:g}], "
+                f"not {factor!r}"
+            )
+        pairs.append((str(name), float(factor)))
+    return tuple(pairs)
 
 
 def _fraction(value: Any, closed: bool) -> bool:
@@ -299,7 +368,6 @@ def cells_from_dict(data: Mapping[str, Any]) -> Cells:
         names = list(variables) if isinstance(variables, Mapping) else []
         score = data.get("score")
         known = names + ([score] if isinstance(score, str) else [])
-        keys = ("variables", "score", "level", "level_weight", "past_won")
-        spec = {k: data[k] for k in keys if k in data}
+        spec = {k: data[k] for k in _FILE_KEYS if k in data}
         return parse_cells(spec, known, "the archive's cells")
     raise ConfigError(f"unknown cell kind {kind!r} (ram or screen)")
