@@ -1,6 +1,8 @@
-"""One frame stacker for one env at a time: `ObservationStacker` (a `Box` or each key of a
-`Dict`), used by a loaded policy (`ModelAgent`) and RLlib's `LastAxisFrameStack`, gives exactly
-what SB3's `VecFrameStack(channels_order="last")` gives a policy in training."""
+"""The one frame stack (`metabonk_gym.training.stacking`): `ObservationStacker` (one env, a `Box`
+or each key of a `Dict`, used by a loaded policy and RLlib's `LastAxisFrameStack`), `FrameStacker`,
+`stack_episode` (a recorded episode) and the training vector env's `LeanFrameStack` give exactly
+what SB3's `VecFrameStack(channels_order="last")` gives a policy, byte for byte, on real
+observations and across episode ends."""
 
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ import numpy as np
 import pytest
 from stable_baselines3.common.vec_env.stacked_observations import StackedObservations
 
-from metabonk_gym.training.envs import ObservationStacker
 from metabonk_gym.training.rllib_envs import LastAxisFrameStack
 from metabonk_gym.training.safeload import SpacesEnv
+from metabonk_gym.training.stacking import ObservationStacker
 
 
 def _space() -> gym.spaces.Dict:
@@ -158,7 +160,7 @@ def test_every_stacker_gives_vecframestacks_bytes_on_real_observations(
     ours = LeanFrameStack(venv(), n_stack, channels_order="last")
     stackers = [ObservationStacker(space, n_stack) for _ in cuts]
     assert ours.observation_space == theirs.observation_space == stackers[0].space
-    expected = theirs.reset()
+    expected: Any = theirs.reset()
     _same_bytes(ours.reset(), expected, "reset")
     episodes: list[list[list[Any]]] = [[[]] for _ in cuts]  # each env's stacked episodes
     for i, stacker in enumerate(stackers):

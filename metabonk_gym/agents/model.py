@@ -31,8 +31,8 @@ import numpy as np
 from metabonk_gym.experts.base import AgentError
 from metabonk_gym.rundir import read_model_metadata
 from metabonk_gym.training.config import FIELDS, validate
-from metabonk_gym.training.envs import ObservationStacker
 from metabonk_gym.training.safeload import load_ppo, policy_venv
+from metabonk_gym.training.stacking import ObservationStacker
 
 
 def model_config(path: Path, env_id: str | None = None) -> dict[str, Any]:

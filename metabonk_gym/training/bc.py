@@ -29,10 +29,11 @@ from metabonk_gym.rundir import RunDir, model_metadata, save_model
 from metabonk_gym.runloop import RunLoop, seed_all
 from metabonk_gym.training.config import TrainConfig, config_to_yaml, resolve_config
 from metabonk_gym.training.datasets import check_dataset_env, check_dataset_fits, load_dataset
-from metabonk_gym.training.envs import convert_frames, probe_env, stack_episode, stacked_space
+from metabonk_gym.training.envs import convert_frames, probe_env
 from metabonk_gym.training.errors import DatasetError
 from metabonk_gym.training.ppo import TrainResult
 from metabonk_gym.training.safeload import SpacesEnv
+from metabonk_gym.training.stacking import stack_episode, stacked_space
 from metabonk_gym.training.wrapstack import describe_wrappers
 
 

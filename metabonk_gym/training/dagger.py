@@ -37,11 +37,12 @@ from metabonk_gym.rundir import RunDir, model_metadata, save_model
 from metabonk_gym.runloop import RunLoop, seed_all
 from metabonk_gym.think.games import game_module
 from metabonk_gym.training.config import TrainConfig, config_to_yaml, resolve_config
-from metabonk_gym.training.envs import FrameStacker, make_env, stacked_space
+from metabonk_gym.training.envs import make_env
 from metabonk_gym.training.errors import ConfigError
 from metabonk_gym.training.ppo import TrainResult
 from metabonk_gym.training.safeload import SpacesEnv, load_ppo
 from metabonk_gym.training.seeds import dagger_seed
+from metabonk_gym.training.stacking import FrameStacker, stacked_space
 from metabonk_gym.utils import Log, atomic_write_bytes
 
 

@@ -5,9 +5,11 @@ Every env takes the same core options (`frameskip`, `obs_type`, `downscale`, `re
 (`metabonk_gym.registration.env_traits`; Megabonk's env `i` talks to port `base_port + i`).
 The envs step in the worker processes of the project's shared-memory engine
 (`SharedMemoryVecEnv`, SB3's `VecEnv` API with its auto-reset; about one worker per core, several
-envs per worker). `VecMonitor` adds episode statistics and `VecFrameStack` Atari-style frame
-stacking. Grayscale and downscaling happen inside the env, with `metabonk_gym.preprocess`, which
-`convert_frames` also uses for recorded datasets.
+envs per worker). `VecMonitor` adds episode statistics and `LeanFrameStack` (SB3's
+`VecFrameStack` on the one stack rule) Atari-style frame stacking. Grayscale and downscaling
+happen inside the env, with `metabonk_gym.preprocess`, which `convert_frames` also uses for
+recorded datasets. The frame stack (`FrameStacker`, `ObservationStacker`, `stack_episode`,
+`stacked_space`) lives in `metabonk_gym.training.stacking` and is re-exported here.
 
 >>> import numpy as np
 >>> frames = np.zeros((2, 160, 240, 3), np.uint8)
@@ -34,6 +36,12 @@ from metabonk_gym.rewards.terms import check_op
 from metabonk_gym.training.config import TrainConfig
 from metabonk_gym.training.errors import ConfigError, DatasetError
 from metabonk_gym.training.megabonk import check_reachable
+from metabonk_gym.training.stacking import (  # noqa: F401  (re-exported: the one frame stack)
+    FrameStacker,
+    ObservationStacker,
+    stack_episode,
+    stacked_space,
+)
 from metabonk_gym.training.thinkserver import start_think_server
 from metabonk_gym.training.wrapstack import apply_wrappers, uses_dict_extractor
 from metabonk_gym.vector import default_envs_per_worker
@@ -368,15 +376,6 @@ def _check_env_id(env_id: str) -> None:
         )
 
 
-def stacked_space(space: spaces.Box, frame_stack: int) -> spaces.Box:
-    """The observation space after `VecFrameStack(frame_stack)` on the last axis."""
-    if frame_stack <= 1:
-        return space
-    low = np.repeat(space.low, frame_stack, axis=-1)
-    high = np.repeat(space.high, frame_stack, axis=-1)
-    return spaces.Box(low=low, high=high, dtype=space.dtype)  # type: ignore[arg-type]
-
-
 def convert_frames(
     frames: np.ndarray, source: tuple[str, int], target: tuple[str, int]
 ) -> np.ndarray:
@@ -398,99 +397,3 @@ def convert_frames(
         )
     obs_type, k = target
     return screen(frames, obs_type, k)
-
-
-def stack_episode(frames: np.ndarray, frame_stack: int) -> np.ndarray:
-    """Observations of one episode (T, ..., C) -> (T, ..., C * frame_stack): frames (T, H, W, C)
-    or state vectors (T, N), zero-padded at the start, the newest last: what
-    `VecFrameStack(channels_order="last")` gives a policy."""
-    if frame_stack <= 1:
-        return frames
-    t, c = frames.shape[0], frames.shape[-1]
-    out = np.zeros((*frames.shape[:-1], c * frame_stack), dtype=frames.dtype)
-    for j in range(frame_stack):
-        shift = frame_stack - 1 - j  # slot j holds the frame `shift` steps back
-        if shift < t:
-            out[shift:, ..., j * c : (j + 1) * c] = frames[: t - shift]
-    return out
-
-
-class FrameStacker:
-    """Online frame stack for one env, identical to `VecFrameStack` (zeros after a reset).
-
-    Args:
-        frame_stack: how many observations to stack on the last axis.
-    """
-
-    def __init__(self, frame_stack: int) -> None:
-        self.frame_stack = frame_stack
-        self._stack: np.ndarray | None = None
-
-    def reset(self, obs: np.ndarray) -> np.ndarray:
-        self._stack = np.zeros((*obs.shape[:-1], obs.shape[-1] * self.frame_stack), dtype=obs.dtype)
-        return self.add(obs)
-
-    def current(self) -> np.ndarray:
-        if self._stack is None:
-            raise RuntimeError("FrameStacker.current() before reset()")
-        return self._stack
-
-    def add(self, obs: np.ndarray) -> np.ndarray:
-        if self._stack is None:
-            return self.reset(obs)
-        c = obs.shape[-1]
-        self._stack = np.roll(self._stack, -c, axis=-1)
-        self._stack[..., -c:] = obs
-        return self._stack
-
-
-class ObservationStacker:
-    """Online frame stack of one env's observations, a `Box` or each key of a `Dict`, exactly as
-    SB3's `VecFrameStack(channels_order="last")` builds them (zeros after a reset, the newest
-    last): what a loaded policy is fed, one env at a time (`ModelAgent`, RLlib's
-    `LastAxisFrameStack`). gymnasium's `FrameStackObservation` stacks on a new first axis, which
-    the policies trained on `VecFrameStack`'s layout do not read.
-
-    Args:
-        space: the env's observation space (a `Box`, or a `Dict` of them).
-        frame_stack: how many observations to stack (1: none).
-
-    >>> space = spaces.Dict({"pixels": spaces.Box(0, 255, (2, 2, 1), np.uint8)})
-    >>> stacker = ObservationStacker(space, 3)
-    >>> stacker.space["pixels"].shape
-    (2, 2, 3)
-    >>> first = stacker.push({"pixels": np.ones((2, 2, 1), np.uint8)}, reset=True)
-    >>> first["pixels"][0, 0].tolist(), stacker.current()["pixels"][0, 0].tolist()
-    ([0, 0, 1], [0, 0, 1])
-    """
-
-    def __init__(self, space: gym.Space, frame_stack: int) -> None:
-        self.frame_stack = int(frame_stack)
-        if isinstance(space, spaces.Dict):
-            self.keys: list[str] | None = list(space.spaces)
-            self.space: gym.Space = spaces.Dict(
-                {k: stacked_space(s, self.frame_stack) for k, s in space.spaces.items()}  # type: ignore[arg-type]
-            )
-        else:
-            self.keys = None
-            self.space = stacked_space(space, self.frame_stack)  # type: ignore[arg-type]
-        self._stackers = {k: FrameStacker(self.frame_stack) for k in (self.keys or [""])}
-
-    def push(self, obs: Any, reset: bool, copy: bool = False) -> Any:
-        """Stack `obs` (after a reset: on zeros) and return the stacked observation (`copy`: new
-        arrays, else the stacker's own, which the next push changes)."""
-
-        def one(key: str, part: Any) -> np.ndarray:
-            stacker, arr = self._stackers[key], np.asarray(part)
-            stacked = stacker.reset(arr) if reset else stacker.add(arr)
-            return stacked.copy() if copy else stacked
-
-        if self.keys is None:
-            return one("", obs)
-        return {k: one(k, obs[k]) for k in self.keys}
-
-    def current(self) -> Any:
-        """The stacked observation as of the last push."""
-        if self.keys is None:
-            return self._stackers[""].current()
-        return {k: self._stackers[k].current() for k in self.keys}

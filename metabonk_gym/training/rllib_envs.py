@@ -21,8 +21,9 @@ import numpy as np
 
 from metabonk_gym.process import die_with_parent
 from metabonk_gym.training.config import TrainConfig
-from metabonk_gym.training.envs import ObservationStacker, make_env
+from metabonk_gym.training.envs import make_env
 from metabonk_gym.training.safeload import SpacesEnv  # noqa: F401  (the one spaces-only env, re-exported)
+from metabonk_gym.training.stacking import ObservationStacker
 
 #: The name runners look the env creator up by (`ray.tune.registry.register_env`).
 ENV_NAME = "metabonk_gym"

@@ -100,11 +100,13 @@ def model_train_config(path: Path) -> TrainConfig:
 def policy_venv(observation_space: gym.Space, action_space: gym.Space, frame_stack: int) -> Any:
     """A vector env with the spaces a policy trained on an env with these spaces sees (frame
     stack on the last axis, as `make_train_venv` stacks; SB3 transposes images itself)."""
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from metabonk_gym.training.framestack import LeanFrameStack
 
     venv: Any = DummyVecEnv([lambda: SpacesEnv(observation_space, action_space)])
     if frame_stack > 1:
-        venv = VecFrameStack(venv, frame_stack, channels_order="last")
+        venv = LeanFrameStack(venv, frame_stack, channels_order="last")
     return venv
 
 
