@@ -29,7 +29,8 @@ from metabonk_gym.cli.bench import _print, console
 from metabonk_gym.cli.errors import err_console
 from metabonk_gym.cli.train import exit_if_stopped, guarded
 
-from metabonk_gym.bench.explore_speed import run
+from metabonk_gym.bench.explore_speed import figure_records, run
+from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.training.config import parse_key_values, parse_set_options
 from metabonk_gym.training.explore import ExploreSettings, run_explore
 
@@ -174,10 +175,18 @@ def bench_explore(
     envs: int = typer.Option(2, min=1, help="Envs of the second explorer (the first has 1)."),
     warmup: int = typer.Option(5, min=0, help="Explorer rounds before measuring."),
     out: Path | None = typer.Option(None, help="Write the figures as JSON here."),
+    figures: Path | None = typer.Option(
+        None,
+        help="Put the figure into this record (docs/figures/explore.json), then `bench report`.",
+    ),
 ) -> None:
-    """Explorer env steps/s vs the raw mGBA core's, same run (target >= 0.8x for one env)."""
+    """Explorer env steps/s vs the raw mGBA core's, same run (1 env, and ENVS envs summed)."""
     result = run(env_id, steps=steps, rounds=rounds, n_envs=envs, warmup=warmup)
-    _print(f"metabonk bench explore {env_id}", result, out)
+    command = f"metabonk bench explore {env_id} --steps {steps} --rounds {rounds} --envs {envs}"
+    _print(command, result, out)
+    if figures is not None:
+        records = figure_records(result, rounds=rounds)
+        put_figures(figures, records, command=command, title="Learning without a teacher")
 
 
 def register(app: typer.Typer) -> None:

@@ -45,6 +45,7 @@ from rich.table import Table
 
 from metabonk_gym.agents.evaluate import evaluate
 from metabonk_gym.agents.proof import PARTS, SEEDED_PARTS
+from metabonk_gym.bench import learning
 from metabonk_gym.bench.figures import put_figures
 from metabonk_gym.configfile import ConfigFileError, load_config_file
 from metabonk_gym.process import stop_exit_code, stop_on_signals, stop_signal
@@ -602,10 +603,16 @@ def bench_learning(
     small: bool = typer.Option(
         False, "--small", help="quest-full, arena: a tiny run of the same code (tests)."
     ),
+    figures_file: Path | None = typer.Option(
+        None,
+        "--figures",
+        help="Put each part's figures into this record (docs/figures/learning.json).",
+    ),
 ) -> None:
     """Proof that it learns: PPO on room1, BC vs the expert, PPO vs random on BonkArena, Megabonk.
 
-    The megabonk part starts its own lockstep bonklink-sim games.
+    The megabonk part starts its own lockstep bonklink-sim games. With --figures, each part's
+    record is written as soon as the part is done.
     """
 
     chosen = parts or ["ppo-room1", "bc-room1"]
@@ -622,6 +629,11 @@ def bench_learning(
         if part in ("quest-full", "arena"):
             kwargs["size"] = "small" if small else "full"
         results[part] = guarded(partial(PARTS[part], out, **kwargs))
+        if figures_file is not None:
+            command = learning.part_command(part, out=out, steps=steps, seeds=seeds, small=small)
+            records = learning.part_records(part, results[part], small=small)
+            seeded = learning.part_seeds(part, seeds)
+            put_figures(figures_file, records, command=command, title=learning.TITLE, seeds=seeded)
     console.print_json(json.dumps(results, default=str))
 
 

@@ -11,6 +11,10 @@ from typing import Any
 import typer
 from metabonk_gym.cli.bench import BENCHES
 from metabonk_gym.cli.main import app
+from typer.testing import CliRunner
+
+from metabonk_gym.bench.explore_speed import EXPLORE_VS_RAW_TARGET
+from metabonk_gym.bench.figures import load_group
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,3 +37,30 @@ def test_no_module_registers_a_bench_command_itself() -> None:
         if path.name != "bench.py" and pattern.search(path.read_text())
     ]
     assert found == []
+
+
+def test_every_bench_command_writes_figure_records() -> None:
+    """Results are data: each bench puts its figures into a record file with `--figures`
+    (`bench report` reads that folder of records)."""
+    root: Any = typer.main.get_command(app)
+    group: Any = root.commands["bench"]
+    without = [
+        name
+        for name, command in group.commands.items()
+        if not any("--figures" in param.opts for param in command.params)
+    ]
+    assert without == []
+
+
+def test_bench_explore_writes_its_record(tmp_path: Path) -> None:
+    """`bench explore --figures FILE`: the record is judged by `EXPLORE_VS_RAW_TARGET` and says
+    the command that measured it."""
+    record_file = tmp_path / "explore.json"
+    args = ["bench", "explore", "--steps", "100", "--rounds", "1", "--envs", "1", "--warmup", "0"]
+    result = CliRunner().invoke(app, [*args, "--figures", str(record_file)])
+    assert result.exit_code == 0, result.output
+    (figure,) = load_group(record_file).figures
+    assert figure.id == "explore-vs-raw" and figure.unit == "x" and figure.value
+    assert figure.target == str(EXPLORE_VS_RAW_TARGET)
+    assert figure.met is EXPLORE_VS_RAW_TARGET.met(figure.value)
+    assert figure.command.startswith("metabonk bench explore MetaBonk/BonkQuest-v0 --steps 100")

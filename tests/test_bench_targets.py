@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from metabonk_gym.agents import proof, whole_games
 from metabonk_gym.bench import (
     bonklink_speed,
     env_speed,
+    explore_speed,
     integrate_speed,
     megabonk_video,
     memory_speed,
@@ -23,16 +25,25 @@ from metabonk_gym.bench import (
     watch_speed,
 )
 from metabonk_gym.bench.figures import Target
+from metabonk_gym.target import describe
 
 FIGURES = Path(__file__).resolve().parent.parent / "docs" / "figures"
-#: (group, figure id) -> the Target its bench checks.
-TARGETS: dict[tuple[str, str], Target] = {
+#: (group, figure id) -> the Target its bench checks (or the words of several it checks at once;
+#: a comparison of two runs, not of a value with a mark, is words alone).
+TARGETS: dict[tuple[str, str], Target | str] = {
     ("bonklink", "lockstep"): bonklink_speed.STEPS_TARGET,
     ("bonklink", "realtime-cpu"): bonklink_speed.ADDED_MS_TARGET,
     ("env", "env-vs-raw"): env_speed.ENV_VS_RAW_TARGET,
+    ("explore", "explore-vs-raw"): explore_speed.EXPLORE_VS_RAW_TARGET,
     ("integrate", "ram-filter-step"): integrate_speed.STEP_TARGET_MS,
     ("integrate", "tile-classes"): integrate_speed.CLASS_TARGET,
     ("integrate", "walkability"): integrate_speed.WALK_TARGET,
+    ("learning", "ppo-room1"): proof.PPO_ROOM1_TARGET,
+    ("learning", "bc-room1"): proof.BC_TARGET,
+    ("learning", "bc-ppo"): proof.FINETUNE_TARGET,
+    ("learning", "arena-ppo"): proof.ARENA_SURVIVAL_TARGET,
+    ("learning", "megabonk-ppo"): proof.MEGABONK_TARGET,
+    ("learning", "quest-full"): describe(whole_games.QUEST_TARGETS),
     ("megabonk-video", "idm-move"): megabonk_video.IDM_TARGET,
     ("megabonk-video", "idm-buttons"): megabonk_video.IDM_TARGET,
     ("megabonk-video", "bc-survival"): megabonk_video.BC_RATIO_TARGET,

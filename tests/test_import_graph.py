@@ -63,6 +63,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "metabonk_gym.gamedata",
             "metabonk_gym.preprocess",
             "metabonk_gym.contract",  # the env contract's names and checks
+            "metabonk_gym.target",  # pass marks as data (benches and learning proofs)
             "metabonk_gym.savestates",  # data only
         ),
     ),

@@ -11,7 +11,10 @@ from metabonk_gym.cli.main import app
 from typer.testing import CliRunner
 
 from metabonk_gym.agents.runs import find_run
+from metabonk_gym.agents.whole_games import ARENA_TARGETS
+from metabonk_gym.bench.figures import load_group
 from metabonk_gym.rundir import RunDir, read_model_metadata
+from metabonk_gym.target import describe
 from metabonk_gym.training.config import resolve_config
 from metabonk_gym.training.dagger import DaggerSettings, collect, teacher_class, train_dagger
 from metabonk_gym.training.envs import make_env
@@ -142,17 +145,32 @@ def test_bench_learning_quest_full_small_prints_its_figure(tmp_path: Path) -> No
     assert "quest-full figure" in again.output
 
 
-def test_bench_learning_arena_small_prints_its_figure(tmp_path: Path) -> None:
-    result = runner.invoke(
-        app,
-        ["bench", "learning", "arena", "--small", "--seeds", "1", "--out", str(tmp_path)],
-        catch_exceptions=False,
-    )
+def test_bench_learning_arena_small_prints_its_figure_and_writes_its_record(
+    tmp_path: Path,
+) -> None:
+    """The smallest real `bench learning` run, with `--figures`: the record holds the median of
+    the seeds, the target's words from `ARENA_TARGETS` and whether the printed result met it."""
+    record_file = tmp_path / "learning.json"
+    out = tmp_path / "runs"
+    args = ["bench", "learning", "arena", "--small", "--seeds", "1", "--out", str(out)]
+    result = runner.invoke(app, [*args, "--figures", str(record_file)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "arena figure: survival" in result.output
     assert "x random median" in result.output
-    meta = read_model_metadata(tmp_path / "arena-dagger" / "seed0" / "model.zip")
+    meta = read_model_metadata(out / "arena-dagger" / "seed0" / "model.zip")
     assert meta["config"]["obs_type"] == "state"
+    printed = json.loads(result.output[result.output.rindex("\n{") :])["arena"]
+    group = load_group(record_file)  # the schema's own reader: the record file is valid
+    assert group.group == "learning" and group.title == "Proof that it learns"
+    (figure,) = group.figures
+    assert figure.id == "arena-dagger" and figure.unit == "x"
+    assert figure.value == printed["survival_ratio_median"]
+    assert figure.target == describe(ARENA_TARGETS) == printed["target"]
+    assert figure.met is printed["passed"]
+    assert figure.seeds == [0]
+    assert figure.command == f"metabonk bench learning arena --out {out} --seeds 1 --small"
+    assert figure.note is not None and figure.note.startswith("--small")
+    assert figure.machine and figure.date and "median" in figure.text
 
 
 def test_pixel_cells_tell_apart_pictures_one_grey_pixel_merges() -> None:

@@ -1,24 +1,27 @@
 """The "proof that it learns" runs, each against a baseline measured in the
-same process:
+same process, each judged by its pass mark declared once below (a `Target`):
 
-* `ppo_room1`: PPO from scratch on BonkQuest room1; target: win rate (left room 1 with the key)
-  >= 0.8 within 500k env steps. Reports the first step where the rolling win rate (last 100
-  training episodes) reached 0.8 and a fixed-seed evaluation of the final model.
-* `bc_room1`: behavioural cloning from 200 scripted-expert episodes on 3 seeds; target: >= 70% of
-  the expert's mean return on the worst seed (the median is reported too). Then BC + PPO
-  against PPO from scratch for the same number of env steps.
-* `arena_survival` (part `arena-ppo`): PPO on BonkArena for 1M env steps; target: survives >= 2x
-  as long as a random agent (mean `time_s` at episode end, same 30 seeds). Part `arena-bc` starts
-  PPO from a BC clone of 16 scripted-expert episodes instead of from scratch.
+* `ppo_room1`: PPO from scratch on BonkQuest room1, judged by `PPO_ROOM1_TARGET` (win rate:
+  left room 1 with the key). Reports the first step where the rolling win rate (last 100
+  training episodes) reached the mark and a fixed-seed evaluation of the final model.
+* `bc_room1`: behavioural cloning from 200 scripted-expert episodes on 3 seeds, judged by
+  `BC_TARGET` (clone / expert mean return on the worst seed; the median is reported too). Then
+  BC + PPO against PPO from scratch for the same number of env steps.
+* `arena_survival` (part `arena-ppo`): PPO on BonkArena for 1M env steps against a random agent
+  (mean `time_s` at episode end, same 30 seeds), judged by `ARENA_SURVIVAL_TARGET`. Part
+  `arena-bc` starts PPO from a BC clone of 16 scripted-expert episodes instead of from scratch.
 * parts `quest-full` and `arena`: learned agents that finish whole games, DAgger distillations
   of the scripted teacher on 3 seeds (`metabonk_gym.agents.whole_games`).
 * `megabonk_survival`: PPO on `MetaBonk/Megabonk-v0` against lockstep `bonklink-sim` games it
-  starts itself; target: the model survives longer than a random agent (mean game seconds to
-  death, episode i of both on a fresh game seeded 100000 + i).
+  starts itself, against a random agent (mean game seconds to death, episode i of both on a
+  fresh game seeded 100000 + i), judged by `MEGABONK_TARGET`.
 
-Each returns a dict of figures (`passed` says whether the target was met). These runs take
-minutes to hours on a 2-core CPU; `metabonk bench learning` runs them.
+Each returns a dict of figures (`passed` says whether the target was met;
+`metabonk_gym.bench.learning` turns them into figure records). These runs take minutes to hours
+on a 2-core CPU; `metabonk bench learning` runs them.
 
+>>> str(PPO_ROOM1_TARGET), BC_TARGET.met(0.93)
+('>= 0.8 within 500k steps', True)
 >>> first_step_at_or_above([(100, 0.2), (200, 0.85), (300, 0.9)], 0.8)
 200
 """
@@ -36,6 +39,7 @@ from metabonk_gym.agents.record import record
 from metabonk_gym.agents.whole_games import arena as arena_dagger
 from metabonk_gym.agents.whole_games import quest_full
 from metabonk_gym.rundir import RunDir
+from metabonk_gym.target import Target
 from metabonk_gym.training.megabonk import SimSwarm
 from metabonk_gym.training.seeds import EVAL_SEED
 from metabonk_gym.utils import Log
@@ -43,6 +47,20 @@ from metabonk_gym.utils import Log
 QUEST = "MetaBonk/BonkQuest-v0"
 ARENA = "MetaBonk/BonkArena-v0"
 MEGABONK = "MetaBonk/Megabonk-v0"
+
+#: Each part's pass mark, read by its check, its result's `target` and its figure record
+#: (`metabonk_gym.bench.learning`). `ppo-room1`: the eval win rate, or the rolling training win
+#: rate reaching it within `PPO_ROOM1_STEPS` env steps.
+PPO_ROOM1_STEPS = 500_000
+PPO_ROOM1_TARGET = Target(">=", 0.8, suffix=f" within {PPO_ROOM1_STEPS // 1000}k steps")
+#: `bc-room1`: the greedy clone's mean return / the expert's, on the worst seed.
+BC_TARGET = Target(">=", 0.7, "x", suffix=" on each seed")
+#: `bc-room1`'s second half compares two runs (win rate, then mean return), not a value to a mark.
+FINETUNE_TARGET = "BC+PPO better"
+#: `arena-ppo`, `arena-bc`: mean survival time / a random agent's on the same seeds.
+ARENA_SURVIVAL_TARGET = Target(">=", 2.0, "x", suffix=" survival")
+#: `megabonk`: mean game seconds survived / a random agent's on the same fresh games.
+MEGABONK_TARGET = Target(">", 1.0, "x", suffix=" survival")
 
 
 def first_step_at_or_above(points: list[tuple[int, float]], threshold: float) -> int | None:
@@ -108,17 +126,19 @@ def ppo_room1(
         seed=EVAL_SEED,
         deterministic=True,
     )
-    reached = first_step_at_or_above(curve, 0.8)
+    reached = first_step_at_or_above(curve, PPO_ROOM1_TARGET.value)
     figures = {
         "env_steps": result.num_timesteps,
         "wall_minutes": round(minutes, 1),
         "steps_to_win_rate_0.8": reached,
         "final_train_win_rate": curve[-1][1] if curve else None,
+        "eval_episodes": eval_episodes,
         "eval_win_rate": report["win_rate"],
         "eval_mean_return": report["mean_return"],
         "eval_win_rate_deterministic": greedy["win_rate"],
-        "target": "win rate >= 0.8 within 500k env steps",
-        "passed": bool(reached is not None and reached <= 500_000) or report["win_rate"] >= 0.8,
+        "target": f"win rate {PPO_ROOM1_TARGET}",
+        "passed": bool(reached is not None and reached <= PPO_ROOM1_STEPS)
+        or PPO_ROOM1_TARGET.met(report["win_rate"]),
     }
     log(f"ppo_room1: {figures}")
     return figures
@@ -137,8 +157,8 @@ def bc_room1(
 
     Each seed records its own expert episodes (episode seeds `seed * 10_000 + i`) and trains its
     own clone (the config's `seed`); every clone is evaluated greedily on the same fixed seeds as
-    the expert. The figure is the median and the worst clone-to-expert return ratio (target: the
-    worst >= 0.7). The fine-tuning comparison starts from seed 0's clone.
+    the expert. The figure is the median and the worst clone-to-expert return ratio (judged by
+    `BC_TARGET`). The fine-tuning comparison starts from seed 0's clone.
 
     Data volume is what limits the clone here: an expert episode of room 1 is ~25 steps, so 50
     episodes are ~1.2k samples and gave 0.61 / 0.24 / 0.23 of the expert's return on 3 seeds
@@ -167,8 +187,8 @@ def bc_room1(
         "bc_to_expert_return_median": round(float(np.median(ratios)), 3),
         "bc_to_expert_return_worst": round(float(min(ratios)), 3),
         "record_noise": noise,
-        "target_bc": "bc >= 0.7 x expert mean return on every seed (greedy policy)",
-        "passed_bc": min(ratios) >= 0.7,
+        "target_bc": f"bc / expert mean return {BC_TARGET} (greedy policy)",
+        "passed_bc": BC_TARGET.met(min(ratios)),
     }
     if finetune_steps > 0:
         figures.update(_bc_finetune(out_dir, finetune_steps, eval_episodes))
@@ -236,7 +256,7 @@ def _bc_finetune(out_dir: Path, finetune_steps: int, eval_episodes: int) -> dict
         "bc_ppo_win_rate": tuned["win_rate"],
         "scratch_mean_return": scratch["mean_return"],
         "scratch_win_rate": scratch["win_rate"],
-        "target_finetune": "bc+ppo beats ppo from scratch at equal env steps",
+        "target_finetune": f"{FINETUNE_TARGET} than PPO from scratch at equal env steps",
         "passed_finetune": (tuned["win_rate"], tuned["mean_return"])
         > (scratch["win_rate"], scratch["mean_return"]),
     }
@@ -307,8 +327,8 @@ def arena_survival(
             "survival_ratio": ratio,
             "median_ratio": float(np.median(sampled)) / max(float(np.median(rand)), 1e-9),
             "longer_than_random": int(sum(p > r for p, r in zip(sampled, rand))),
-            "target": "ppo survives >= 2x as long as random after 1M env steps (mean time_s)",
-            "passed": ratio >= 2.0,
+            "target": f"ppo / random mean time_s {ARENA_SURVIVAL_TARGET}",
+            "passed": ARENA_SURVIVAL_TARGET.met(ratio),
         }
     )
     log(f"arena_survival ({name}): {figures}")
@@ -405,8 +425,8 @@ def megabonk_survival(
         "random_deaths": sum(bool(e["terminated"]) for e in rand),
         "ppo_mean_kills": float(np.mean([e["variables"].get("kills", 0) for e in model])),
         "random_mean_kills": float(np.mean([e["variables"].get("kills", 0) for e in rand])),
-        "target": "ppo survives longer than random (same fresh games)",
-        "passed": ratio > 1.0,
+        "target": f"ppo / random (same fresh games) {MEGABONK_TARGET}",
+        "passed": MEGABONK_TARGET.met(ratio),
     }
     log(f"megabonk_survival: {figures}")
     return figures

@@ -7,8 +7,15 @@ fast as its core. The raw baseline is `metabonk bench env`'s: the emulator objec
 game's cells file, returns by state loads, bursts, archive merges in this process) on 1 env and
 on `n_envs` envs; rounds alternate raw and explorer so that machine noise hits both alike, after
 `warmup` rounds of exploring (the first rounds find a new cell nearly every step). Reported:
-medians, and explorer steps/s / raw core steps/s (target >= 0.8 for one env; with more envs the
-sum over the engine, against one core).
+medians, and explorer steps/s / raw core steps/s (judged by `EXPLORE_VS_RAW_TARGET` for one
+env; with more envs the sum over the engine, against one core). `figure_records` turns them into
+the record of `docs/figures/explore.json`.
+
+>>> r = {"raw_core_steps_per_s": 1000.0, "explore_1env_steps_per_s": 900.0,
+...      "explore_1env_vs_raw": 0.9}
+>>> row = figure_records(r, rounds=3)[0]
+>>> row["id"], row["target"], row["met"], row["text"]
+('explore-vs-raw', '>= 0.8x', True, '900 vs 1,000 steps/s = 0.90x')
 """
 
 from __future__ import annotations
@@ -22,7 +29,11 @@ import gymnasium as gym
 import numpy as np
 
 from metabonk_gym.bench.env_speed import _raw_core_fps  # the same raw loop as `bench env`
+from metabonk_gym.bench.figures import Target
 from metabonk_gym.training.explore import Explorer, ExploreSettings, open_explorer
+
+#: `bench explore`'s pass mark: one env's explorer keeps this fraction of the raw core's steps/s.
+EXPLORE_VS_RAW_TARGET = Target(">=", 0.8, "x")
 
 
 def _explorer(env_id: str, n_envs: int, settings: ExploreSettings) -> Explorer:
@@ -88,3 +99,28 @@ def run(
         env.close()
         for explorer in explorers.values():
             explorer.envs.close()
+
+
+def figure_records(result: dict[str, Any], rounds: int) -> list[dict[str, Any]]:
+    """`bench explore`'s result as the `explore-vs-raw` record (judged by
+    `EXPLORE_VS_RAW_TARGET`; the sum over more envs, when measured, is in its text)."""
+    ratio = float(result["explore_1env_vs_raw"])
+    raw = result["raw_core_steps_per_s"]
+    text = f"{result['explore_1env_steps_per_s']:,.0f} vs {raw:,.0f} steps/s = {ratio:.2f}x"
+    more = sorted(int(k.split("_")[1][:-3]) for k in result if k.endswith("env_vs_raw"))[1:]
+    for n in more:
+        summed, vs = result[f"explore_{n}env_steps_per_s"], result[f"explore_{n}env_vs_raw"]
+        text += f"; {n} envs summed: {summed:,.0f} steps/s = {vs:.2f}x of one core"
+    return [
+        {
+            "id": "explore-vs-raw",
+            "name": "explorer env steps/s (1 env: returns by state loads, bursts, archive "
+            "merges) vs the raw mGBA core, same run, medians of "
+            f"{rounds} alternating rounds",
+            "value": round(ratio, 3),
+            "unit": "x",
+            "text": text,
+            **EXPLORE_VS_RAW_TARGET.record(ratio),
+            "seeds": None,
+        }
+    ]
