@@ -15,10 +15,11 @@ True
 from __future__ import annotations
 
 import typer
-from metabonk_gym.cli.errors import guard_commands
+from metabonk_gym.cli.errors import OneLineErrorsGroup, guard_commands
 
 app = typer.Typer(
     name="metabonk",
+    cls=OneLineErrorsGroup,  # bad command-line input: one `error:` line, exit code 2
     help="Gymnasium game envs (GBA, Megabonk) with training, evaluation and benchmarks.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import typer
 from metabonk_gym.cli.main import app
+from one_line import one_line_error
 from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -200,3 +201,53 @@ def test_setup_sh_makes_a_venv_on_an_externally_managed_python(tmp_path: Path) -
     assert ("PEP 668" in done.stderr) == managed
     assert sysconfig.get_path("stdlib")  # the probe's own API exists here too
     assert os.path.isdir(tmp_path / "scripts")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        # a value click cannot convert: one line naming the option and the command's --help
+        (
+            ["bench", "learning", "--seeds", "abc"],
+            ["'--seeds'", "'metabonk bench learning --help'"],
+        ),
+        # below an option's minimum
+        (["bench", "learning", "--seeds", "0"], ["'--seeds'", "greater than or equal to 1"]),
+        # a missing required argument
+        (["eval"], ["Missing argument 'env_id'", "'metabonk eval --help'"]),
+        # a choice that is not one of the choices
+        (["bench", "bonklink", "--frame-format", "png"], ["'--frame-format'", "'png'", "jpeg"]),
+        # a typer.BadParameter raised by a command's own check
+        (["bench", "advice", "--order", "xyz"], ["--order", "takes seeds like 2,1,0"]),
+        # an unknown command or option
+        (["nosuch"], ["No such command 'nosuch'", "'metabonk --help'"]),
+        (["eval", "--bogus"], ["No such option: --bogus"]),
+    ],
+)
+def test_bad_command_line_input_is_one_error_line(args: list[str], words: list[str]) -> None:
+    """click's own usage errors take the CLI's one error path (`OneLineErrorsGroup`): one
+    `error:` line and exit code 2, not typer's boxed usage panel."""
+    line = one_line_error(args)
+    assert "Usage" not in line and "╭" not in line
+    for word in words:
+        assert word in line, line
+
+
+def test_the_installed_command_prints_usage_errors_as_one_line() -> None:
+    """The real entry point (a process of its own, stderr apart): one line on stderr, exit 2,
+    nothing on stdout; a bare group still prints its help."""
+    script = Path(sysconfig.get_path("scripts")) / "metabonk"  # the console script pip made
+    if not script.is_file():
+        pytest.skip(f"no installed metabonk script at {script}")
+    bad = subprocess.run(
+        [str(script), "train", "ppo", QUEST, "--total-steps", "abc"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2, bad.stderr
+    assert bad.stdout == "" and bad.stderr.count("\n") == 1, bad.stderr
+    assert bad.stderr.startswith("error: Invalid value for '--total-steps'")
+    assert bad.stderr.rstrip().endswith("try 'metabonk train ppo --help'")
+    bare = subprocess.run([str(script), "bench"], capture_output=True, text=True, timeout=120)
+    assert "Usage" in bare.stdout + bare.stderr and "error:" not in bare.stderr
