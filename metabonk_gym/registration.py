@@ -18,14 +18,10 @@ from typing import Any
 from gymnasium.envs.registration import register, registry
 
 from metabonk_gym.bonklink import DEFAULT_PORT
-from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import UnknownEnvError as UnknownEnvError  # re-exported
 
 GBA_ENTRY_POINT = "metabonk_gym.gba.env:GBAEnv"
 MEGABONK_ENTRY_POINT = "metabonk_gym.bonklink.env:MegabonkEnv"
-
-
-class UnknownEnvError(MetabonkError, ValueError):
-    """An env id that is not registered."""
 
 
 @dataclass(frozen=True)

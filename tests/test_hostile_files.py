@@ -15,10 +15,11 @@ import torch
 from one_line import one_line_error as _error
 from typer.testing import CliRunner
 
+from metabonk_gym.errors import ModelFileError
 from metabonk_gym.learned.model import IdmNet, save_model_files
+from metabonk_gym.training.errors import VideoDatasetError, VideoError
 from metabonk_gym.video.dataset import VideoDataset
 from metabonk_gym.video.decode import open_video
-from metabonk_gym.video.errors import ModelFileError, VideoDatasetError, VideoError
 from metabonk_gym.video.idm import Idm
 from metabonk_gym.worldmodel.files import WorldModelError, load_world_model, save_weights
 from metabonk_gym.worldmodel.model import ModelConfig, WorldModel

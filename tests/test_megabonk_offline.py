@@ -348,9 +348,9 @@ def test_bc_and_world_model_run_on_box_actions(demos: dict[str, Any], box_idm: P
 def test_a_box_idm_is_refused_for_another_game_and_a_gba_idm_for_megabonk(
     demos: dict[str, Any], box_idm: Path, tmp_path: Path
 ):
+    from metabonk_gym.errors import ModelFileError
     from metabonk_gym.training.video import write_mp4
     from metabonk_gym.video.dataset import to_dataset
-    from metabonk_gym.video.errors import ModelFileError
     from metabonk_gym.video.idm import train_idm
     from metabonk_gym.video.label import label, relabel_dataset
 

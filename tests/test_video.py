@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 import metabonk_gym  # noqa: F401
 from metabonk_gym.agents.record import record
-from metabonk_gym.training.errors import DatasetError
+from metabonk_gym.errors import ModelFileError
+from metabonk_gym.training.errors import DatasetError, VideoDatasetError, VideoError
 from metabonk_gym.training.video import write_mp4
 from metabonk_gym.video.dataset import VideoDataset, to_dataset
-from metabonk_gym.video.errors import ModelFileError, VideoDatasetError, VideoError
 from metabonk_gym.video.idm import Idm, train_idm
 from metabonk_gym.video.label import label
 

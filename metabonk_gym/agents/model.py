@@ -17,7 +17,7 @@ exactly as `VecFrameStack` built it in training.
 >>> model_config(path, env_id="MetaBonk/BonkArena-v0")
 Traceback (most recent call last):
 ...
-metabonk_gym.experts.base.AgentError: ...model.zip was trained on MetaBonk/BonkQuest-v0, not MetaBonk/BonkArena-v0
+metabonk_gym.errors.AgentError: ...model.zip was trained on MetaBonk/BonkQuest-v0, not MetaBonk/BonkArena-v0
 """
 
 from __future__ import annotations

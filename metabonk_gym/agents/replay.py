@@ -20,7 +20,7 @@ datasets by Minari's Arrow/HDF5 storage, each episode up to `MAX_REPLAY_STEPS` a
 >>> replay_source("replay:")
 Traceback (most recent call last):
 ...
-metabonk_gym.experts.base.AgentError: replay: names nothing; use replay:ARCHIVE.npz (metabonk explore) or replay:DATASET_ID (metabonk record)
+metabonk_gym.errors.AgentError: replay: names nothing; use replay:ARCHIVE.npz (metabonk explore) or replay:DATASET_ID (metabonk record)
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ guess; nothing here unpickles (zips are read as JSON; weights later by `safeload
 >>> find_run(tempfile.mkdtemp())
 Traceback (most recent call last):
 ...
-metabonk_gym.experts.base.AgentError: ... is a folder but not a metabonk run directory (no run.json, config.yaml or model.zip); give a run directory of train ppo/bc/appo/dreamer, curriculum or tune pbt, or a model PATH.zip
+metabonk_gym.errors.AgentError: ... is a folder but not a metabonk run directory (no run.json, config.yaml or model.zip); give a run directory of train ppo/bc/appo/dreamer, curriculum or tune pbt, or a model PATH.zip
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ True
 >>> AgentSpec.parse("nothing-like-an-agent")
 Traceback (most recent call last):
 ...
-metabonk_gym.experts.base.AgentError: unknown agent 'nothing-like-an-agent'; use one of random, scripted, think, human, think:MODEL, a model PATH.zip, a run directory (train ppo/bc/appo/dreamer, curriculum, tune pbt) or replay:ARCHIVE.npz / replay:DATASET_ID
+metabonk_gym.errors.AgentError: unknown agent 'nothing-like-an-agent'; use one of random, scripted, think, human, think:MODEL, a model PATH.zip, a run directory (train ppo/bc/appo/dreamer, curriculum, tune pbt) or replay:ARCHIVE.npz / replay:DATASET_ID
 """
 
 from __future__ import annotations

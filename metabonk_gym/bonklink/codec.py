@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import BonkLinkProtocolError as BonkLinkProtocolError  # re-exported
 
 __all__ = [
     "ACTION_CLICK_LEN",
@@ -107,14 +107,6 @@ _ACTION_FIELDS = struct.Struct("<4f4?")
 _CLICK_FIELDS = struct.Struct("<2i")
 _RAW_HEAD = struct.Struct("<4s3i")
 _ENEMY_SIZE = 16
-
-
-class BonkLinkProtocolError(MetabonkError):
-    """The one error raised for anything wrong on the wire: bad lengths, truncation, garbage
-    (a `MetabonkError`, so the CLI prints it as one `error:` line).
-
-    A client that sees it drops the connection and resyncs by reconnecting (spec, "Game -> client").
-    """
 
 
 # --------------------------------------------------------------------------------------------

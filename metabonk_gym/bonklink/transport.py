@@ -34,7 +34,7 @@ from metabonk_gym.bonklink.codec import (
     decode_action_payload,
     decode_state,
 )
-from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import ConnectionClosed as ConnectionClosed  # re-exported
 
 __all__ = [
     "ActionReader",
@@ -46,11 +46,6 @@ __all__ = [
 
 _I32 = struct.Struct("<i")
 _INITIAL_CAPACITY = 1 << 16
-
-
-class ConnectionClosed(MetabonkError, ConnectionError):
-    """The peer closed the connection (possibly in the middle of a message); a `MetabonkError`
-    and still a `ConnectionError` (an `OSError`), which callers catch."""
 
 
 class RecvBuffer:
@@ -129,7 +124,7 @@ class PacketReader:
 
         Raises :class:`TimeoutError` when no whole packet arrives within ``timeout`` seconds
         (``None`` waits forever), :class:`ConnectionClosed` on EOF and
-        :class:`~metabonk_gym.bonklink.codec.BonkLinkProtocolError` on a malformed packet.
+        :class:`~metabonk_gym.errors.BonkLinkProtocolError` on a malformed packet.
         """
         rx = self._rx
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -20,11 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium as gym
 import numpy as np
 
-from metabonk_gym.errors import MetabonkError
-
-
-class AgentError(MetabonkError, ValueError):
-    """An agent spec that names no agent, or an agent that cannot play this env."""
+from metabonk_gym.errors import AgentError as AgentError  # re-exported
 
 
 @runtime_checkable

@@ -20,7 +20,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import ConditionError as ConditionError  # re-exported
 from metabonk_gym.rewards.terms import OPS
 from metabonk_gym.utils import did_you_mean
 
@@ -32,17 +32,13 @@ def check_keys(raw: Mapping[str, Any], allowed: Collection[str], at: str) -> Non
     >>> check_keys({"id": "a", "titel": "x"}, ("id", "title"), "quests[0]")
     Traceback (most recent call last):
     ...
-    metabonk_gym.memory.conditions.ConditionError: quests[0]: unknown key 'titel' (did you mean \
+    metabonk_gym.errors.ConditionError: quests[0]: unknown key 'titel' (did you mean \
 'title'?); valid: id, title
     """
     for key in raw:
         if key not in allowed:
             hint = did_you_mean(key, allowed)
             raise ConditionError(f"{at}: unknown key {key!r}{hint}; valid: {', '.join(allowed)}")
-
-
-class ConditionError(MetabonkError, ValueError):
-    """A condition in a game's quests file that cannot be read."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import MemoryStoreError as MemoryStoreError  # re-exported
 
 Statement = tuple[str, dict[str, Any]]
 
@@ -111,10 +111,6 @@ OWNED: dict[str, tuple[tuple[str, str, str, bool, bool], ...]] = {
     ),
     "Objective": (("HAS_OBJECTIVE", "quest", "Quest", False, False),),
 }
-
-
-class MemoryStoreError(MetabonkError, RuntimeError):
-    """The memory's graph database cannot be opened or written (locked, corrupt, unreachable)."""
 
 
 def schema_ddl() -> list[str]:
@@ -225,7 +221,7 @@ def check_read_query(cypher: str) -> str:
     >>> check_read_query("COPY (MATCH (a:Area) RETURN a.id) TO 'out.csv'")
     Traceback (most recent call last):
     ...
-    metabonk_gym.memory.store.MemoryStoreError: memory query refused: it starts with COPY; queries only read (start with MATCH, OPTIONAL, UNWIND, WITH, RETURN or CALL), one statement
+    metabonk_gym.errors.MemoryStoreError: memory query refused: it starts with COPY; queries only read (start with MATCH, OPTIONAL, UNWIND, WITH, RETURN or CALL), one statement
     """
     tokens = cypher_tokens(cypher)
     while tokens and tokens[-1] == ("other", ";"):

@@ -22,7 +22,7 @@ caller falls back to `DirectiveSpec.fallback(reason)`.
 ...     ' "duration_frames": 60, "confidence": 1}', spec)
 Traceback (most recent call last):
 ...
-metabonk_gym.think.directive.DirectiveError: target.x 99 is out of range 0..29
+metabonk_gym.errors.DirectiveError: target.x 99 is out of range 0..29
 """
 
 from __future__ import annotations
@@ -33,15 +33,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import DirectiveError as DirectiveError  # re-exported
 
 #: Keys of a directive, in the order the schema asks the model to write them.
 DIRECTIVE_KEYS = ("goal", "reasoning", "action", "target", "duration_frames", "confidence")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-class DirectiveError(MetabonkError, ValueError):
-    """Model output that is not a valid directive; the message is the fallback reason."""
 
 
 @dataclass(frozen=True)
@@ -270,7 +266,7 @@ def parse_choice(text: str, choices: Sequence[Directive], source: str = "model")
     >>> parse_choice(" 2", options)
     Traceback (most recent call last):
     ...
-    metabonk_gym.think.directive.DirectiveError: pick 2 is not an option (1..1)
+    metabonk_gym.errors.DirectiveError: pick 2 is not an option (1..1)
     """
     if isinstance(text, str) and re.fullmatch(r"\s*\d{1,4}\s*", text):
         pick = int(text)

@@ -18,7 +18,7 @@ directly.
 >>> make_engine("llama_cpp", model_path="/nonexistent/model.gguf")
 Traceback (most recent call last):
 ...
-metabonk_gym.think.engines.ModelFileNotFoundError: model file not found: /nonexistent/model.gguf (pass model_path= the path of a .gguf file; `python -m metabonk_gym.think.testing DIR` writes a tiny test model)
+metabonk_gym.errors.ModelFileNotFoundError: model file not found: /nonexistent/model.gguf (pass model_path= the path of a .gguf file; `python -m metabonk_gym.think.testing DIR` writes a tiny test model)
 """
 
 from __future__ import annotations
@@ -39,25 +39,16 @@ from typing import Any
 
 import numpy as np
 
+from metabonk_gym.errors import EngineError as EngineError  # re-exported
 from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import ModelFileNotFoundError as ModelFileNotFoundError  # re-exported
+from metabonk_gym.errors import ThinkTimeout as ThinkTimeout  # re-exported
 from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.families import resolve_family
 from metabonk_gym.think.models import BadModelFileError, check_gguf
 
 #: Answers larger than this are refused (a directive is a few hundred bytes).
 MAX_RESPONSE_BYTES = 1 << 20
-
-
-class EngineError(MetabonkError, RuntimeError):
-    """An engine failed to answer (connection closed, HTTP error, model error)."""
-
-
-class ThinkTimeout(EngineError, TimeoutError):
-    """The answer did not come before the deadline."""
-
-
-class ModelFileNotFoundError(MetabonkError, FileNotFoundError):
-    """A GGUF model or mmproj path that does not exist."""
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from metabonk_gym.errors import LlamaServerNotFound as LlamaServerNotFound  # re-exported
 from metabonk_gym.errors import MetabonkError
 
 #: Environment variable naming a llama-server binary to use.
@@ -46,10 +47,6 @@ CMAKE_OPTIONS = (
     "-DLLAMA_BUILD_TOOLS=ON",
     "-DLLAMA_BUILD_SERVER=ON",
 )
-
-
-class LlamaServerNotFound(MetabonkError, FileNotFoundError):
-    """No llama-server binary where one was asked for or looked for."""
 
 
 def llama_cpp_python_version() -> str | None:

@@ -24,7 +24,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import BadModelFileError as BadModelFileError  # re-exported
+from metabonk_gym.errors import ModelNotInstalledError as ModelNotInstalledError  # re-exported
 
 #: The first four bytes of every GGUF file.
 GGUF_MAGIC = b"GGUF"
@@ -63,14 +64,6 @@ DEFAULT_MODEL = RealModel(
 
 #: What `model_path` may say to mean the default model.
 DEFAULT_NAMES = frozenset({"default", DEFAULT_MODEL.name, DEFAULT_MODEL.filename})
-
-
-class ModelNotInstalledError(MetabonkError, FileNotFoundError):
-    """The default model's wheel is not installed."""
-
-
-class BadModelFileError(MetabonkError, ValueError):
-    """A file that is not a complete GGUF model (truncated, another format, empty)."""
 
 
 def default_model_path(model: RealModel = DEFAULT_MODEL) -> Path:

@@ -1,8 +1,10 @@
-"""Errors of the training layer (training, video, world models): each names the problem and the fix, and is raised before anything
-of a run directory or dataset is touched.
+"""Errors of the training layer (training, video, world models, RLlib), its one errors module:
+each names the problem and the fix. Bad input is refused before anything of a run directory or
+dataset is touched; `TrainingFailed` is a fault outside the model in the middle of a run. The
+modules that raise them also export them (`metabonk_gym.training.rllib.RayError`).
 
->>> issubclass(ConfigError, MetabonkError)
-True
+>>> issubclass(ConfigError, MetabonkError), issubclass(RayError, ConfigError)
+(True, True)
 """
 
 from __future__ import annotations
@@ -33,3 +35,23 @@ class VideoError(MetabonkError, ValueError):
 
 class VideoDatasetError(MetabonkError, ValueError):
     """A video dataset folder (`metabonk video to-dataset`) that is missing or malformed."""
+
+
+class TrainingFailed(MetabonkError, RuntimeError):
+    """Training stopped by a fault outside the model (an env worker or the game gone, a full
+    disk); the message names the cause, the checkpoint to continue from and `--resume`.
+    The CLI exits with `exit_code` (1: the input was fine, the run's surroundings failed)."""
+
+    exit_code = 1
+
+
+class RayError(ConfigError):
+    """Ray could not run the job: an unreachable cluster, runners that cannot build the env."""
+
+
+class SharedRunError(RunDirError):
+    """A run directory or model zip sets an option a shared run may not set."""
+
+
+class WorldModelError(MetabonkError, ValueError):
+    """A world-model file that is missing, corrupt, or made for another env."""

@@ -19,20 +19,13 @@ from __future__ import annotations
 
 import errno
 
-from metabonk_gym.errors import EnvWorkerError, MetabonkError
+from metabonk_gym.errors import EnvWorkerError
+from metabonk_gym.training.errors import TrainingFailed as TrainingFailed  # re-exported
 
 #: errno values meaning "no room to write": a full disk, a file size limit, a quota.
 DISK_FULL_ERRNOS: frozenset[int] = frozenset(
     {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
 )
-
-
-class TrainingFailed(MetabonkError, RuntimeError):
-    """Training stopped by a fault outside the model (an env worker or the game gone, a full
-    disk); the message names the cause, the checkpoint to continue from and `--resume`.
-    The CLI exits with `exit_code` (1: the input was fine, the run's surroundings failed)."""
-
-    exit_code = 1
 
 
 def is_disk_full(exc: BaseException) -> bool:

@@ -37,6 +37,7 @@ from metabonk_gym.rundir import RunDir
 from metabonk_gym.training.config import TrainConfig, check_env_fit, config_to_yaml, resolve_config
 from metabonk_gym.training.envs import check_policy_fit, probe_env
 from metabonk_gym.training.errors import CheckpointError, ConfigError, RunDirError
+from metabonk_gym.training.errors import RayError as RayError  # re-exported
 from metabonk_gym.training.faults import TrainingFailed
 from metabonk_gym.training.megabonk import GameUnreachableError, check_reachable
 from metabonk_gym.training.ppo import RESUME_MUTABLE, TrainResult, resume_changes
@@ -49,10 +50,6 @@ ALGOS: tuple[str, ...] = ("ppo", "appo")
 #: Seconds to wait for a TCP connection to `--address` before giving up.
 ADDRESS_TIMEOUT_S = 5.0
 CHECKPOINT_PREFIX = "step_"
-
-
-class RayError(ConfigError):
-    """Ray could not run the job: an unreachable cluster, runners that cannot build the env."""
 
 
 @dataclass

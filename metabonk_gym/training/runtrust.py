@@ -28,7 +28,7 @@ checked against the run's by `wrapstack.check_wrappers_match`) skip those checks
 >>> check_run_options(run)
 Traceback (most recent call last):
 ...
-metabonk_gym.training.runtrust.SharedRunError: .../config.yaml sets env_kwargs.skyemu_binary; a shared run may set only data options (...), never a program, URL or path; refused: give it yourself with --env-kwarg skyemu_binary=VALUE (your --env-kwarg options replace the run's)
+metabonk_gym.training.errors.SharedRunError: .../config.yaml sets env_kwargs.skyemu_binary; a shared run may set only data options (...), never a program, URL or path; refused: give it yourself with --env-kwarg skyemu_binary=VALUE (your --env-kwarg options replace the run's)
 >>> check_run_options(run, given_env_kwargs={"backend": "skyemu", "skyemu_binary": "/bin/sh"})
 """
 
@@ -39,14 +39,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from metabonk_gym.training.errors import RunDirError
+from metabonk_gym.training.errors import SharedRunError as SharedRunError  # re-exported
 from metabonk_gym.training.gamecode import run_configs
 from metabonk_gym.training.wrapstack import normalize_wrappers
-
-
-class SharedRunError(RunDirError):
-    """A run directory or model zip sets an option a shared run may not set."""
-
 
 #: The largest number any option read from a run may hold, unless its key has its own bound.
 MAX_NUMBER = 1e9
@@ -267,7 +262,7 @@ def check_value(value: Any, bound: float, where: str, path: Path, depth: int = 0
     >>> check_value({"a": [1e12]}, 4096, "env_kwargs.reward", Path("run/config.yaml"))
     Traceback (most recent call last):
     ...
-    metabonk_gym.training.runtrust.SharedRunError: run/config.yaml sets env_kwargs.reward to 1000000000000.0; a number there must be at most 4096
+    metabonk_gym.training.errors.SharedRunError: run/config.yaml sets env_kwargs.reward to 1000000000000.0; a number there must be at most 4096
     """
     if depth > MAX_DEPTH:
         raise _refuse(path, where, f"its values nest more than {MAX_DEPTH} levels")

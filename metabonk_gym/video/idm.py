@@ -25,6 +25,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from metabonk_gym.errors import ModelFileError
 from metabonk_gym.registration import env_traits, short_id
 from metabonk_gym.runloop import RunLoop, seed_all
 from metabonk_gym.training.datasets import dataset_env_kwargs, load_dataset
@@ -33,7 +34,6 @@ from metabonk_gym.training.errors import DatasetError
 from metabonk_gym.utils import Log
 from metabonk_gym.video.boxactions import BoxLayout, layout_of, press_weights
 from metabonk_gym.video.envfacts import env_facts
-from metabonk_gym.video.errors import ModelFileError
 from metabonk_gym.video.frames import Windows
 
 IDM_NAME = "idm"

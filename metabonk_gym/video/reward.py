@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from metabonk_gym.errors import ModelFileError
 from metabonk_gym.registration import env_traits, short_id
 from metabonk_gym.training.datasets import dataset_env_kwargs, load_dataset
 from metabonk_gym.training.envs import convert_frames
 from metabonk_gym.training.errors import DatasetError
 from metabonk_gym.utils import Log
 from metabonk_gym.video.dataset import INDEX, VideoDataset
-from metabonk_gym.video.errors import ModelFileError
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:

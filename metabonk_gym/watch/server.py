@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import WatchError as WatchError  # re-exported
 from metabonk_gym.memory.graph import KnowledgeGraph
 from metabonk_gym.memory.report import render_map, summary
 from metabonk_gym.training.explore_archive import ArchiveError
@@ -94,10 +94,6 @@ FILE_HEADERS = {
 }
 
 
-class WatchError(MetabonkError, ValueError):
-    """A bad `--watch` address or a server that cannot start."""
-
-
 def parse_address(text: str | int) -> tuple[str, int]:
     """`PORT` or `HOST:PORT` (IPv6 as `[::1]:PORT`) as (host, port); host 127.0.0.1 by default."""
     text = str(text).strip()
@@ -133,7 +129,7 @@ def check_token(token: str | None, host: str) -> None:
     >>> check_token("", "0.0.0.0")
     Traceback (most recent call last):
     ...
-    metabonk_gym.watch.server.WatchError: --token '' would let anyone in on 0.0.0.0: leave --token out for a random one, or give one of at least 16 characters
+    metabonk_gym.errors.WatchError: --token '' would let anyone in on 0.0.0.0: leave --token out for a random one, or give one of at least 16 characters
     """
     if token is None:
         return

@@ -10,7 +10,7 @@ observation shape or another action space with one line saying what differs and 
 >>> check_fits(meta, game="BonkArena", source="x.pt")
 Traceback (most recent call last):
 ...
-metabonk_gym.worldmodel.files.WorldModelError: x.pt is a world model of BonkQuest (MetaBonk/BonkQuest-v0), not of BonkArena; train one on BonkArena episodes with `metabonk train world-model DATASET --out DIR`
+metabonk_gym.training.errors.WorldModelError: x.pt is a world model of BonkQuest (MetaBonk/BonkQuest-v0), not of BonkArena; train one on BonkArena episodes with `metabonk train world-model DATASET --out DIR`
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from metabonk_gym.configfile import ConfigFileError, load_config_file
-from metabonk_gym.errors import MetabonkError
+from metabonk_gym.training.errors import WorldModelError as WorldModelError  # re-exported
 from metabonk_gym.utils import atomic_write_bytes, atomic_write_text
 from metabonk_gym.worldmodel.model import ModelConfig, WorldModel
 
@@ -32,10 +32,6 @@ from metabonk_gym.worldmodel.model import ModelConfig, WorldModel
 KIND = "metabonk-world-model"
 FORMAT = 1
 MODEL_NAME = "model.pt"
-
-
-class WorldModelError(MetabonkError, ValueError):
-    """A world-model file that is missing, corrupt, or made for another env."""
 
 
 def metadata_path(weights: Path) -> Path:
@@ -108,7 +104,7 @@ def check_config(config: Any, where: Path | str) -> None:
     >>> check_config({"channels": 1, "n_actions": 9, "horizon": 1e9}, "model.json")
     Traceback (most recent call last):
     ...
-    metabonk_gym.worldmodel.files.WorldModelError: model.json: config.horizon must be a whole number in 1..64, not 1000000000.0
+    metabonk_gym.training.errors.WorldModelError: model.json: config.horizon must be a whole number in 1..64, not 1000000000.0
     """
     if not isinstance(config, dict):
         raise WorldModelError(f"{where}: config must be a mapping, not {config!r}")
