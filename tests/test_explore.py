@@ -32,7 +32,7 @@ from metabonk_gym.training.backward import (
     load_demo_archive,
 )
 from metabonk_gym.training.errors import RunDirError
-from metabonk_gym.training.explore import ExploreSettings, run_explore
+from metabonk_gym.training.explore import ExploreSettings, open_explorer, run_explore
 from metabonk_gym.training.explore_archive import Archive, ArchiveError
 from metabonk_gym.training.explore_cells import cells_from_dict
 
@@ -183,6 +183,27 @@ def test_a_preferred_variable_ranks_won_paths_and_an_archive_without_it_resumes(
     run_explore(QUEST, out, ExploreSettings(n_envs=1, max_frames=1_600), resume=True)
     resumed = Archive.load(out / "archive.npz")
     assert resumed.meta["cells"]["prefer"] == "hp" and resumed.prefer_column() == 4
+
+
+def test_once_a_cell_has_won_the_explorer_returns_to_cells_with_more_hp(tmp_path: Path) -> None:
+    """After a win the aim is a better one: cells with no more of the preferred variable (HP)
+    than the best won cell weigh 0.1 (`below_best_win`), so returns go to cells above it."""
+    explorer, _ = open_explorer(QUEST, ExploreSettings(n_envs=1, max_frames=400), tmp_path / "q")
+    try:
+        a = explorer.archive
+        for hp in (0, 1, 2):  # room 5, ten places at each HP bucket, one score
+            for x in range(10):
+                a.update((5, x, 3, 0, hp), 9.0, 100, b"s", np.zeros(100, np.uint8), False, 0)
+
+        def share_above() -> float:
+            picks = explorer._choose(4000)
+            return sum(a.keys[i][4] >= 1 for i in picks) / len(picks)
+
+        assert abs(share_above() - 2 / 3) < 0.05  # no win yet: every HP alike
+        a.update((5, 8, 3, 0, 0), 10.0, 120, b"w", np.zeros(120, np.uint8), True, 0)  # 0-1 HP
+        assert share_above() > 0.9  # 20 cells above the win's HP weigh 1, 10 weigh 0.1
+    finally:
+        explorer.envs.close()
 
 
 def test_until_prefer_stops_at_a_won_cell_with_that_much_hp(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ saves it and returns (`interrupted`); `resume=True` continues from it. TensorBoa
 A first win need not end it: `after_win_frames` explores on that many frames past it, and
 `until_prefer` until a won cell's preferred variable (the cells' `prefer`, e.g. the HP a won
 path ends with) is at least a value; the archive's best path is then the won one that ranks
-first by score, the preferred variable, then length (`Archive.best`).
+first by score, the preferred variable, then length (`Archive.best`). Once a cell has won, cells
+whose preferred variable is no higher than the best won cell's weigh less (`below_best_win`).
 
 >>> weights = selection_weights(
 ...     chosen=np.array([0, 5]), since=np.array([0, 5]), seen=np.array([1, 50]),
@@ -54,6 +55,10 @@ DEFAULT_REPEAT_PROB = 0.95
 #: Observation kwargs of the explorer's envs: the screen as the core gives it (no conversion
 #: per step; screen cells sample it).
 EXPLORE_OBS = {"obs_type": "rgb", "downscale": 1}
+#: Once a cell has won, the selection factor of a cell whose preferred variable (the cells'
+#: `prefer`) is no higher than the best won cell's: the aim is now a better win (as
+#: Go-Explore's weight of a level behind, 0.1).
+BELOW_BEST_WIN_WEIGHT = 0.1
 
 
 @dataclass
@@ -175,6 +180,19 @@ def favour_factors(
     return np.exp(logs - logs.max()) if len(keys) else logs
 
 
+def below_best_win(keys: Sequence[tuple[int, ...]], won: Sequence[bool], column: int) -> np.ndarray:
+    """Each key's selection factor once a cell has won: `BELOW_BEST_WIN_WEIGHT` where its
+    preferred variable (key `column`) is no higher than the best won cell's (from there a better
+    win needs the variable to rise), else 1.
+
+    >>> below_best_win([(5, 0), (4, 1), (5, 1)], [True, False, False], 1).tolist()
+    [0.1, 1.0, 1.0]
+    """
+    values = np.fromiter((k[column] for k in keys), np.float64, len(keys))
+    best = max(v for v, w in zip(values, won) if w)
+    return np.where(values > best, 1.0, BELOW_BEST_WIN_WEIGHT)
+
+
 class Explorer:
     """One exploration over a vector engine (see `run_explore`).
 
@@ -183,8 +201,9 @@ class Explorer:
         archive: the archive (empty, or resumed).
         settings: how to explore.
         frameskip: emulator frames per env step.
-        cells: the cells (their `level` and `favour`, if any, weigh the selection; with
-            `past_won` won cells are chosen too; None: no level, won cells never chosen).
+        cells: the cells (their `level` and `favour`, if any, weigh the selection, and once
+            a cell has won, their `prefer`: `below_best_win`; with `past_won` won cells are
+            chosen too; None: no level, won cells never chosen).
     """
 
     def __init__(
@@ -225,6 +244,9 @@ class Explorer:
         )
         if self.favour:
             weights = weights * favour_factors(a.keys, self.favour)
+        column = getattr(self.cells, "prefer_column", None)
+        if column is not None and any(a.won):
+            weights = weights * below_best_win(a.keys, a.won, column)
         total = weights.sum()
         if total <= 0:
             return [ROOT]
