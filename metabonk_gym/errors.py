@@ -182,6 +182,10 @@ class LlamaServerNotFound(MetabonkError, FileNotFoundError):
     """No llama-server binary where one was asked for or looked for."""
 
 
+class MixError(MetabonkError, ValueError):
+    """Groups, sizes, sources or an output folder that a mix cannot use."""
+
+
 class ConditionError(MetabonkError, ValueError):
     """A condition in a game's quests file that cannot be read."""
 
@@ -199,3 +203,10 @@ class AgentError(MetabonkError, ValueError):
 
 class WatchError(MetabonkError, ValueError):
     """A bad `--watch` address or a server that cannot start."""
+
+
+# The benchmarks' figure records (`bench`).
+
+
+class FiguresError(MetabonkError, ValueError):
+    """A figure file that does not follow the schema; the message names the file and the key."""

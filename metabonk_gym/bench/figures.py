@@ -28,7 +28,7 @@ Unknown keys are refused, so a typo fails the docs test instead of vanishing.
 >>> parse_group({"group": "demo", "title": "T", "figures": [], "colour": 1}, "demo")
 Traceback (most recent call last):
 ...
-metabonk_gym.bench.figures.FiguresError: demo: unknown key 'colour' (known: about, command, data, date, docs, figures, group, machine, order, seeds, title)
+metabonk_gym.errors.FiguresError: demo: unknown key 'colour' (known: about, command, data, date, docs, figures, group, machine, order, seeds, title)
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from datetime import date as _date
 from pathlib import Path
 from typing import Any
 
-from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import FiguresError as FiguresError  # re-exported
 from metabonk_gym.target import Target as Target  # its home is layer 0: agents judge by it too
 from metabonk_gym.utils import atomic_write_text
 
@@ -64,10 +64,6 @@ GROUP_KEYS = frozenset(
 )
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-
-
-class FiguresError(MetabonkError, ValueError):
-    """A figure file that does not follow the schema; the message names the file and the key."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from metabonk_gym.errors import MetabonkError
+from metabonk_gym.errors import MixError as MixError  # re-exported
 from metabonk_gym.think.log import LOG_NAME, DecisionLogNotFoundError, log_lines
 from metabonk_gym.utils import atomic_write_bytes, check_number
 
@@ -42,10 +42,6 @@ GOAL_PREFIX = "Goal:"
 #: What a group's regex is matched against: the goal line's text, or the whole prompt.
 FIELDS = ("goal", "prompt")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
-
-
-class MixError(MetabonkError, ValueError):
-    """Groups, sizes, sources or an output folder that a mix cannot use."""
 
 
 def _pair(spec: str, flag: str, form: str) -> tuple[str, str]:

@@ -55,3 +55,7 @@ class SharedRunError(RunDirError):
 
 class WorldModelError(MetabonkError, ValueError):
     """A world-model file that is missing, corrupt, or made for another env."""
+
+
+class ArchiveError(MetabonkError, ValueError):
+    """An archive file that is corrupt, not an archive, or made on another ROM or cells."""

@@ -21,7 +21,7 @@ False
 >>> Archive.load(path, rom_sha1="cd" * 20)
 Traceback (most recent call last):
 ...
-metabonk_gym.training.explore_archive.ArchiveError: ... was made on the ROM with SHA-1 abab..., this env runs cdcd...; explore this ROM into a new --out folder
+metabonk_gym.training.errors.ArchiveError: ... was made on the ROM with SHA-1 abab..., this env runs cdcd...; explore this ROM into a new --out folder
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from metabonk_gym.errors import MetabonkError
+from metabonk_gym.training.errors import ArchiveError as ArchiveError  # re-exported
 from metabonk_gym.utils import atomic_write_bytes
 
 #: Header entries the archive writes for itself (not part of `Archive.meta`).
@@ -66,10 +66,6 @@ COLUMNS: dict[str, str] = {
     "actions": "|u1",
     "meta": "|u1",
 }
-
-
-class ArchiveError(MetabonkError, ValueError):
-    """An archive file that is corrupt, not an archive, or made on another ROM or cells."""
 
 
 def better(score: float, length: int, best_score: float, best_length: int) -> bool:
