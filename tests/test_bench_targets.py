@@ -44,6 +44,7 @@ TARGETS: dict[tuple[str, str], Target | str] = {
     ("learning", "arena-ppo"): proof.ARENA_SURVIVAL_TARGET,
     ("learning", "megabonk-ppo"): proof.MEGABONK_TARGET,
     ("learning", "quest-full"): describe(whole_games.QUEST_TARGETS),
+    ("learning", "arena-dagger"): describe(whole_games.ARENA_TARGETS),
     ("megabonk-video", "idm-move"): megabonk_video.IDM_TARGET,
     ("megabonk-video", "idm-buttons"): megabonk_video.IDM_TARGET,
     ("megabonk-video", "bc-survival"): megabonk_video.BC_RATIO_TARGET,
