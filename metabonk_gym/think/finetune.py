@@ -50,8 +50,9 @@ from metabonk_gym.utils import atomic_write_bytes, check_number
 
 RUN_FORMAT = "metabonk-finetune-v1"
 #: The fine-tune's files in its run dir besides `run.json` and `tensorboard/`: one checkpoint
-#: (the adapters, optimizer and schedule; tens of MB), overwritten at each save, so a run keeps
-#: one rather than `checkpoints/step_N` files; the GGUF and its model card.
+#: (adapters, optimizer and schedule), overwritten at each save (a run keeps one, not
+#: `checkpoints/step_N` files: old runs resume and disk use stays that of one); the GGUF and
+#: its model card.
 CHECKPOINT = "checkpoint.pt"
 GGUF = "model.gguf"
 CARD = "README.md"
