@@ -242,3 +242,14 @@ def test_bad_sources_and_outputs_are_one_line_errors_that_keep_files(
     code, output = invoke([one, "--out", str(held), "--keep", "rest", "--force"])
     assert code == 0 and "rest 21 (kept 21)" in output, output
     assert load_pairs([held])[0] == "Demo"
+
+
+def test_logs_made_in_one_second_have_their_own_run_ids(tmp_path: Path) -> None:
+    """Two logs made back to back (the first one gone, so its address may be reused) get two
+    run ids, so their calls stay apart once mixed into one file."""
+    runs = set()
+    for i in range(20):
+        log = DecisionLog(tmp_path / str(i), game="Demo", frames=False)
+        runs.add(log._run)
+        del log
+    assert len(runs) == 20

@@ -25,6 +25,7 @@ crash loses at most the line being written; PNGs are written atomically.
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -69,7 +70,9 @@ class DecisionLog:
         self.path = self.folder / LOG_NAME
         self.frames = frames
         self._lock = threading.Lock()
-        self._run = f"{int(time.time())}-{id(self) & 0xFFFF:04x}"
+        # A random tag, not id(self): two logs made in one second can share an address, and
+        # records of runs mixed into one file are told apart by this id.
+        self._run = f"{int(time.time())}-{secrets.token_hex(4)}"
         self._write(
             {"type": "meta", "run": self._run, "game": game, "time": time.time(), **(meta or {})}
         )
