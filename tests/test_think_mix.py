@@ -7,13 +7,12 @@ import json
 import random
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import pytest
 from metabonk_gym.cli.main import app
+from oracle_logs import oracle_log
 from typer.testing import CliRunner
 
-from metabonk_gym.think.agent import make_think_agent
 from metabonk_gym.think.directive import Directive
 from metabonk_gym.think.engines import ThinkRequest
 from metabonk_gym.think.finetune import load_pairs
@@ -170,23 +169,6 @@ def test_the_riddle_quests_mark_calls_of_oracle_logs(tmp_path: Path) -> None:
 
 def _goal(user: str) -> str:
     return user.split("Goal:")[1].split("\n")[0] if "Goal:" in user else ""
-
-
-def oracle_log(folder: Path, state: str, seeds: range, max_steps: int = 120) -> Path:
-    env = gym.make("MetaBonk/BonkQuest-v0", state=state)
-    agent = make_think_agent(env, model_path="oracle", log_dir=folder)
-    try:
-        for seed in seeds:
-            obs, info = env.reset(seed=seed)
-            agent.reset(obs, info)
-            for _ in range(max_steps):
-                obs, _, terminated, truncated, info = env.step(agent.act(obs, info))
-                if terminated or truncated:
-                    break
-    finally:
-        agent.close()
-        env.close()
-    return folder
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 from metabonk_gym.cli.main import app
+from oracle_logs import oracle_log
 from typer.testing import CliRunner
 
-from metabonk_gym.think.agent import make_think_agent
 from metabonk_gym.think.directive import parse_answer
 from metabonk_gym.think.engines import LlamaCppEngine
 from metabonk_gym.think.finetune import load_pairs
@@ -28,26 +28,8 @@ SAID = re.compile(r"sage_said=the key of this room lies under the ([A-Z-]+) mark
 runner = CliRunner()
 
 
-def oracle_log(folder: Path, state: str, seeds: range, max_steps: int = 120) -> Path:
-    """The oracle's decision log of a few riddle-quest episodes from `state`."""
-    env = gym.make(QUEST, state=state)
-    agent = make_think_agent(env, model_path="oracle", log_dir=folder)
-    try:
-        for seed in seeds:
-            obs, info = env.reset(seed=seed)
-            agent.reset(obs, info)
-            for _ in range(max_steps):
-                obs, _, terminated, truncated, info = env.step(agent.act(obs, info))
-                if terminated or truncated or info["room"] != 3:
-                    break
-    finally:
-        agent.close()
-        env.close()
-    return folder
-
-
 def test_the_oracles_riddle_logs_answer_the_mark_the_sage_names(tmp_path: Path) -> None:
-    logs = oracle_log(tmp_path / "log", "riddles_room3", range(3))
+    logs = oracle_log(tmp_path / "log", "riddles_room3", range(3), room=3)
     game, pairs = load_pairs([logs])
     riddles = [p for p in pairs if SAID.search(p.user)]
     assert game == "BonkQuest" and len(riddles) >= 3
@@ -61,7 +43,7 @@ def test_the_oracles_riddle_logs_answer_the_mark_the_sage_names(tmp_path: Path) 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)  # minutes on an idle CPU; a shared one can be 30x slower
 def test_a_few_steps_on_riddle_logs_write_a_gguf_that_answers_a_riddle(tmp_path: Path) -> None:
-    logs = oracle_log(tmp_path / "log", "riddles_room3", range(2))
+    logs = oracle_log(tmp_path / "log", "riddles_room3", range(2), room=3)
     run = tmp_path / "run"
     cli = runner.invoke(
         app,
