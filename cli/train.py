@@ -592,16 +592,21 @@ def parse_agent_options(items: list[str] | None) -> dict[str, Any]:
 def bench_learning(
     parts: list[str] = typer.Argument(
         None,
-        help="ppo-room1, bc-room1, quest-full, arena, arena-ppo, arena-bc, megabonk (default: "
-        "the first two).",
+        help="ppo-room1, bc-room1, quest-full, arena, arena-ppo, arena-bc, megabonk, "
+        "explore-quest, explore-arena (default: the first two).",
     ),
     out: Path = typer.Option(Path("runs/proof"), help="Folder of the runs (they resume)."),
     steps: int | None = typer.Option(None, help="Env steps (default: each part's target)."),
     seeds: int = typer.Option(
-        3, min=1, help="bc-room1, quest-full, arena: training seeds, each on its own data."
+        3, min=1, help="bc-room1, quest-full, arena, explore-*: training seeds."
     ),
     small: bool = typer.Option(
         False, "--small", help="quest-full, arena: a tiny run of the same code (tests)."
+    ),
+    minutes: float = typer.Option(
+        learning.EXPLORE_MINUTES,
+        min=0.05,
+        help="explore-*: wall-clock budget a seed, exploring and robustifying together.",
     ),
     figures_file: Path | None = typer.Option(
         None,
@@ -609,18 +614,23 @@ def bench_learning(
         help="Put each part's figures into this record (docs/figures/learning.json).",
     ),
 ) -> None:
-    """Proof that it learns: PPO on room1, BC vs the expert, PPO vs random on BonkArena, Megabonk.
+    """Proof that it learns: PPO on room1, BC vs the expert, PPO vs random on BonkArena,
+    Megabonk, and Go-Explore with no teacher on the whole BonkQuest and BonkArena.
 
     The megabonk part starts its own lockstep bonklink-sim games. With --figures, each part's
     record is written as soon as the part is done.
     """
 
     chosen = parts or ["ppo-room1", "bc-room1"]
-    unknown = [p for p in chosen if p not in PARTS]
+    known = [*PARTS, *learning.EXPLORE_PARTS]
+    unknown = [p for p in chosen if p not in known]
     if unknown:
-        fail(f"unknown part(s) {unknown}; choose from {', '.join(PARTS)}")
+        fail(f"unknown part(s) {unknown}; choose from {', '.join(known)}")
     results: dict[str, Any] = {}
     for part in chosen:
+        if part in learning.EXPLORE_PARTS:
+            results[part] = _explore_part(part, out, seeds, minutes, figures_file)
+            continue
         kwargs: dict[str, Any] = {}
         if steps is not None and part not in ("quest-full", "arena"):
             kwargs["finetune_steps" if part == "bc-room1" else "total_steps"] = steps
@@ -637,25 +647,54 @@ def bench_learning(
     console.print_json(json.dumps(results, default=str))
 
 
+def _explore_part(
+    part: str, out: Path, seeds: int, minutes: float, figures_file: Path | None
+) -> dict[str, Any]:
+    """One Go-Explore part of `bench learning`: `bench teacherless --method explore` on the
+    part's env, its record put into `figures_file`."""
+    from metabonk_gym.bench.teacherless import figure_records, teacherless
+
+    env_id = learning.EXPLORE_PARTS[part]
+    figures = guarded(
+        lambda: teacherless(env_id, out, seeds=seeds, minutes=minutes, method="explore")
+    )
+    if figures_file is not None:
+        command = learning.explore_command(part, out=out, seeds=seeds, minutes=minutes)
+        put_figures(
+            figures_file,
+            figure_records(figures),
+            command=command,
+            title=learning.TITLE,
+            seeds=list(range(seeds)),
+        )
+    return figures
+
+
 def bench_teacherless(
     env_id: str = typer.Argument(..., help="A bundled game's id with a learning.yaml."),
     out: Path = typer.Option(Path("runs/teacherless"), help="Folder of the runs (they resume)."),
     seeds: int = typer.Option(3, min=1, help="Training seeds."),
-    minutes: float = typer.Option(60.0, min=0.1, help="Wall-clock budget of training per seed."),
+    minutes: float = typer.Option(60.0, min=0.05, help="Wall-clock budget of training per seed."),
+    method: str = typer.Option(
+        "ppo",
+        help="ppo: PPO from pixels; explore: Go-Explore, then the backward curriculum on the "
+        "archive's best path (learning.yaml's explore: and robustify: keys).",
+    ),
     train: bool = typer.Option(True, help="--no-train: score the runs in OUT as they stand."),
     figures_file: Path | None = typer.Option(
         None, "--figures", help="Put the figure into this record (docs/figures/public-games.json)."
     ),
 ) -> None:
-    """Learning without a teacher: PPO from pixels on SEEDS seeds against random, scored as the
-    game folder's learning.yaml says (median and worst; figures.json in OUT/GAME)."""
-    from metabonk_gym.bench.teacherless import teacherless
+    """Learning without a teacher: PPO (or Go-Explore then a robust policy) from pixels on
+    SEEDS seeds against random and the obvious rules, scored as the game folder's learning.yaml
+    says (median and worst; figures.json in OUT/GAME)."""
+    from metabonk_gym.bench.teacherless import figure_records, teacherless
 
-    figures = guarded(lambda: teacherless(env_id, out, seeds=seeds, minutes=minutes, train=train))
+    figures = guarded(
+        lambda: teacherless(env_id, out, seeds=seeds, minutes=minutes, train=train, method=method)
+    )
     console.print_json(json.dumps(figures))
     if figures_file is not None:
-        from metabonk_gym.bench.teacherless import figure_records
-
         guarded(
             lambda: put_figures(
                 figures_file,

@@ -40,6 +40,14 @@ SMALL_NOTE = "--small: a tiny run of the same code (tests), not the benchmark's 
 
 Record = dict[str, Any]
 
+#: Go-Explore parts: the env each runs `bench teacherless --method explore` on (its game
+#: folder's learning.yaml declares the figure), and their default budget a seed in minutes.
+EXPLORE_PARTS = {
+    "explore-quest": "MetaBonk/BonkQuest-v0",
+    "explore-arena": "MetaBonk/BonkArena-v0",
+}
+EXPLORE_MINUTES = 120.0
+
 
 def part_command(part: str, *, out: Path, steps: int | None, seeds: int, small: bool) -> str:
     """The command line that repeats one part with the options that change it."""
@@ -49,6 +57,21 @@ def part_command(part: str, *, out: Path, steps: int | None, seeds: int, small: 
     seeded = part in SEEDED_PARTS
     words += [f"--seeds {seeds}"] * (seeded and seeds != DEFAULT_SEEDS)
     words += ["--small"] * (small and part in ("quest-full", "arena"))
+    return " ".join(words)
+
+
+def explore_command(part: str, *, out: Path, seeds: int, minutes: float) -> str:
+    """The command line that repeats a Go-Explore part.
+
+    >>> explore_command("explore-quest", out=DEFAULT_OUT, seeds=3, minutes=120.0)
+    'metabonk bench learning explore-quest'
+    >>> explore_command("explore-arena", out=Path("r"), seeds=1, minutes=5.0)
+    'metabonk bench learning explore-arena --out r --seeds 1 --minutes 5'
+    """
+    words = ["metabonk bench learning", part]
+    words += [f"--out {out}"] * (Path(out) != DEFAULT_OUT)
+    words += [f"--seeds {seeds}"] * (seeds != DEFAULT_SEEDS)
+    words += [f"--minutes {minutes:g}"] * (minutes != EXPLORE_MINUTES)
     return " ".join(words)
 
 

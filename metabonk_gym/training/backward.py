@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -467,11 +467,13 @@ def run_robustify(
     env_kwargs: Mapping[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
     resume: bool = False,
+    callbacks: Sequence[Any] = (),
 ) -> RobustResult:
     """Robustify the best path of the archive in `explore_dir` into a PPO policy in `run_dir`
     (a new run directory; with `resume`, the run there continues with its own settings and
     config, `settings.total_steps` its new end); see the module docstring. `env_kwargs`: the
-    user's, replacing the archive's."""
+    user's, replacing the archive's; `callbacks`: SB3 callbacks added to PPO's (e.g. a
+    wall-clock stop)."""
     settings = settings or BackwardSettings()
     settings.check()
     explore_dir = Path(explore_dir).expanduser()
@@ -511,7 +513,7 @@ def run_robustify(
         backward_settings={k: getattr(settings, k) for k in STORED_SETTINGS},
         **run.owner(),
     )
-    return _train(env_id, run, cfg, demo, settings, say, resume_from, position)
+    return _train(env_id, run, cfg, demo, settings, say, resume_from, position, callbacks)
 
 
 def _check_resume(run: RunDir, explore_dir: Path, say: Callable[[str], None]) -> dict[str, Any]:
@@ -570,6 +572,7 @@ def _train(
     say: Callable[[str], None],
     resume_from: Path | None = None,
     position: Mapping[str, Any] | None = None,
+    callbacks: Sequence[Any] = (),
 ) -> RobustResult:
     import torch
     from stable_baselines3.common.logger import configure
@@ -605,7 +608,7 @@ def _train(
             model,
             cfg.total_steps - int(model.num_timesteps),
             reset=resume_from is None,
-            callbacks=[backward],
+            callbacks=[backward, *callbacks],
             label="robustify",
         )
         save_model(model, run.model, metadata())
