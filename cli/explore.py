@@ -132,6 +132,13 @@ def robustify(
     bc_passes: int = typer.Option(
         4, min=1, help="Replays to clone: one clean, the rest with sticky actions."
     ),
+    uniform_share: float = typer.Option(
+        0.0,
+        min=0.0,
+        max=1.0,
+        help="Share of episodes started from a point drawn from the whole path (1: no "
+        "curriculum, every part of the path at once).",
+    ),
     resume: bool = typer.Option(
         False, "--resume", help="Continue the run in --run-dir (its settings; a new --total-steps)."
     ),
@@ -153,6 +160,7 @@ def robustify(
         jump_rate=jump_rate,
         bc_epochs=bc_epochs,
         bc_passes=bc_passes,
+        uniform_share=uniform_share,
     )
     result = guarded(  # Ctrl-C / SIGTERM: PPO's checkpoint and the model are saved, exit 130/143
         lambda: run_robustify(

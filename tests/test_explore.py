@@ -450,7 +450,7 @@ class Corridor(gym.Env):
         return self._obs(), float(success), success, truncated, {"success": success}
 
 
-def backward_run(env: type[gym.Env], steps: int) -> BackwardCallback:
+def backward_run(env: type[gym.Env], steps: int, **settings: Any) -> BackwardCallback:
     """PPO with the backward curriculum on a toy; its callback after `steps` steps."""
     import torch
     from stable_baselines3 import PPO
@@ -466,7 +466,8 @@ def backward_run(env: type[gym.Env], steps: int) -> BackwardCallback:
         state="0",
         game_seed=0,
     )
-    callback = BackwardCallback(demo, BackwardSettings(threshold=0.6, window=8), lambda _: None)
+    knobs = BackwardSettings(threshold=0.6, window=8, **settings)
+    callback = BackwardCallback(demo, knobs, lambda _: None)
     venv = DummyVecEnv([env, env])
     model = PPO("MlpPolicy", venv, n_steps=64, batch_size=64, n_epochs=4, seed=0)
     threads = torch.get_num_threads()
@@ -499,6 +500,29 @@ def test_the_backward_curriculum_moves_its_start_back_on_a_toy() -> None:
     # where nothing succeeds, the start stays where it began
     stuck = backward_run(Blocked, 1_000)
     assert stuck.point == start and not stuck.history and not stuck.fresh_seeds
+
+
+class Starts(Corridor):
+    """The corridor that remembers every start it was reset at (one list per process)."""
+
+    seen: list[int] = []
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict]:
+        Starts.seen.append(self.start)
+        return super().reset(seed=seed, options=options)
+
+
+def test_a_uniform_share_starts_episodes_all_along_the_path() -> None:
+    Starts.seen.clear()
+    callback = backward_run(Starts, 1_500, uniform_share=1.0)
+    start = len(callback.demo.paths) - 2
+    assert not callback.history and callback.point == start  # no curriculum: nothing moves
+    assert len(callback.uniform_results) > 0 and not callback.results
+    assert set(Starts.seen) >= {0, 2, 4, 6, 8, 10}  # every point of the path (point 0: fresh)
+    Starts.seen.clear()
+    half = backward_run(Starts, 1_500, uniform_share=0.5)
+    assert half.results or half.history  # the curriculum's share still decides moves
+    assert half.uniform_results and len(set(Starts.seen)) >= 4
 
 
 NO_GAME_CODE = """

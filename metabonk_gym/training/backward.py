@@ -72,6 +72,9 @@ class BackwardSettings:
         bc_epochs: epochs of cloning the demonstration before PPO (0: none).
         bc_passes: replays of the demonstration to clone: one clean, the rest with sticky
             actions.
+        uniform_share: the share of episodes that start from a point drawn uniformly from the
+            whole demonstration (its first point with fresh game seeds) instead of the
+            curriculum's point; 1.0 trains every part of the path at once, with no curriculum.
     """
 
     every: int = 10
@@ -84,6 +87,7 @@ class BackwardSettings:
     jump_rate: float = 0.9
     bc_epochs: int = 0
     bc_passes: int = 4
+    uniform_share: float = 0.0
 
     def check(self) -> None:
         """Refuse values that make no sense (`ConfigError`, one line)."""
@@ -93,6 +97,8 @@ class BackwardSettings:
         for name in ("every", "window", "total_steps", "max_stride", "bc_passes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, not {getattr(self, name)}")
+        if not 0.0 <= self.uniform_share <= 1.0:
+            raise ConfigError(f"uniform_share must be in [0, 1], not {self.uniform_share}")
         if self.bc_epochs < 0:
             raise ConfigError(f"bc_epochs must be >= 0, not {self.bc_epochs}")
         if not 0.0 <= self.sticky_action_prob < 1.0:
@@ -258,14 +264,24 @@ def robust_config(
     return cfg
 
 
+#: One episode's start: (demonstration point, fresh game seeds, drawn by the curriculum).
+Start = tuple[int, bool, bool]
+
+
 class BackwardCallback(BaseCallback):
-    """Moves every env's start back along the demonstration as episodes succeed.
+    """Moves every env's start back along the demonstration as episodes succeed; with
+    `uniform_share`, that share of the episodes start from a point drawn from the whole path.
+
+    Each env's next start is set when its episode ends (a vector env has already begun the one
+    after it, from the start set before), so an episode counts towards a move only when it
+    began at the curriculum's current point.
 
     Args:
         demo: the demonstration.
-        settings: threshold, window, stride.
+        settings: threshold, window, stride, uniform share.
         on_move: called with a line each time the start moves.
         position: where a resumed run was (`position()` of the run it continues).
+        seed: the seed of the uniform draws.
     """
 
     def __init__(
@@ -274,6 +290,7 @@ class BackwardCallback(BaseCallback):
         settings: BackwardSettings,
         on_move: Callable[[str], None],
         position: Mapping[str, Any] | None = None,
+        seed: int = 0,
     ) -> None:
         super().__init__()
         self.demo = demo
@@ -283,7 +300,10 @@ class BackwardCallback(BaseCallback):
         self.fresh_seeds = False  # past point 0: the start with any game seed
         self.stride = 1
         self.results: deque[bool] = deque(maxlen=settings.window)
-        self.stale: np.ndarray = np.zeros(0, bool)
+        self.uniform_results: deque[bool] = deque(maxlen=settings.window)
+        self.running: list[Start | None] = []
+        self.queued: list[Start | None] = []
+        self.rng = np.random.default_rng(seed)
         self.history: list[dict[str, Any]] = []
         self.successes = 0
         if position is not None:
@@ -325,43 +345,64 @@ class BackwardCallback(BaseCallback):
         self.history = list(history)
 
     def _on_training_start(self) -> None:
-        self.stale = np.zeros(self.training_env.num_envs, bool)
-        self._apply()
+        n = self.training_env.num_envs
+        self.running, self.queued = [None] * n, [None] * n  # the first episodes began elsewhere
+        for i in range(n):
+            self._queue(i, self._draw())
 
-    def _apply(self) -> None:
-        """Every env's next episode starts from the current point."""
+    def _curriculum(self) -> Start:
+        return (0, True, True) if self.fresh_seeds else (self.point, False, True)
+
+    def _draw(self) -> Start:
+        """A start for one env's next episode: the curriculum's, or a uniform point."""
+        share = self.settings.uniform_share
+        if share > 0 and self.rng.random() < share:
+            point = int(self.rng.integers(0, len(self.demo.paths) - 1))
+            return point, point == 0, False
+        return self._curriculum()
+
+    def _queue(self, i: int, start: Start) -> None:
+        """Env `i`'s next episode begins at `start` (and may take the steps it allows)."""
+        point, fresh, _ = start
         env = self.training_env
-        if self.fresh_seeds:
-            env.env_method("set_start", self.demo.state, None)
-            steps = self.demo.allowance(0)
+        if fresh:
+            env.env_method("set_start", self.demo.state, None, indices=[i])
+        elif point == 0:  # the start itself: as the demo began it
+            env.env_method("set_start", self.demo.state, [self.demo.game_seed], indices=[i])
         else:
-            path = self.demo.paths[self.point]
-            if self.point == 0:  # the start itself: as the demo began it
-                env.env_method("set_start", self.demo.state, [self.demo.game_seed])
-            else:
-                env.env_method("set_start", str(path), None)
-            steps = self.demo.allowance(self.point)
-        env.set_attr("_max_episode_steps", steps)
-        self.stale[:] = True  # the episodes running now began elsewhere
-        self.results.clear()
+            env.env_method("set_start", str(self.demo.paths[point]), None, indices=[i])
+        env.set_attr("_max_episode_steps", self.demo.allowance(point), indices=[i])
+        self.queued[i] = start
 
     def _on_step(self) -> bool:
         dones, infos = self.locals["dones"], self.locals["infos"]
-        for i in np.flatnonzero(dones):
-            if self.stale[i]:
-                self.stale[i] = False
+        for i in map(int, np.flatnonzero(dones)):
+            ended, self.running[i] = self.running[i], self.queued[i]
+            self._queue(i, self._draw())
+            if ended is None:
                 continue
-            self.results.append(bool(infos[i].get("success")))
+            success = bool(infos[i].get("success"))
+            if ended == self._curriculum():
+                self.results.append(success)
+            elif not ended[2]:
+                self.uniform_results.append(success)
+        self._log()
+        window = self.settings.window
+        rate = sum(self.results) / len(self.results) if self.results else 0.0
+        if len(self.results) >= window and rate >= self.settings.threshold:
+            self._move(rate)
+        return True
+
+    def _log(self) -> None:
         rate = sum(self.results) / len(self.results) if self.results else 0.0
         self.logger.record("backward/start_step", self.demo.steps[self.point])
         self.logger.record("backward/point", self.point)
         self.logger.record("backward/fresh_seeds", float(self.fresh_seeds))
         self.logger.record("backward/success_rate", rate)
         self.logger.record("backward/stride", self.stride)
-        window = self.settings.window
-        if len(self.results) >= window and rate >= self.settings.threshold:
-            self._move(rate)
-        return True
+        if self.uniform_results:
+            uniform = sum(self.uniform_results) / len(self.uniform_results)
+            self.logger.record("backward/uniform_success_rate", uniform)
 
     def _move(self, rate: float) -> None:
         self.history.append(
@@ -373,9 +414,9 @@ class BackwardCallback(BaseCallback):
                 "num_timesteps": int(self.num_timesteps),
             }
         )
+        self.results.clear()
         if self.fresh_seeds:
-            self.results.clear()  # keep training from fresh seeds; nothing is left to move
-            return
+            return  # keep training from fresh seeds; nothing is left to move
         if self.point == 0:
             self.fresh_seeds = True
             where = "the start with fresh game seeds"
@@ -385,7 +426,9 @@ class BackwardCallback(BaseCallback):
         quick = rate >= self.settings.jump_rate
         self.stride = min(self.stride * 2, self.settings.max_stride) if quick else 1
         self.on_move(f"step {self.num_timesteps:,}: success {rate:.2f}; start moves to {where}")
-        self._apply()
+        for i, queued in enumerate(self.queued):
+            if queued is not None and queued[2]:  # the curriculum's next episodes: the new point
+                self._queue(i, self._curriculum())
 
 
 @dataclass
@@ -422,6 +465,7 @@ STORED_SETTINGS = (
     "jump_rate",
     "bc_epochs",
     "bc_passes",
+    "uniform_share",
 )
 
 
@@ -589,7 +633,7 @@ def _train(
         model = load_or_make(cfg, venv, resume_from)
         model.set_logger(logger)
         resumed = int(model.num_timesteps) if resume_from is not None else None
-        backward = BackwardCallback(demo, settings, say, position)
+        backward = BackwardCallback(demo, settings, say, position, seed=cfg.seed)
 
         def metadata() -> dict[str, Any]:
             return model_metadata(
