@@ -139,6 +139,12 @@ def robustify(
         help="Share of episodes started from a point drawn from the whole path (1: no "
         "curriculum, every part of the path at once).",
     ),
+    also: list[Path] | None = typer.Option(
+        None,
+        "--also",
+        help="Another explorer's folder (the same env, e.g. another --game-seed): the uniform "
+        "share starts on its best path too (repeatable).",
+    ),
     resume: bool = typer.Option(
         False, "--resume", help="Continue the run in --run-dir (its settings; a new --total-steps)."
     ),
@@ -170,6 +176,7 @@ def robustify(
             env_kwargs=parse_key_values(env_kwarg, "--env-kwarg") or None,
             progress=progress_line,
             resume=resume,
+            also=also or (),
         )
     )
     console.print_json(json.dumps(result.to_dict()))

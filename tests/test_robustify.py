@@ -36,7 +36,7 @@ from metabonk_gym.training.backward import (
     run_robustify,
     stored_settings,
 )
-from metabonk_gym.training.errors import RunDirError
+from metabonk_gym.training.errors import ConfigError, RunDirError
 from metabonk_gym.training.explore import ExploreSettings, run_explore
 
 HAT = "MetaBonk/HatWizard-v0"
@@ -227,3 +227,53 @@ def test_quick_successes_skip_points_back() -> None:
                 {**callback.position(), "fresh_seeds": "no"}):  # fmt: skip
         with pytest.raises(RunDirError, match="backward position"):
             BackwardCallback(corridor_demo(), settings, lambda _: None, bad)
+
+
+@pytest.fixture(scope="module")
+def hat_archive_seed3(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A second winning HatWizard archive: another explorer seed and another game seed."""
+    out = tmp_path_factory.mktemp("hat3") / "explore"
+    settings = ExploreSettings(
+        n_envs=2, max_frames=60_000, stop_when_won=True, state="level1", seed=3, game_seed=3
+    )
+    assert run_explore(HAT, out, settings).won
+    return out
+
+
+def test_more_archives_give_uniform_starts_and_must_be_given_again_to_resume(
+    hat_archive: Path, hat_archive_seed3: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "robust"
+    settings = BackwardSettings(every=20, total_steps=256, uniform_share=1.0, overrides=dict(SMALL))
+    with pytest.raises(ConfigError, match="--uniform-share"):
+        run_robustify(hat_archive, run, BackwardSettings(), also=[hat_archive_seed3])
+    assert not run.exists()  # refused before anything was written
+    first = run_robustify(hat_archive, run, settings, also=[hat_archive_seed3])
+    assert not first.moves  # no curriculum: every start is a uniform draw
+    assert sorted(p.name for p in run.iterdir() if p.name.startswith("demo")) == ["demo", "demo-1"]
+    assert len(list((run / "demo-1").glob("*.state"))) >= 2
+    state = json.loads((run / "run.json").read_text())
+    assert state["explore_also"] == [str(hat_archive_seed3.resolve())]
+    with pytest.raises(RunDirError, match="--also"):
+        run_robustify(hat_archive, run, BackwardSettings(total_steps=512), resume=True)
+    again = run_robustify(
+        hat_archive, run, BackwardSettings(total_steps=512), resume=True, also=[hat_archive_seed3]
+    )
+    assert again.num_timesteps >= 512
+
+
+def test_the_callback_draws_from_every_demonstration() -> None:
+    def demo(points: int, state: str) -> Demo:
+        steps = list(range(0, 10 * points, 10))
+        return Demo(
+            [Path(f"{state}{i}") for i in steps], steps, [0.0] * points, True, None, state, 0
+        )
+
+    callback = BackwardCallback(
+        demo(5, "a"), BackwardSettings(uniform_share=1.0), lambda _: None, others=[demo(9, "b")]
+    )
+    draws = [callback._draw() for _ in range(2000)]
+    share_b = sum(d[0] == 1 for d in draws) / len(draws)
+    assert 0.6 < share_b < 0.72  # 8 of the 12 points that are not an end
+    assert {d[1] for d in draws if d[0] == 1} == set(range(8)) and all(not d[3] for d in draws)
+    assert all(d[2] == (d[1] == 0) for d in draws)  # a path's first point: fresh game seeds

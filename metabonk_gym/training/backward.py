@@ -171,10 +171,15 @@ def archive_env_kwargs(
 
 
 def record_demo(
-    archive: Archive, best: int, run: Path, every: int, env_kwargs: Mapping[str, Any]
+    archive: Archive,
+    best: int,
+    run: Path,
+    every: int,
+    env_kwargs: Mapping[str, Any],
+    folder_name: str = "demo",
 ) -> Demo:
     """Replay the best cell's actions in a worker; write the points as `.state` files in
-    `run/demo/` and check that the replay reaches the archived score."""
+    `run/<folder_name>/` and check that the replay reaches the archived score."""
     meta = archive.meta
     env_id = str(meta["env_id"])
     cells = cells_from_dict(meta["cells"])
@@ -206,7 +211,7 @@ def record_demo(
             f"{replay['scores'][-1]:g}, not the archived {archive.scores[best]:g}: the game is "
             "not deterministic from its start here"
         )
-    folder = run / "demo"
+    folder = run / folder_name
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, state in enumerate(replay["states"]):
@@ -264,8 +269,9 @@ def robust_config(
     return cfg
 
 
-#: One episode's start: (demonstration point, fresh game seeds, drawn by the curriculum).
-Start = tuple[int, bool, bool]
+#: One episode's start: (demonstration, its point, fresh game seeds, drawn by the curriculum);
+#: demonstration 0 is the curriculum's, the others (other archives) only take uniform draws.
+Start = tuple[int, int, bool, bool]
 
 
 class BackwardCallback(BaseCallback):
@@ -282,6 +288,8 @@ class BackwardCallback(BaseCallback):
         on_move: called with a line each time the start moves.
         position: where a resumed run was (`position()` of the run it continues).
         seed: the seed of the uniform draws.
+        others: more demonstrations (other archives, e.g. other game seeds) that the uniform
+            draws start on as well, each point of each path alike.
     """
 
     def __init__(
@@ -291,9 +299,11 @@ class BackwardCallback(BaseCallback):
         on_move: Callable[[str], None],
         position: Mapping[str, Any] | None = None,
         seed: int = 0,
+        others: Sequence[Demo] = (),
     ) -> None:
         super().__init__()
         self.demo = demo
+        self.demos = [demo, *others]
         self.settings = settings
         self.on_move = on_move
         self.point = len(demo.paths) - 2  # the last point is the end itself
@@ -351,27 +361,30 @@ class BackwardCallback(BaseCallback):
             self._queue(i, self._draw())
 
     def _curriculum(self) -> Start:
-        return (0, True, True) if self.fresh_seeds else (self.point, False, True)
+        return (0, 0, True, True) if self.fresh_seeds else (0, self.point, False, True)
 
     def _draw(self) -> Start:
-        """A start for one env's next episode: the curriculum's, or a uniform point."""
+        """A start for one env's next episode: the curriculum's, or a point drawn uniformly
+        from every demonstration's points but their ends."""
         share = self.settings.uniform_share
         if share > 0 and self.rng.random() < share:
-            point = int(self.rng.integers(0, len(self.demo.paths) - 1))
-            return point, point == 0, False
+            sizes = np.array([len(d.paths) - 1 for d in self.demos], float)
+            which = int(self.rng.choice(len(self.demos), p=sizes / sizes.sum()))
+            point = int(self.rng.integers(0, sizes[which]))
+            return which, point, point == 0, False
         return self._curriculum()
 
     def _queue(self, i: int, start: Start) -> None:
         """Env `i`'s next episode begins at `start` (and may take the steps it allows)."""
-        point, fresh, _ = start
-        env = self.training_env
+        which, point, fresh, _ = start
+        demo, env = self.demos[which], self.training_env
         if fresh:
-            env.env_method("set_start", self.demo.state, None, indices=[i])
+            env.env_method("set_start", demo.state, None, indices=[i])
         elif point == 0:  # the start itself: as the demo began it
-            env.env_method("set_start", self.demo.state, [self.demo.game_seed], indices=[i])
+            env.env_method("set_start", demo.state, [demo.game_seed], indices=[i])
         else:
-            env.env_method("set_start", str(self.demo.paths[point]), None, indices=[i])
-        env.set_attr("_max_episode_steps", self.demo.allowance(point), indices=[i])
+            env.env_method("set_start", str(demo.paths[point]), None, indices=[i])
+        env.set_attr("_max_episode_steps", demo.allowance(point), indices=[i])
         self.queued[i] = start
 
     def _on_step(self) -> bool:
@@ -384,7 +397,7 @@ class BackwardCallback(BaseCallback):
             success = bool(infos[i].get("success"))
             if ended == self._curriculum():
                 self.results.append(success)
-            elif not ended[2]:
+            elif not ended[3]:
                 self.uniform_results.append(success)
         self._log()
         window = self.settings.window
@@ -427,7 +440,7 @@ class BackwardCallback(BaseCallback):
         self.stride = min(self.stride * 2, self.settings.max_stride) if quick else 1
         self.on_move(f"step {self.num_timesteps:,}: success {rate:.2f}; start moves to {where}")
         for i, queued in enumerate(self.queued):
-            if queued is not None and queued[2]:  # the curriculum's next episodes: the new point
+            if queued is not None and queued[3]:  # the curriculum's next episodes: the new point
                 self._queue(i, self._curriculum())
 
 
@@ -512,28 +525,40 @@ def run_robustify(
     progress: Callable[[str], None] | None = None,
     resume: bool = False,
     callbacks: Sequence[Any] = (),
+    also: Sequence[str | Path] = (),
 ) -> RobustResult:
     """Robustify the best path of the archive in `explore_dir` into a PPO policy in `run_dir`
     (a new run directory; with `resume`, the run there continues with its own settings and
     config, `settings.total_steps` its new end); see the module docstring. `env_kwargs`: the
     user's, replacing the archive's; `callbacks`: SB3 callbacks added to PPO's (e.g. a
-    wall-clock stop)."""
+    wall-clock stop); `also`: more explorers' folders (the same env, e.g. other game seeds)
+    whose best paths the uniform share starts on too."""
     settings = settings or BackwardSettings()
     settings.check()
     explore_dir = Path(explore_dir).expanduser()
+    more = [Path(d).expanduser() for d in also]
     run = RunDir(Path(run_dir).expanduser())
     say = progress or (lambda line: None)
     state: dict[str, Any] = {}
     if resume:
-        state = _check_resume(run, explore_dir, say)
+        state = _check_resume(run, explore_dir, say, more)
         settings = stored_settings(state, settings.total_steps, run.state_file)
     else:
         run.check_new()
+    if more and settings.uniform_share <= 0:
+        raise ConfigError(
+            "more archives (--also) are only started on by the uniform share: give "
+            "--uniform-share above 0"
+        )
     archive, best = load_demo_archive(explore_dir)
     env_id = str(archive.meta.get("env_id"))
     kwargs = archive_env_kwargs(archive, explore_dir / ARCHIVE_FILE, env_kwargs)
     run.path.mkdir(parents=True, exist_ok=True)
     demo = record_demo(archive, best, run.path, settings.every, kwargs)
+    others = [
+        _other_demo(d, k, env_id, demo, run.path, settings.every, env_kwargs)
+        for k, d in enumerate(more, 1)
+    ]
     if resume:
         cfg, resume_from, position = _resume_point(run, env_id, demo, state, settings)
     else:
@@ -542,6 +567,11 @@ def run_robustify(
         f"robustifying {env_id}: a {demo.length}-step demonstration "
         f"({'won' if demo.won else 'score ' + str(demo.scores[-1])}), {len(demo.paths)} start "
         f"points, PPO from {cfg.obs_type} frames, sticky actions {cfg.sticky_action_prob}"
+        + (
+            f"; {len(others)} more paths ({sum(len(o.paths) for o in others)} points)"
+            if others
+            else ""
+        )
         + (f"; resuming at {position and position.get('point')}" if resume else "")
     )
     run.write_config(config_to_yaml(cfg))
@@ -551,17 +581,47 @@ def run_robustify(
         status="running",
         error=None,
         explore=str(explore_dir.resolve()),
+        explore_also=[str(d.resolve()) for d in more],
         total_steps=cfg.total_steps,
         points=len(demo.paths),
         demo_steps=demo.length,
         backward_settings={k: getattr(settings, k) for k in STORED_SETTINGS},
         **run.owner(),
     )
-    return _train(env_id, run, cfg, demo, settings, say, resume_from, position, callbacks)
+    backward = BackwardCallback(demo, settings, say, position, seed=cfg.seed, others=others)
+    return _train(env_id, run, cfg, backward, resume_from, callbacks)
 
 
-def _check_resume(run: RunDir, explore_dir: Path, say: Callable[[str], None]) -> dict[str, Any]:
-    """Before a resume: the run exists, is a robustify run of this archive, and is not being
+def _other_demo(
+    explore_dir: Path,
+    index: int,
+    env_id: str,
+    first: Demo,
+    run: Path,
+    every: int,
+    env_kwargs: Mapping[str, Any] | None,
+) -> Demo:
+    """Another archive's best path as a demonstration (`run/demo-INDEX/`); it must be of the
+    same env and reach the same goal as the first (the env's success is the first's goal)."""
+    archive, best = load_demo_archive(explore_dir)
+    path = explore_dir / ARCHIVE_FILE
+    if archive.meta.get("env_id") != env_id:
+        raise ArchiveError(f"{path} explored {archive.meta.get('env_id')}, not {env_id}")
+    kwargs = archive_env_kwargs(archive, path, env_kwargs)
+    demo = record_demo(archive, best, run, every, kwargs, folder_name=f"demo-{index}")
+    if demo.goal != first.goal or demo.won != first.won:
+        raise ArchiveError(
+            f"{path}: its best path {'wins' if demo.won else 'does not win'} and the first "
+            f"archive's {'does' if first.won else 'does not'}: give archives whose best paths "
+            "reach the same goal"
+        )
+    return demo
+
+
+def _check_resume(
+    run: RunDir, explore_dir: Path, say: Callable[[str], None], more: Sequence[Path] = ()
+) -> dict[str, Any]:
+    """Before a resume: the run exists, is a robustify run of these archives, and is not being
     trained now; its `run.json`."""
     run.check_resumable()
     stale = run.check_not_running()
@@ -577,6 +637,12 @@ def _check_resume(run: RunDir, explore_dir: Path, say: Callable[[str], None]) ->
         raise RunDirError(
             f"{run.path} robustifies the archive in {str(stored)[:200]}, not {explore_dir}; "
             "give that folder to --resume it"
+        )
+    stored_more = [str(Path(d).resolve()) for d in state.get("explore_also") or []]
+    if stored_more != [str(d.resolve()) for d in more]:
+        raise RunDirError(
+            f"{run.path} also started on the archives {stored_more or 'none'}; give the same "
+            "--also folders to --resume it"
         )
     return state
 
@@ -611,11 +677,8 @@ def _train(
     env_id: str,
     run: RunDir,
     cfg: TrainConfig,
-    demo: Demo,
-    settings: BackwardSettings,
-    say: Callable[[str], None],
+    backward: BackwardCallback,
     resume_from: Path | None = None,
-    position: Mapping[str, Any] | None = None,
     callbacks: Sequence[Any] = (),
 ) -> RobustResult:
     import torch
@@ -633,7 +696,7 @@ def _train(
         model = load_or_make(cfg, venv, resume_from)
         model.set_logger(logger)
         resumed = int(model.num_timesteps) if resume_from is not None else None
-        backward = BackwardCallback(demo, settings, say, position, seed=cfg.seed)
+        demo, settings, say = backward.demo, backward.settings, backward.on_move
 
         def metadata() -> dict[str, Any]:
             return model_metadata(
