@@ -29,9 +29,13 @@ SMALL_SPEC = {
     "target": {"at-least": 0.5},
     "worst": {"at-least": 0.25},
     "rules": ["repeat:2"],
-    "explore": {"n_envs": 1},
+    "explore": {"n_envs": 1, "game_seeds": [0, 3]},
     "explore_share": 0.5,
-    "robustify": {"every": 20, "overrides": {"n_envs": 1, "n_steps": 64, "batch_size": 32}},
+    "robustify": {
+        "every": 20,
+        "uniform_share": 0.5,
+        "overrides": {"n_envs": 1, "n_steps": 64, "batch_size": 32},
+    },
 }
 
 
@@ -48,6 +52,9 @@ def test_explore_method_explores_robustifies_scores_and_keeps_its_budget(
     seed = figures["seeds"][0]
     where = tmp_path / "HatWizard"
     assert seed["explore_frames"] > 0 and seed["explore_won"]  # HatWizard's 1-1 falls in seconds
+    assert seed["variants"] == 1 and (where / "explore-seed0-g3" / "archive.npz").is_file()
+    run_state = json.loads((where / "robust-seed0" / "run.json").read_text())
+    assert run_state["explore_also"] == [str((where / "explore-seed0-g3").resolve())]
     assert seed["replay"] == 1.0  # the won path, replayed from the archive's start, wins
     assert seed["env_steps"] > 0 and (where / "robust-seed0" / "model.zip").is_file()
     assert seed["reached_step"] <= seed["demo_steps"]
@@ -92,6 +99,26 @@ def test_bad_method_keys_name_the_key(section: str, given: dict, message: str) -
 def test_a_bad_method_spec_names_the_problem(spec: dict, message: str) -> None:
     with pytest.raises(MetabonkError, match=message):
         LearningSpec.from_mapping(spec)
+
+
+@pytest.mark.parametrize(
+    ("explore", "robustify", "message"),
+    [
+        ({"game_seeds": [0, 1]}, {}, "uniform_share"),
+        ({"game_seeds": "0"}, {"uniform_share": 1}, "list of ints"),
+        ({"game_seeds": []}, {"uniform_share": 1}, "list of ints"),
+        ({"repeat_prob": 2.0}, {}, "repeat_prob"),
+        ({}, {"threshold": 0}, "threshold"),
+    ],
+)
+def test_method_settings_that_do_not_fit_are_refused_before_anything_runs(
+    explore: dict, robustify: dict, message: str
+) -> None:
+    from metabonk_gym.bench.teacherless_explore import check_spec
+
+    spec = LearningSpec(target={"at-least": 1}, explore=explore, robustify=robustify)
+    with pytest.raises(MetabonkError, match=message):
+        check_spec(spec)
 
 
 @pytest.mark.parametrize("game", ["BonkQuest", "BonkArena"])

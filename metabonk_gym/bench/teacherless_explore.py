@@ -10,14 +10,23 @@ the first win, comes); robustifying gets what is left. The minutes spent are kep
 without granting a seed more than its budget. Nothing here names a game: the settings are the
 folder's `learning.yaml` (`explore:`, `robustify:`), its cells are its `cells.yaml`.
 
+Seeded variants: with `game_seeds: [G0, G1, ...]` under `explore:`, each game seed is explored in
+turn (one archive each, within the one exploring share); the first archive's path is the
+curriculum's, the others' won paths are started on by the uniform share (`robustify --also`),
+so the policy sees the game as different seeds lay it out, not one path to memorise.
+
 >>> spec = LearningSpec(state="start", explore={"until_prefer": 2, "stop_when_won": False})
 >>> s = explore_settings(spec, seed=1, seconds=60.0)
 >>> s.seed, s.state, s.until_prefer, s.stop_when_won, s.max_seconds
 (1, 'start', 2, False, 60.0)
+>>> explore_settings(LearningSpec(explore={"game_seeds": [4, 5]}), 0, 1.0, game_seed=5).game_seed
+5
+>>> game_seeds(LearningSpec(explore={"game_seeds": [4, 5]})), game_seeds(LearningSpec())
+([4, 5], [0])
 >>> explore_settings(LearningSpec(explore={"seed": 3}), 0, 1.0)
 Traceback (most recent call last):
 ...
-metabonk_gym.errors.MetabonkError: learning.yaml: explore: the bench sets seed, max_seconds and state; unknown or set here: ['seed']
+metabonk_gym.errors.MetabonkError: learning.yaml: explore: the bench sets seed, max_seconds, state and game_seed; unknown or set here: ['seed']
 """
 
 from __future__ import annotations
@@ -38,7 +47,9 @@ from metabonk_gym.utils import Log, atomic_write_text
 #: Robustify's PPO step budget: the wall clock ends it, not a step count.
 ROBUST_TOTAL_STEPS = 100_000_000
 #: Keys the bench sets itself in each method's settings.
-EXPLORE_SET_HERE = ("seed", "max_seconds", "state")
+EXPLORE_SET_HERE = ("seed", "max_seconds", "state", "game_seed")
+#: The bench's own key under `explore:`: the game seeds explored (default: game seed 0).
+GAME_SEEDS_KEY = "game_seeds"
 ROBUST_SET_HERE = ("total_steps",)
 
 
@@ -51,13 +62,24 @@ def _checked(section: str, given: dict[str, Any], known: set[str], set_here: tup
         )
 
 
-def explore_settings(spec: LearningSpec, seed: int, seconds: float) -> ExploreSettings:
+def game_seeds(spec: LearningSpec) -> list[int]:
+    """The game seeds the Go-Explore method explores, the curriculum's first."""
+    seeds = spec.explore.get(GAME_SEEDS_KEY, [0])
+    if not isinstance(seeds, list) or not seeds or not all(type(g) is int for g in seeds):
+        raise MetabonkError(f"learning.yaml: explore: {GAME_SEEDS_KEY} must be a list of ints")
+    return list(seeds)
+
+
+def explore_settings(
+    spec: LearningSpec, seed: int, seconds: float, game_seed: int = 0
+) -> ExploreSettings:
     """The explorer's settings of one seed: the spec's `explore:` keys (stopping at the first
-    win unless they say otherwise), this seed, the spec's start and `seconds` at most."""
-    given = dict(spec.explore)
+    win unless they say otherwise), this seed, the spec's start, `game_seed` and `seconds` at
+    most."""
+    given = {k: v for k, v in spec.explore.items() if k != GAME_SEEDS_KEY}
     _checked("explore", given, {f.name for f in fields(ExploreSettings)}, EXPLORE_SET_HERE)
     values = {"stop_when_won": True, **given}
-    values.update(seed=seed, max_seconds=seconds, state=spec.state)
+    values.update(seed=seed, max_seconds=seconds, state=spec.state, game_seed=game_seed)
     return ExploreSettings(**values)
 
 
@@ -75,10 +97,28 @@ def robust_settings(spec: LearningSpec, seed: int) -> BackwardSettings:
     return BackwardSettings(**given, overrides=overrides, total_steps=ROBUST_TOTAL_STEPS)
 
 
+def check_spec(spec: LearningSpec) -> None:
+    """Refuse a spec whose method settings do not fit together, before anything runs.
+
+    >>> check_spec(LearningSpec(explore={"game_seeds": [0, 1]}))
+    Traceback (most recent call last):
+    ...
+    metabonk_gym.errors.MetabonkError: learning.yaml: explore: game_seeds beyond the first are started on only by robustify: uniform_share; set it above 0
+    """
+    explore_settings(spec, 0, 1.0).check()
+    robust = robust_settings(spec, 0)
+    robust.check()
+    if len(game_seeds(spec)) > 1 and robust.uniform_share <= 0:
+        raise MetabonkError(
+            f"learning.yaml: explore: {GAME_SEEDS_KEY} beyond the first are started on only by "
+            "robustify: uniform_share; set it above 0"
+        )
+
+
 def _budget(path: Path) -> dict[str, Any]:
-    """Minutes a seed has spent so far (a missing file: none)."""
+    """Minutes a seed has spent so far and what its explorations found (none: a fresh seed)."""
     if not path.is_file():
-        return {"explore_minutes": 0.0, "robust_minutes": 0.0, "explore_done": False}
+        return {"explore_minutes": 0.0, "robust_minutes": 0.0, "explored": {}}
     return dict(json.loads(path.read_text()))
 
 
@@ -86,38 +126,67 @@ def _save_budget(path: Path, budget: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(budget) + "\n")
 
 
+def explore_dir(where: Path, seed: int, game_seed: int, first: bool) -> Path:
+    """The archive folder of one training seed and game seed (the first game seed's is
+    `explore-seedN`, the others' `explore-seedN-gG`)."""
+    return where / (f"explore-seed{seed}" + ("" if first else f"-g{game_seed}"))
+
+
 def _explore(
-    env_id: str, out: Path, spec: LearningSpec, seed: int, minutes: float, budget_path: Path
+    env_id: str, where: Path, spec: LearningSpec, seed: int, minutes: float, budget_path: Path
 ) -> dict[str, Any]:
-    """Explore within the seed's share of `minutes` (resumed when an archive is there)."""
-    budget = _budget(budget_path)
-    left = minutes * spec.explore_share - budget["explore_minutes"]
-    if budget["explore_done"] or left <= 0:
-        return budget
-    start = time.monotonic()
-    resume = (out / ARCHIVE_FILE).is_file()
-    result = run_explore(env_id, out, explore_settings(spec, seed, left * 60), resume=resume)
-    budget["explore_minutes"] += (time.monotonic() - start) / 60
-    budget["explore_done"] = not result.interrupted
-    budget.update(explore_frames=result.frames, explore_won=result.won, best=result.best)
-    _save_budget(budget_path, budget)
-    if result.interrupted:
-        raise KeyboardInterrupt(f"{out}: exploring stopped; the archive is saved")
-    return budget
+    """Explore each game seed in turn within the seed's share of `minutes` (an archive that is
+    there is resumed); what each found is kept in the budget file."""
+    for index, game_seed in enumerate(game_seeds(spec)):
+        budget = _budget(budget_path)
+        left = minutes * spec.explore_share - budget["explore_minutes"]
+        if str(game_seed) in budget["explored"] or left <= 0:
+            continue
+        out = explore_dir(where, seed, game_seed, index == 0)
+        start = time.monotonic()
+        resume = (out / ARCHIVE_FILE).is_file()
+        settings = explore_settings(spec, seed, left * 60, game_seed)
+        result = run_explore(env_id, out, settings, resume=resume)
+        budget["explore_minutes"] += (time.monotonic() - start) / 60
+        if not result.interrupted:
+            budget["explored"][str(game_seed)] = {"frames": result.frames, "won": result.won}
+        _save_budget(budget_path, budget)
+        if result.interrupted:
+            raise KeyboardInterrupt(f"{out}: exploring stopped; the archive is saved")
+    return _budget(budget_path)
+
+
+def _variants(where: Path, spec: LearningSpec, seed: int, budget: dict[str, Any]) -> list[Path]:
+    """The other game seeds' archives the policy also starts on: those whose exploration won
+    when the first one's did (the same goal), else none."""
+    explored, seeds = budget["explored"], game_seeds(spec)
+    first = explored.get(str(seeds[0]), {})
+    if not first.get("won"):
+        return []
+    return [
+        explore_dir(where, seed, g, False) for g in seeds[1:] if explored.get(str(g), {}).get("won")
+    ]
 
 
 def _robustify(
-    out: Path, run_dir: Path, spec: LearningSpec, seed: int, minutes: float, budget_path: Path
+    where: Path, run_dir: Path, spec: LearningSpec, seed: int, minutes: float, budget_path: Path
 ) -> dict[str, Any]:
-    """Robustify the archive's best path with the minutes the seed has left."""
+    """Robustify the first archive's best path (and start on the other game seeds' won paths)
+    with the minutes the seed has left."""
     budget = _budget(budget_path)
     left = minutes - budget["explore_minutes"] - budget["robust_minutes"]
     if left <= 0:
         return budget
     start = time.monotonic()
     resume = RunDir(run_dir).is_run()
+    out = explore_dir(where, seed, game_seeds(spec)[0], True)
     result = run_robustify(
-        out, run_dir, robust_settings(spec, seed), resume=resume, callbacks=[wall_clock_stop(left)]
+        out,
+        run_dir,
+        robust_settings(spec, seed),
+        resume=resume,
+        callbacks=[wall_clock_stop(left)],
+        also=_variants(where, spec, seed, budget),
     )
     budget["robust_minutes"] += (time.monotonic() - start) / 60
     budget.update(
@@ -138,23 +207,26 @@ def explored_seed(
 ) -> dict[str, Any]:
     """One seed of the Go-Explore method: explore, robustify (unless `train` is False: the
     seed's runs as they stand), then score the policy and the archive's replay."""
-    out, run_dir = where / f"explore-seed{seed}", where / f"robust-seed{seed}"
-    budget_path = where / f"budget-seed{seed}.json"
+    out = explore_dir(where, seed, game_seeds(spec)[0], True)
+    run_dir, budget_path = where / f"robust-seed{seed}", where / f"budget-seed{seed}.json"
+    check_spec(spec)
     if train:
-        _explore(env_id, out, spec, seed, minutes, budget_path)
+        _explore(env_id, where, spec, seed, minutes, budget_path)
         log(f"seed {seed}: explored; robustifying for the rest of {minutes:g} min")
-        _robustify(out, run_dir, spec, seed, minutes, budget_path)
+        _robustify(where, run_dir, spec, seed, minutes, budget_path)
     elif not budget_path.is_file():
         raise MetabonkError(f"{run_dir} was not trained by this bench: run it without --no-train")
     budget = _budget(budget_path)
     if not RunDir(run_dir).is_run():
         raise MetabonkError(f"{run_dir}: no policy (the budget went to exploring); raise --minutes")
     replay = f"replay:{out / ARCHIVE_FILE}"
+    explored = budget["explored"].get(str(game_seeds(spec)[0]), {})
     return {
         "seed": seed,
         "env_steps": int(budget.get("env_steps", 0)),
-        "explore_frames": int(budget.get("explore_frames", 0)),
-        "explore_won": bool(budget.get("explore_won", False)),
+        "explore_frames": sum(int(e["frames"]) for e in budget["explored"].values()),
+        "explore_won": bool(explored.get("won", False)),
+        "variants": len(_variants(where, spec, seed, budget)),
         "demo_steps": budget.get("demo_steps"),
         "reached_step": budget.get("reached_step"),
         "explore_minutes": round(budget["explore_minutes"], 1),
