@@ -139,3 +139,21 @@ def test_cli_refuses_an_unknown_method_and_a_tiny_budget_in_one_line(tmp_path: P
     assert not any(tmp_path.iterdir())  # nothing written
     result = runner.invoke(app, ["bench", "learning", "explore-quest", "--minutes", "0", *out])
     assert result.exit_code == 2 and "--minutes" in result.output
+
+
+def test_a_phase_clock_saves_its_minutes_as_they_pass(tmp_path: Path, monkeypatch) -> None:
+    import time
+
+    from metabonk_gym.bench import teacherless_explore as method
+
+    path = tmp_path / "budget-seed0.json"
+    path.write_text(json.dumps({"explore_minutes": 2.0, "robust_minutes": 1.0, "explored": {}}))
+    clock = method.PhaseClock(path, "robust_minutes")
+    clock.tick()  # within SAVE_EVERY_S of the start: nothing written yet
+    assert json.loads(path.read_text())["robust_minutes"] == 1.0
+    monkeypatch.setattr(method, "SAVE_EVERY_S", 0.0)
+    time.sleep(0.05)
+    clock.tick()  # a bench killed after this keeps the minutes it had spent
+    saved = json.loads(path.read_text())
+    assert 1.0 < saved["robust_minutes"] < 1.1 and saved["explore_minutes"] == 2.0
+    assert clock.save(env_steps=7)["env_steps"] == 7

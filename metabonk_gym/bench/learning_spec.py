@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,8 +137,9 @@ def load_spec(env_id: str) -> tuple[GameData, LearningSpec]:
     return data, LearningSpec.from_mapping(raw)
 
 
-def wall_clock_stop(minutes: float) -> Any:
-    """An SB3 callback that ends `learn` once `minutes` have passed (the model is then saved)."""
+def wall_clock_stop(minutes: float, tick: Callable[[], None] | None = None) -> Any:
+    """An SB3 callback that ends `learn` once `minutes` have passed (the model is then saved);
+    `tick` is called at every step (a cheap clock of the caller's)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     class WallClockStop(BaseCallback):
@@ -146,6 +147,8 @@ def wall_clock_stop(minutes: float) -> Any:
             self.deadline = time.monotonic() + minutes * 60
 
         def _on_step(self) -> bool:
+            if tick is not None:
+                tick()
             return time.monotonic() < self.deadline
 
     return WallClockStop()

@@ -46,6 +46,8 @@ from metabonk_gym.utils import Log, atomic_write_text
 
 #: Robustify's PPO step budget: the wall clock ends it, not a step count.
 ROBUST_TOTAL_STEPS = 100_000_000
+#: Seconds between two saves of a running phase's minutes.
+SAVE_EVERY_S = 30.0
 #: Keys the bench sets itself in each method's settings.
 EXPLORE_SET_HERE = ("seed", "max_seconds", "state", "game_seed")
 #: The bench's own key under `explore:`: the game seeds explored (default: game seed 0).
@@ -126,6 +128,35 @@ def _save_budget(path: Path, budget: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(budget) + "\n")
 
 
+class PhaseClock:
+    """A phase's wall minutes, added to the seed's budget file as they pass (at most
+    `SAVE_EVERY_S` behind), so a bench killed outright does not get them again on resume.
+
+    Args:
+        path: the seed's budget file.
+        key: the phase's entry (explore_minutes, robust_minutes).
+    """
+
+    def __init__(self, path: Path, key: str) -> None:
+        self.path, self.key = path, key
+        self.base = float(_budget(path)[key])
+        self.start = self.saved = time.monotonic()
+
+    def tick(self, *_: Any) -> None:
+        """Save the minutes so far when `SAVE_EVERY_S` have passed since the last save."""
+        if time.monotonic() - self.saved >= SAVE_EVERY_S:
+            self.save()
+
+    def save(self, **more: Any) -> dict[str, Any]:
+        """Write the minutes so far (and `more` entries) to the budget file; the budget."""
+        budget = _budget(self.path)
+        self.saved = time.monotonic()
+        budget[self.key] = self.base + (self.saved - self.start) / 60
+        budget.update(more)
+        _save_budget(self.path, budget)
+        return budget
+
+
 def explore_dir(where: Path, seed: int, game_seed: int, first: bool) -> Path:
     """The archive folder of one training seed and game seed (the first game seed's is
     `explore-seedN`, the others' `explore-seedN-gG`)."""
@@ -143,14 +174,14 @@ def _explore(
         if str(game_seed) in budget["explored"] or left <= 0:
             continue
         out = explore_dir(where, seed, game_seed, index == 0)
-        start = time.monotonic()
+        clock = PhaseClock(budget_path, "explore_minutes")
         resume = (out / ARCHIVE_FILE).is_file()
         settings = explore_settings(spec, seed, left * 60, game_seed)
-        result = run_explore(env_id, out, settings, resume=resume)
-        budget["explore_minutes"] += (time.monotonic() - start) / 60
+        result = run_explore(env_id, out, settings, resume=resume, progress=clock.tick)
+        explored = dict(budget["explored"])
         if not result.interrupted:
-            budget["explored"][str(game_seed)] = {"frames": result.frames, "won": result.won}
-        _save_budget(budget_path, budget)
+            explored[str(game_seed)] = {"frames": result.frames, "won": result.won}
+        clock.save(explored=explored)
         if result.interrupted:
             raise KeyboardInterrupt(f"{out}: exploring stopped; the archive is saved")
     return _budget(budget_path)
@@ -177,7 +208,7 @@ def _robustify(
     left = minutes - budget["explore_minutes"] - budget["robust_minutes"]
     if left <= 0:
         return budget
-    start = time.monotonic()
+    clock = PhaseClock(budget_path, "robust_minutes")
     resume = RunDir(run_dir).is_run()
     out = explore_dir(where, seed, game_seeds(spec)[0], True)
     result = run_robustify(
@@ -185,18 +216,16 @@ def _robustify(
         run_dir,
         robust_settings(spec, seed),
         resume=resume,
-        callbacks=[wall_clock_stop(left)],
+        callbacks=[wall_clock_stop(left, clock.tick)],
         also=_variants(where, spec, seed, budget),
     )
-    budget["robust_minutes"] += (time.monotonic() - start) / 60
-    budget.update(
+    budget = clock.save(
         env_steps=result.num_timesteps,
         demo_steps=result.demo_steps,
         demo_won=result.demo_won,
         reached_step=result.reached_step,
         fresh_seeds=result.fresh_seeds,
     )
-    _save_budget(budget_path, budget)
     if result.interrupted:
         raise KeyboardInterrupt(f"{run_dir} stopped at step {result.num_timesteps}")
     return budget
