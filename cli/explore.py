@@ -139,6 +139,11 @@ def robustify(
         help="Share of episodes started from a point drawn from the whole path (1: no "
         "curriculum, every part of the path at once).",
     ),
+    waypoint_reward: float = typer.Option(
+        0.0,
+        min=0.0,
+        help="Bonus per cell of the path passed, in episodes started on a path (RAM cells).",
+    ),
     also: list[Path] | None = typer.Option(
         None,
         "--also",
@@ -167,6 +172,7 @@ def robustify(
         bc_epochs=bc_epochs,
         bc_passes=bc_passes,
         uniform_share=uniform_share,
+        waypoint_reward=waypoint_reward,
     )
     result = guarded(  # Ctrl-C / SIGTERM: PPO's checkpoint and the model are saved, exit 130/143
         lambda: run_robustify(

@@ -277,3 +277,87 @@ def test_the_callback_draws_from_every_demonstration() -> None:
     assert 0.6 < share_b < 0.72  # 8 of the 12 points that are not an end
     assert {d[1] for d in draws if d[0] == 1} == set(range(8)) and all(not d[3] for d in draws)
     assert all(d[2] == (d[1] == 0) for d in draws)  # a path's first point: fresh game seeds
+
+
+class Walk(gym.Env):
+    """A toy whose info carries a position: action 1 steps right, 0 stays."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.x = 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict]:
+        self.x = 0
+        return np.zeros(1, np.float32), {"x": self.x}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        self.x += int(action)
+        return np.zeros(1, np.float32), 0.0, False, False, {"x": self.x, "reward_terms": {}}
+
+
+def test_waypoints_pay_for_each_cell_of_the_path_passed_from_the_next_reset() -> None:
+    from metabonk_gym.training.envs import WaypointReward
+
+    env = WaypointReward(Walk(), weight=0.5, lookahead=3)
+    env.set_waypoints([("x", 2)], [(0,), (1,), (2,), (3,), (4,)])  # cells of 2 positions each
+    env.reset()
+    assert env.waypoints and env.reached == 0  # pending until the reset: applied now
+    rewards = [env.step(1)[1] for _ in range(3)]  # x 1, 2, 3 -> cells 0, 1, 1
+    assert rewards == [0.5, 0.5, 0.0] and env.reached == 2
+    for _ in range(4):  # x 4..7: cell 2 at x=4, 3 at x=6, then past the path
+        env.step(1)
+    assert env.reached == 4
+    env.set_waypoints([("x", 1)], [(9,)])
+    env.step(1)
+    assert env.waypoints != [(9,)]  # not before the next reset
+    env.reset()
+    rewards = [env.step(1)[1] for _ in range(12)]  # (9,) is within 3 of none until x=9
+    assert rewards.count(0.5) == 1 and env.reached == 1 and rewards[8] == 0.5
+    _, _, _, _, info = env.step(1)
+    assert info["reward_terms"]["waypoints"] == 0.0
+
+
+def test_waypoints_skip_ahead_and_pay_for_what_they_skip() -> None:
+    from metabonk_gym.training.envs import WaypointReward
+
+    env = WaypointReward(Walk(), weight=1.0, lookahead=4)
+    env.set_waypoints([("x", 1)], [(0,), (5,), (1,), (2,)])  # a loop the policy cuts
+    env.reset()
+    assert env.step(1)[1] == 3.0 and env.reached == 3  # x=1 is the third waypoint: 3 passed
+
+
+def test_the_demonstrations_own_actions_pass_every_waypoint(
+    hat_archive: Path, tmp_path: Path
+) -> None:
+    from metabonk_gym.training.backward import archive_env_kwargs, load_demo_archive, record_demo
+    from metabonk_gym.training.config import resolve_config
+    from metabonk_gym.training.envs import make_env
+
+    archive, best = load_demo_archive(hat_archive)
+    kwargs = archive_env_kwargs(archive, hat_archive / "archive.npz", None)
+    demo = record_demo(archive, best, tmp_path, 20, kwargs)
+    ahead = demo.waypoints_after(0)
+    assert demo.waypoint_columns and len(ahead) >= 3  # RAM cells: level, x, y
+    cfg = resolve_config(HAT, overrides={"waypoint_reward": 0.5, "env_kwargs": kwargs})
+    env = make_env(HAT, cfg)
+    try:
+        env.get_wrapper_attr("set_waypoints")(demo.waypoint_columns, ahead)
+        env.reset(options={"state": demo.state, "game_seed": demo.game_seed})
+        paid = [env.step(int(a))[4]["reward_terms"]["waypoints"] for a in demo.actions]
+    finally:
+        env.close()
+    assert sum(paid) == pytest.approx(0.5 * len(ahead))  # each waypoint once, in order
+    assert env.get_wrapper_attr("reached") == len(ahead)
+
+
+def test_robustify_with_waypoints_pays_for_the_path(hat_archive: Path, tmp_path: Path) -> None:
+    run = tmp_path / "robust"
+    settings = BackwardSettings(
+        every=20, total_steps=256, uniform_share=1.0, waypoint_reward=0.1, overrides=dict(SMALL)
+    )
+    result = run_robustify(hat_archive, run, settings)
+    assert result.num_timesteps >= 256
+    state = json.loads((run / "run.json").read_text())
+    assert state["backward_settings"]["waypoint_reward"] == 0.1
+    assert "waypoint_reward: 0.1" in (run / "config.yaml").read_text()

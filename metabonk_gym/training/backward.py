@@ -44,7 +44,7 @@ from metabonk_gym.training.envs import close_venv, make_train_venv, probe_env
 from metabonk_gym.training.errors import ConfigError, RunDirError
 from metabonk_gym.training.explore import ARCHIVE_FILE, EXPLORE_OBS
 from metabonk_gym.training.explore_archive import Archive, ArchiveError
-from metabonk_gym.training.explore_cells import cells_from_dict
+from metabonk_gym.training.explore_cells import Cells, RamCells, cells_from_dict
 from metabonk_gym.training.explore_worker import ExploreWorker
 from metabonk_gym.training.runtrust import RUN_ENV_KWARGS, check_value
 from metabonk_gym.utils import atomic_write_text
@@ -75,6 +75,8 @@ class BackwardSettings:
         uniform_share: the share of episodes that start from a point drawn uniformly from the
             whole demonstration (its first point with fresh game seeds) instead of the
             curriculum's point; 1.0 trains every part of the path at once, with no curriculum.
+        waypoint_reward: a bonus per cell of the path passed (`envs.WaypointReward`) in the
+            episodes started on a path (not those from fresh game seeds); 0: none.
     """
 
     every: int = 10
@@ -88,6 +90,7 @@ class BackwardSettings:
     bc_epochs: int = 0
     bc_passes: int = 4
     uniform_share: float = 0.0
+    waypoint_reward: float = 0.0
 
     def check(self) -> None:
         """Refuse values that make no sense (`ConfigError`, one line)."""
@@ -97,6 +100,8 @@ class BackwardSettings:
         for name in ("every", "window", "total_steps", "max_stride", "bc_passes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, not {getattr(self, name)}")
+        if self.waypoint_reward < 0:
+            raise ConfigError(f"waypoint_reward must be >= 0, not {self.waypoint_reward}")
         if not 0.0 <= self.uniform_share <= 1.0:
             raise ConfigError(f"uniform_share must be in [0, 1], not {self.uniform_share}")
         if self.bc_epochs < 0:
@@ -120,14 +125,50 @@ class Demo:
     state: str | None
     game_seed: int
     actions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    #: The path's waypoints (`demo_waypoints`): their (variable, bucket) columns, the cells,
+    #: and the step at which the path entered each.
+    waypoint_columns: list[tuple[str, int]] = field(default_factory=list)
+    waypoints: list[tuple[int, ...]] = field(default_factory=list)
+    waypoint_steps: list[int] = field(default_factory=list)
 
     @property
     def length(self) -> int:
         return self.steps[-1]
 
+    def waypoints_after(self, point: int) -> list[tuple[int, ...]]:
+        """The waypoints the path entered after `point`: what an episode started there follows."""
+        step = self.steps[point]
+        return [w for w, at in zip(self.waypoints, self.waypoint_steps) if at > step]
+
     def allowance(self, point: int) -> int:
         """Steps an episode from `point` may take."""
         return int(EPISODE_SLACK * (self.length - self.steps[point])) + EPISODE_MARGIN
+
+
+def demo_waypoints(
+    cells: Cells, keys: Sequence[Sequence[int]]
+) -> tuple[list[tuple[str, int]], list[tuple[int, ...]], list[int]]:
+    """A path's waypoints from its cell key at every step: the cells over every column but the
+    preferred variable's (a policy with more HP than the path had is on it all the same), each
+    where the path entered it from another; nothing for screen cells.
+
+    >>> from metabonk_gym.training.explore_cells import parse_cells
+    >>> cells = parse_cells({"variables": {"room": 1, "x": 3, "hp": 2}, "prefer": "hp"},
+    ...                     ["room", "x", "hp"], "c")
+    >>> demo_waypoints(cells, [[1, 0, 2], [1, 0, 1], [1, 1, 1], [2, 0, 1]])
+    ([('room', 1), ('x', 3)], [(1, 0), (1, 1), (2, 0)], [0, 2, 3])
+    """
+    if not isinstance(cells, RamCells) or not keys:
+        return [], [], []
+    keep = [i for i in range(len(cells.variables)) if i != cells.prefer_column]
+    waypoints: list[tuple[int, ...]] = []
+    steps: list[int] = []
+    for step, key in enumerate(keys):
+        cell = tuple(int(key[i]) for i in keep)
+        if not waypoints or waypoints[-1] != cell:
+            waypoints.append(cell)
+            steps.append(step)
+    return [cells.variables[i] for i in keep], waypoints, steps
 
 
 def load_demo_archive(explore_dir: Path) -> tuple[Archive, int]:
@@ -220,6 +261,7 @@ def record_demo(
         paths.append(path)
     won = bool(replay["won"] or archive.won[best])
     goal = _goal(env_id, won, cells.score, float(replay["scores"][-1]))
+    columns, waypoints, waypoint_steps = demo_waypoints(cells, replay.get("keys") or [])
     return Demo(
         paths,
         list(replay["steps"]),
@@ -229,6 +271,9 @@ def record_demo(
         meta.get("state"),
         int(meta.get("game_seed", 0)),
         np.asarray(actions, np.uint8),
+        columns,
+        waypoints,
+        waypoint_steps,
     )
 
 
@@ -256,6 +301,7 @@ def robust_config(
         "shaping": None,
         "max_episode_steps": None,
         "sticky_action_prob": settings.sticky_action_prob,
+        "waypoint_reward": settings.waypoint_reward,
         "total_steps": settings.total_steps,
         "env_kwargs": dict(env_kwargs),
     }
@@ -385,6 +431,9 @@ class BackwardCallback(BaseCallback):
         else:
             env.env_method("set_start", str(demo.paths[point]), None, indices=[i])
         env.set_attr("_max_episode_steps", demo.allowance(point), indices=[i])
+        if self.settings.waypoint_reward > 0:
+            waypoints = [] if fresh else demo.waypoints_after(point)
+            env.env_method("set_waypoints", demo.waypoint_columns, waypoints, indices=[i])
         self.queued[i] = start
 
     def _on_step(self) -> bool:
@@ -479,6 +528,7 @@ STORED_SETTINGS = (
     "bc_epochs",
     "bc_passes",
     "uniform_share",
+    "waypoint_reward",
 )
 
 
@@ -555,6 +605,10 @@ def run_robustify(
     kwargs = archive_env_kwargs(archive, explore_dir / ARCHIVE_FILE, env_kwargs)
     run.path.mkdir(parents=True, exist_ok=True)
     demo = record_demo(archive, best, run.path, settings.every, kwargs)
+    if settings.waypoint_reward > 0 and not demo.waypoints:
+        raise ConfigError(
+            "waypoint_reward follows the path's RAM cells; this archive's cells are the screen's"
+        )
     others = [
         _other_demo(d, k, env_id, demo, run.path, settings.every, env_kwargs)
         for k, d in enumerate(more, 1)

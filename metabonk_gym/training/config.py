@@ -79,6 +79,9 @@ class TrainConfig:
     max_episode_steps: int | None = None
     #: Seeded variants: each reset draws its game seed from this list (None: any seed).
     game_seeds: list[int] | None = None
+    #: Robustify's bonus per waypoint of the demonstration's path passed (0: none; see
+    #: `envs.WaypointReward`).
+    waypoint_reward: float = 0.0
     #: Success condition that also ends the episode, e.g. {"variable": "rooms_visited",
     #: "op": "greater-or-equal", "reference": 2}; None: success is the game's own `won`.
     goal: dict[str, Any] | None = None
@@ -181,6 +184,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "bc_ent_coef": (0.0, _INF, False),
     "bc_value_coef": (0.0, _INF, False),
     "sticky_action_prob": (0.0, 1.0, False),
+    "waypoint_reward": (0.0, _INF, False),
 }
 #: Upper bounds of whole-number keys, generous for training yet far from what would exhaust
 #: memory when a shared run or model zip sets them (`frame_stack: 4000000` stacks that many
@@ -496,6 +500,7 @@ def check_for_env(env_id: str, cfg: TrainConfig) -> None:
         "game_seeds": (traits.start_states, "it cannot seed its game at reset"),
         "shaping": (traits.ram_variables, "shaping reads game variables from RAM"),
         "sticky_action_prob": (traits.sticky_actions, "it takes no sticky_action_prob"),
+        "waypoint_reward": (traits.ram_variables, "waypoints are RAM cells of a path"),
     }
     for key, (supported, why) in needs.items():
         if getattr(cfg, key) and not supported:

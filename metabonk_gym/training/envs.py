@@ -95,6 +95,66 @@ class StartWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return self.env.reset(seed=seed, options=options or None)
 
 
+class WaypointReward(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """A bonus each time the episode reaches a cell further along a demonstration's path.
+
+    Why: started anywhere on an explorer's path (robustify), PPO sees the game's sparse reward
+    only at the next key or door; the path's own cells (`set_waypoints`: RAM variables
+    floor-divided by their buckets, read from `info`) say which way is forward at every step.
+    A cell up to `lookahead` waypoints ahead matches (a policy cuts corners), and pays for
+    every waypoint it passes. Like `set_start`, new waypoints apply from the next reset.
+
+    Args:
+        env: an env whose `info` carries the waypoints' variables.
+        weight: the bonus per waypoint passed (`info["reward_terms"]["waypoints"]`).
+        lookahead: how many waypoints ahead the current cell may match.
+    """
+
+    def __init__(self, env: gym.Env, weight: float, lookahead: int = 20) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, weight=weight, lookahead=lookahead)
+        gym.Wrapper.__init__(self, env)
+        self.weight, self.lookahead = float(weight), int(lookahead)
+        self.columns: list[tuple[str, int]] = []
+        self.waypoints: list[tuple[int, ...]] = []
+        self._pending: tuple[list[tuple[str, int]], list[tuple[int, ...]]] = ([], [])
+        self.reached = 0
+
+    def set_waypoints(
+        self, columns: Sequence[Sequence[Any]], waypoints: Sequence[Sequence[int]]
+    ) -> None:
+        """The next episodes follow `waypoints` (cell keys over `columns`: (variable, bucket))."""
+        self._pending = (
+            [(str(name), int(bucket)) for name, bucket in columns],
+            [tuple(int(v) for v in key) for key in waypoints],
+        )
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        self.columns, self.waypoints = self._pending
+        self.reached = 0
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if not self.waypoints:
+            return obs, float(reward), terminated, truncated, info
+        try:
+            key = tuple(int(info[name]) // bucket for name, bucket in self.columns)
+        except KeyError as exc:
+            raise ConfigError(f"waypoints read {exc}, which is not an info variable") from exc
+        ahead = self.waypoints[self.reached : self.reached + self.lookahead]
+        hits = [j for j, waypoint in enumerate(ahead) if waypoint == key]
+        bonus = 0.0
+        if hits:
+            bonus = self.weight * (hits[-1] + 1)
+            self.reached += hits[-1] + 1
+        terms = dict(info.get("reward_terms") or {})
+        terms["waypoints"] = bonus
+        info["reward_terms"] = terms
+        return obs, float(reward) + bonus, terminated, truncated, info
+
+
 class GoalWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Ends the episode with `info["success"] = True` once a game variable meets a condition
     (e.g. `rooms_visited >= 2`: left the first room). Without a goal, `success` is `won`.
@@ -239,6 +299,8 @@ def make_env(env_id: str, cfg: TrainConfig, index: int = 0, **extra: Any) -> gym
         env = shaped
     if cfg.goal is not None or traits.can_win:  # `success`: the goal, else `won`
         env = GoalWrapper(env, cfg.goal)
+    if cfg.waypoint_reward > 0:
+        env = WaypointReward(env, cfg.waypoint_reward)
     if traits.start_states:
         env = StartWrapper(env, game_seeds=cfg.game_seeds)
     env = apply_wrappers(env, cfg.wrappers)  # closes the env when a wrapper fails

@@ -237,8 +237,8 @@ class ExploreWorker(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self, actions: Sequence[int], every: int, game_seed: int, start_state: str | None
     ) -> dict[str, Any]:
         """Replay `actions` from the root start; the savestates and scores every `every` steps
-        (and at the end), and whether the game was won: a demonstration for the backward
-        curriculum."""
+        (and at the end), whether the game was won and, with RAM cells, the cell key at every
+        step: a demonstration for the backward curriculum."""
         options: dict[str, Any] = {"game_seed": int(game_seed)}
         if start_state is not None:
             options["state"] = start_state
@@ -247,12 +247,16 @@ class ExploreWorker(gym.Wrapper, gym.utils.RecordConstructorArgs):
         spec = self._specs[-1:] if score_var is not None else []
         states, scores, steps = [self._base.save_state()], [0.0], [0]
         total, won = 0.0, False
+        ram = isinstance(self.cells, RamCells)
+        keys = [self._ram_key()] if ram else []
         if spec:
             scores[0] = float(self._base.backend.read_many(spec)[0])
         for t, action in enumerate(actions, start=1):
             _, reward, terminated, truncated, info = self.env.step(int(action))
             total += float(reward)
             won = won or bool(info.get("won"))
+            if ram:
+                keys.append(self._ram_key())
             if t % every == 0 or t == len(actions):
                 states.append(self._base.save_state())
                 scores.append(float(self._base.backend.read_many(spec)[0]) if spec else total)
@@ -262,4 +266,9 @@ class ExploreWorker(gym.Wrapper, gym.utils.RecordConstructorArgs):
                     f"the demonstration's episode ended at step {t} of {len(actions)}: the replay "
                     "diverged from the archive (another ROM, start or game seed?)"
                 )
-        return {"states": states, "scores": scores, "steps": steps, "won": won}
+        return {"states": states, "scores": scores, "steps": steps, "won": won, "keys": keys}
+
+    def _ram_key(self) -> list[int]:
+        """The RAM cell key of the state now."""
+        values = self._base.backend.read_many(self._specs)
+        return [int(v) for v in self._key(values, None)]
