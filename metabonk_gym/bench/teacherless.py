@@ -170,12 +170,22 @@ def _explore_text(seeds: list[Mapping[str, Any]], metric: str) -> str:
     replay = " / ".join(_fmt(s["replay"], metric) for s in seeds)
     won = " / ".join("won" if s["explore_won"] else "not won" for s in seeds)
     frames = " / ".join(f"{s['explore_frames']:,}" for s in seeds)
-    minutes = " / ".join(f"{s['explore_minutes']:g}" for s in seeds)
-    reached = " / ".join(f"{s['reached_step']} of {s['demo_steps']}" for s in seeds)
+    spent = " / ".join(_duration(s["explore_minutes"]) for s in seeds)
+    starts = sorted({s.get("start", "") for s in seeds})
+    where = " / ".join(s.get("start", "") for s in seeds) if len(starts) > 1 else starts[0]
     return (
-        f"; the archives' best paths replayed {replay} ({won} in {frames} frames, {minutes} min"
-        f" of exploring); the curriculum's start reached demo step {reached}"
+        f"; the archives' best paths replayed {replay} ({won} in {frames} frames, {spent}"
+        f" of exploring); robustifying's episodes started from {where} at the end"
     )
+
+
+def _duration(minutes: float) -> str:
+    """Minutes in words: seconds under one.
+
+    >>> _duration(0.02), _duration(12.34)
+    ('1 s', '12.3 min')
+    """
+    return f"{minutes * 60:.0f} s" if minutes < 1 else f"{minutes:.1f} min"
 
 
 def figure_records(figures: Mapping[str, Any]) -> list[dict[str, Any]]:

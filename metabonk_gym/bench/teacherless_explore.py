@@ -231,6 +231,23 @@ def _robustify(
     return budget
 
 
+def _start_reached(spec: LearningSpec, seed: int, budget: dict[str, Any]) -> str:
+    """Where robustifying's episodes started at the end, in words.
+
+    >>> _start_reached(LearningSpec(), 0, {"fresh_seeds": True})
+    'fresh game seeds'
+    >>> _start_reached(LearningSpec(), 0, {"reached_step": 40, "demo_steps": 105})
+    'demo step 40 of 105'
+    >>> _start_reached(LearningSpec(robustify={"uniform_share": 1.0}), 0, {})
+    'anywhere on the paths (uniform starts)'
+    """
+    if robust_settings(spec, seed).uniform_share >= 1.0:
+        return "anywhere on the paths (uniform starts)"
+    if budget.get("fresh_seeds"):
+        return "fresh game seeds"
+    return f"demo step {budget.get('reached_step')} of {budget.get('demo_steps')}"
+
+
 def explored_seed(
     env_id: str, where: Path, spec: LearningSpec, seed: int, minutes: float, train: bool, log: Log
 ) -> dict[str, Any]:
@@ -258,7 +275,8 @@ def explored_seed(
         "variants": len(_variants(where, spec, seed, budget)),
         "demo_steps": budget.get("demo_steps"),
         "reached_step": budget.get("reached_step"),
-        "explore_minutes": round(budget["explore_minutes"], 1),
+        "start": _start_reached(spec, seed, budget),
+        "explore_minutes": round(budget["explore_minutes"], 2),
         "wall_minutes": round(budget["explore_minutes"] + budget["robust_minutes"], 1),
         "value": score(evaluate_spec(env_id, str(run_dir), spec, where), spec.metric),
         "replay": score(evaluate_spec(env_id, replay, spec, where), spec.metric),
