@@ -3,8 +3,8 @@ game from the spec's start with the folder's cells, then robustify the archive's
 pixel policy, both within one wall-clock budget; the policy and the archive's replay are scored
 on the spec's evaluation seeds.
 
-Why one budget: the issue's figure is "exploration and robustification together, at most N
-hours a seed". Exploring may take `explore_share` of it (it stops sooner when its own end, e.g.
+Why one budget: the learning figure counts exploring and robustifying together, at most N
+hours a seed. Exploring may take `explore_share` of it (it stops sooner when its own end, e.g.
 the first win, comes); robustifying gets what is left. The minutes spent are kept per seed in
 `budget-seedN.json`, so a stopped bench resumes (`explore --resume`, `robustify --resume`)
 without granting a seed more than its budget. Nothing here names a game: the settings are the
