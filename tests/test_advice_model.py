@@ -87,7 +87,9 @@ def test_ppo_with_the_real_model_as_adviser_writes_think_scalars(tmp_path: Path)
     acc = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
     acc.Reload()
     found = {t: [e.value for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
-    assert found["think/calls"][-1] > 0
+    # calls were made while it trained: any record (the last one read 0 in one fresh-clone CI
+    # run under load; which info the last record sees depends on when the run ends)
+    assert max(found["think/calls"]) > 0
     # the model answered some calls inside the calibrated deadline: not all were fallbacks
     assert min(found["think/fallback_rate"]) < 1.0, found["think/fallback_rate"]
     assert max(found["think/latency_p50_s"]) > 0
