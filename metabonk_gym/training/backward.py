@@ -350,6 +350,8 @@ class BackwardCallback(BaseCallback):
         super().__init__()
         self.demo = demo
         self.demos = [demo, *others]
+        sizes = np.array([len(d.paths) - 1 for d in self.demos], float)  # points but the ends
+        self.sizes, self.shares = sizes.astype(int), sizes / sizes.sum()
         self.settings = settings
         self.on_move = on_move
         self.point = len(demo.paths) - 2  # the last point is the end itself
@@ -414,9 +416,8 @@ class BackwardCallback(BaseCallback):
         from every demonstration's points but their ends."""
         share = self.settings.uniform_share
         if share > 0 and self.rng.random() < share:
-            sizes = np.array([len(d.paths) - 1 for d in self.demos], float)
-            which = int(self.rng.choice(len(self.demos), p=sizes / sizes.sum()))
-            point = int(self.rng.integers(0, sizes[which]))
+            which = int(self.rng.choice(len(self.demos), p=self.shares))
+            point = int(self.rng.integers(0, self.sizes[which]))
             return which, point, point == 0, False
         return self._curriculum()
 
@@ -448,14 +449,13 @@ class BackwardCallback(BaseCallback):
                 self.results.append(success)
             elif not ended[3]:
                 self.uniform_results.append(success)
-        self._log()
-        window = self.settings.window
-        rate = sum(self.results) / len(self.results) if self.results else 0.0
-        if len(self.results) >= window and rate >= self.settings.threshold:
+        rate = self._log()
+        if len(self.results) >= self.settings.window and rate >= self.settings.threshold:
             self._move(rate)
         return True
 
-    def _log(self) -> None:
+    def _log(self) -> float:
+        """The curriculum's scalars to the logger; its success rate over the window."""
         rate = sum(self.results) / len(self.results) if self.results else 0.0
         self.logger.record("backward/start_step", self.demo.steps[self.point])
         self.logger.record("backward/point", self.point)
@@ -465,6 +465,7 @@ class BackwardCallback(BaseCallback):
         if self.uniform_results:
             uniform = sum(self.uniform_results) / len(self.uniform_results)
             self.logger.record("backward/uniform_success_rate", uniform)
+        return rate
 
     def _move(self, rate: float) -> None:
         self.history.append(
@@ -603,12 +604,14 @@ def run_robustify(
     archive, best = load_demo_archive(explore_dir)
     env_id = str(archive.meta.get("env_id"))
     kwargs = archive_env_kwargs(archive, explore_dir / ARCHIVE_FILE, env_kwargs)
-    run.path.mkdir(parents=True, exist_ok=True)
-    demo = record_demo(archive, best, run.path, settings.every, kwargs)
-    if settings.waypoint_reward > 0 and not demo.waypoints:
+    if settings.waypoint_reward > 0 and not isinstance(
+        cells_from_dict(archive.meta["cells"]), RamCells
+    ):
         raise ConfigError(
             "waypoint_reward follows the path's RAM cells; this archive's cells are the screen's"
         )
+    run.path.mkdir(parents=True, exist_ok=True)
+    demo = record_demo(archive, best, run.path, settings.every, kwargs)
     others = [
         _other_demo(d, k, env_id, demo, run.path, settings.every, env_kwargs)
         for k, d in enumerate(more, 1)
