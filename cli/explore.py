@@ -144,6 +144,12 @@ def robustify(
         min=0.0,
         help="Bonus per cell of the path passed, in episodes started on a path (RAM cells).",
     ),
+    segment_steps: int = typer.Option(
+        0,
+        min=0,
+        help="Most steps of an episode the uniform share draws (a stretch of the path, not the "
+        "rest of it; 0: the rest).",
+    ),
     also: list[Path] | None = typer.Option(
         None,
         "--also",
@@ -173,6 +179,7 @@ def robustify(
         bc_passes=bc_passes,
         uniform_share=uniform_share,
         waypoint_reward=waypoint_reward,
+        segment_steps=segment_steps,
     )
     result = guarded(  # Ctrl-C / SIGTERM: PPO's checkpoint and the model are saved, exit 130/143
         lambda: run_robustify(

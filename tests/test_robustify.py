@@ -361,3 +361,35 @@ def test_robustify_with_waypoints_pays_for_the_path(hat_archive: Path, tmp_path:
     state = json.loads((run / "run.json").read_text())
     assert state["backward_settings"]["waypoint_reward"] == 0.1
     assert "waypoint_reward: 0.1" in (run / "config.yaml").read_text()
+
+
+def test_pixel_cells_train_and_uniform_episodes_are_cut_to_segments(
+    hat_archive: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "robust"
+    cells = {"wrappers": ["pixel_cells"], "obs_type": "rgb", "downscale": 1, "features": "cells"}
+    settings = BackwardSettings(
+        every=20,
+        total_steps=512,
+        uniform_share=1.0,
+        segment_steps=12,
+        overrides={**SMALL, **cells},
+    )
+    result = run_robustify(hat_archive, run, settings)
+    assert result.num_timesteps >= 512
+    assert "pixel_cells" in (run / "config.yaml").read_text()
+    events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}).Reload()
+    lengths = [e.value for e in events.Scalars("episode/length_mean")]
+    assert lengths and max(lengths) <= 12  # every drawn episode is a 12-step stretch at most
+
+
+def test_wrappers_that_read_memory_are_refused_before_anything_is_written(
+    hat_archive: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "robust"
+    settings = BackwardSettings(overrides={**SMALL, "wrappers": ["ram_features"]})
+    with pytest.raises(ConfigError, match="pixels only.*pixel_cells.*ram_features"):
+        run_robustify(hat_archive, run, settings)
+    assert not run.exists()
+    with pytest.raises(ConfigError, match="segment_steps"):
+        BackwardSettings(segment_steps=-1).check()

@@ -46,7 +46,7 @@ def cell_codes(frame: np.ndarray, codes: int = 2, cell: int = 8) -> np.ndarray:
     )
 
 
-@config_wrapper(dict_obs=False)
+@config_wrapper(dict_obs=False, pixels_only=True)
 class PixelCells(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Replaces an image observation by its (rows, cols, codes) uint8 cell codes.
 

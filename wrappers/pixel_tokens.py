@@ -8,8 +8,6 @@ out-of-vocabulary id 0. The same sequence of frames always gives the same ids; t
 processes the same ids, build a vocabulary once, save it, and load it frozen everywhere.
 
 >>> import numpy as np
-
-from metabonk_gym.utils import atomic_write_text
 >>> tok = PixelTokenizer(capacity=4)
 >>> frame = np.zeros((16, 24, 3), np.uint8); frame[8:, 8:16] = 255
 >>> tok(frame)

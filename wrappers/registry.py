@@ -9,8 +9,8 @@ list kept by hand. `metabonk_gym.training.wrapstack.WRAPPERS` is built from `CON
 ...     def __init__(self, env: gym.Env, top: int = 0, bottom: int = 160) -> None:
 ...         super().__init__(env)
 >>> entry = CONFIG_WRAPPERS.pop("screen_crop")
->>> entry.cls.__name__, entry.dict_obs, entry.options()
-('ScreenCrop', False, ['top', 'bottom'])
+>>> entry.cls.__name__, entry.dict_obs, entry.pixels_only, entry.options()
+('ScreenCrop', False, False, ['top', 'bottom'])
 >>> snake_case("PauseToThink")
 'pause_to_think'
 """
@@ -35,10 +35,13 @@ class WrapperEntry:
     Args:
         cls: the wrapper class (its constructor's keyword arguments are the options).
         dict_obs: it turns the observation into a Dict (the policy becomes `MultiInputPolicy`).
+        pixels_only: its observation is computed from the frame alone (no RAM, no VRAM), so a
+            policy trained "from pixels" (`metabonk robustify`) may use it.
     """
 
     cls: type[gym.Wrapper]
     dict_obs: bool = True
+    pixels_only: bool = False
 
     def options(self) -> list[str]:
         """The options it takes: its constructor's named arguments but `env`, or the names of
@@ -63,16 +66,17 @@ def snake_case(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def config_wrapper(*, dict_obs: bool = True) -> Callable[[C], C]:
+def config_wrapper(*, dict_obs: bool = True, pixels_only: bool = False) -> Callable[[C], C]:
     """A class decorator: register the wrapper in `CONFIG_WRAPPERS` under its snake_case name
-    (`dict_obs`: it turns the observation into a Dict). Two classes may not share a name."""
+    (`dict_obs`: it turns the observation into a Dict; `pixels_only`: it reads nothing but the
+    frame). Two classes may not share a name."""
 
     def register(cls: C) -> C:
         name = snake_case(cls.__name__)
         known = CONFIG_WRAPPERS.get(name)
         if known is not None and known.cls.__qualname__ != cls.__qualname__:
             raise ValueError(f"two wrappers named {name!r}: {known.cls} and {cls}")
-        CONFIG_WRAPPERS[name] = WrapperEntry(cls, dict_obs=dict_obs)
+        CONFIG_WRAPPERS[name] = WrapperEntry(cls, dict_obs=dict_obs, pixels_only=pixels_only)
         return cls
 
     return register

@@ -47,6 +47,7 @@ from metabonk_gym.training.explore_archive import Archive, ArchiveError
 from metabonk_gym.training.explore_cells import Cells, RamCells, cells_from_dict
 from metabonk_gym.training.explore_worker import ExploreWorker
 from metabonk_gym.training.runtrust import RUN_ENV_KWARGS, check_value
+from metabonk_gym.training.wrapstack import WRAPPERS
 from metabonk_gym.utils import atomic_write_text
 from metabonk_gym.vector import make_vec
 
@@ -77,6 +78,9 @@ class BackwardSettings:
             curriculum's point; 1.0 trains every part of the path at once, with no curriculum.
         waypoint_reward: a bonus per cell of the path passed (`envs.WaypointReward`) in the
             episodes started on a path (not those from fresh game seeds); 0: none.
+        segment_steps: the most steps of an episode drawn by `uniform_share`, so that it is a
+            stretch of the path and not the rest of it (PPO bootstraps the cut from its value);
+            0: the rest of the path (with slack), as the curriculum's episodes always are.
     """
 
     every: int = 10
@@ -91,6 +95,7 @@ class BackwardSettings:
     bc_passes: int = 4
     uniform_share: float = 0.0
     waypoint_reward: float = 0.0
+    segment_steps: int = 0
 
     def check(self) -> None:
         """Refuse values that make no sense (`ConfigError`, one line)."""
@@ -100,6 +105,8 @@ class BackwardSettings:
         for name in ("every", "window", "total_steps", "max_stride", "bc_passes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, not {getattr(self, name)}")
+        if self.segment_steps < 0:
+            raise ConfigError(f"segment_steps must be >= 0, not {self.segment_steps}")
         if self.waypoint_reward < 0:
             raise ConfigError(f"waypoint_reward must be >= 0, not {self.waypoint_reward}")
         if not 0.0 <= self.uniform_share <= 1.0:
@@ -306,13 +313,29 @@ def robust_config(
         "env_kwargs": dict(env_kwargs),
     }
     overrides = {"reward": "default", **settings.overrides, **fixed}
-    cfg = resolve_config(env_id, overrides=overrides)
-    if cfg.obs_type == "state" or cfg.wrappers:
+    return check_pixels_only(resolve_config(env_id, overrides=overrides))
+
+
+def check_pixels_only(cfg: TrainConfig) -> TrainConfig:
+    """`cfg` if its policy sees the frame alone, else a one-line `ConfigError`: robustify's
+    policies never read RAM (obs_type state, or a wrapper that is not `pixels_only`)."""
+    not_pixels = [spec["name"] for spec in cfg.wrappers if not WRAPPERS[spec["name"]].pixels_only]
+    if cfg.obs_type == "state" or not_pixels:
         raise ConfigError(
-            "robustify trains from pixels only: obs_type rgb or grayscale and no wrappers "
-            f"(not obs_type {cfg.obs_type!r}, wrappers {cfg.wrappers})"
+            "robustify trains from pixels only: obs_type rgb or grayscale and no wrappers but "
+            f"those that read the frame alone ({', '.join(pixels_only_wrappers())}); not "
+            f"obs_type {cfg.obs_type!r}, wrappers {not_pixels}"
         )
     return cfg
+
+
+def pixels_only_wrappers() -> list[str]:
+    """The config wrappers whose observation comes from the frame alone (robustify allows them).
+
+    >>> "pixel_cells" in pixels_only_wrappers(), "ram_features" in pixels_only_wrappers()
+    (True, False)
+    """
+    return sorted(name for name, entry in WRAPPERS.items() if entry.pixels_only)
 
 
 #: One episode's start: (demonstration, its point, fresh game seeds, drawn by the curriculum);
@@ -423,7 +446,7 @@ class BackwardCallback(BaseCallback):
 
     def _queue(self, i: int, start: Start) -> None:
         """Env `i`'s next episode begins at `start` (and may take the steps it allows)."""
-        which, point, fresh, _ = start
+        which, point, fresh, by_curriculum = start
         demo, env = self.demos[which], self.training_env
         if fresh:
             env.env_method("set_start", demo.state, None, indices=[i])
@@ -431,7 +454,10 @@ class BackwardCallback(BaseCallback):
             env.env_method("set_start", demo.state, [demo.game_seed], indices=[i])
         else:
             env.env_method("set_start", str(demo.paths[point]), None, indices=[i])
-        env.set_attr("_max_episode_steps", demo.allowance(point), indices=[i])
+        steps = demo.allowance(point)
+        if self.settings.segment_steps and not by_curriculum:
+            steps = min(steps, self.settings.segment_steps)
+        env.set_attr("_max_episode_steps", steps, indices=[i])
         if self.settings.waypoint_reward > 0:
             waypoints = [] if fresh else demo.waypoints_after(point)
             env.env_method("set_waypoints", demo.waypoint_columns, waypoints, indices=[i])
@@ -610,6 +636,8 @@ def run_robustify(
         raise ConfigError(
             "waypoint_reward follows the path's RAM cells; this archive's cells are the screen's"
         )
+    if not resume:
+        check_pixels_only(resolve_config(env_id, overrides=settings.overrides))
     run.path.mkdir(parents=True, exist_ok=True)
     demo = record_demo(archive, best, run.path, settings.every, kwargs)
     others = [
