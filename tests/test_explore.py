@@ -25,12 +25,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from typer.testing import CliRunner
 
 from metabonk_gym.gamedata import bundled_game_folder
-from metabonk_gym.training.backward import (
-    BackwardCallback,
-    BackwardSettings,
-    Demo,
-    load_demo_archive,
-)
+from metabonk_gym.training.backward import BackwardCallback, BackwardSettings
+from metabonk_gym.training.backward_demo import Demo, load_demo_archive
 from metabonk_gym.training.errors import RunDirError
 from metabonk_gym.training.explore import ExploreSettings, open_explorer, run_explore
 from metabonk_gym.training.explore_archive import Archive, ArchiveError

@@ -32,10 +32,10 @@ from metabonk_gym.rundir import RunDir, read_model_metadata
 from metabonk_gym.training.backward import (
     BackwardCallback,
     BackwardSettings,
-    Demo,
     run_robustify,
     stored_settings,
 )
+from metabonk_gym.training.backward_demo import Demo
 from metabonk_gym.training.errors import ConfigError, RunDirError
 from metabonk_gym.training.explore import ExploreSettings, run_explore
 
@@ -330,7 +330,11 @@ def test_waypoints_skip_ahead_and_pay_for_what_they_skip() -> None:
 def test_the_demonstrations_own_actions_pass_every_waypoint(
     hat_archive: Path, tmp_path: Path
 ) -> None:
-    from metabonk_gym.training.backward import archive_env_kwargs, load_demo_archive, record_demo
+    from metabonk_gym.training.backward_demo import (
+        archive_env_kwargs,
+        load_demo_archive,
+        record_demo,
+    )
     from metabonk_gym.training.config import resolve_config
     from metabonk_gym.training.envs import make_env
 
