@@ -23,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import typer
+import yaml
 from metabonk_gym.cli.errors import guard_commands
 from metabonk_gym.cli.explore import register
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -35,7 +36,7 @@ from metabonk_gym.training.backward import (
     run_robustify,
     stored_settings,
 )
-from metabonk_gym.training.backward_demo import Demo
+from metabonk_gym.training.backward_demo import Demo, load_demo_archive
 from metabonk_gym.training.errors import ConfigError, RunDirError
 from metabonk_gym.training.explore import ExploreSettings, run_explore
 
@@ -330,11 +331,7 @@ def test_waypoints_skip_ahead_and_pay_for_what_they_skip() -> None:
 def test_the_demonstrations_own_actions_pass_every_waypoint(
     hat_archive: Path, tmp_path: Path
 ) -> None:
-    from metabonk_gym.training.backward_demo import (
-        archive_env_kwargs,
-        load_demo_archive,
-        record_demo,
-    )
+    from metabonk_gym.training.backward_demo import archive_env_kwargs, record_demo
     from metabonk_gym.training.config import resolve_config
     from metabonk_gym.training.envs import make_env
 
@@ -397,3 +394,24 @@ def test_wrappers_that_read_memory_are_refused_before_anything_is_written(
     assert not run.exists()
     with pytest.raises(ConfigError, match="segment_steps"):
         BackwardSettings(segment_steps=-1).check()
+
+
+def test_an_archive_that_cannot_win_is_robustified_towards_its_score(tmp_path: Path) -> None:
+    """MeteoRain has no win: the best cell's score (meteors landed while alive) is the goal."""
+    out = tmp_path / "explore"
+    explored = run_explore(
+        "MetaBonk/MeteoRain-v0", out, ExploreSettings(n_envs=2, max_frames=8_000, seed=0)
+    )
+    assert not explored.won
+    run = tmp_path / "robust"
+    settings = BackwardSettings(every=20, total_steps=256, uniform_share=1.0, overrides=dict(SMALL))
+    result = run_robustify(out, run, settings)
+    assert not result.demo_won and result.num_timesteps >= 256
+    goal = yaml.safe_load((run / "config.yaml").read_text())["goal"]
+    archive, best = load_demo_archive(out)
+    assert goal == {
+        "variable": "score",
+        "op": "greater-or-equal",
+        "reference": int(archive.scores[best]),
+    }
+    assert goal["reference"] > 0  # the explorer lived long enough for meteors to land
