@@ -18,6 +18,8 @@ from metabonk_gym.bench import teacherless as bench
 from metabonk_gym.bench.learning_spec import LearningSpec, load_spec
 from metabonk_gym.bench.teacherless_explore import explore_settings, robust_settings
 from metabonk_gym.errors import MetabonkError
+from metabonk_gym.training.backward import check_pixels_only
+from metabonk_gym.training.config import resolve_config
 
 runner = CliRunner()
 
@@ -126,7 +128,9 @@ def test_the_explore_parts_are_declared_as_data(game: str) -> None:
     data, spec = load_spec(f"MetaBonk/{game}-v0")
     assert spec.metric == "won" and spec.state == "start" and spec.rules
     assert explore_settings(spec, 1, 60.0).seed == 1  # every key is an ExploreSettings field
-    assert robust_settings(spec, 1).overrides["seed"] == 1
+    overrides = robust_settings(spec, 1).overrides
+    assert overrides["seed"] == 1
+    check_pixels_only(resolve_config(f"MetaBonk/{game}-v0", overrides=overrides))  # pixels only
     assert spec.episodes == {"BonkQuest": 50, "BonkArena": 30}[game]  # the learning figures' seeds
 
 
