@@ -558,3 +558,31 @@ def test_the_explorer_and_the_robustifier_run_without_game_code(tmp_path: Path) 
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["cells"] > 1 and result["steps"] >= 128 and result["loaded"] == []
     assert (tmp_path / "robust" / "model.zip").is_file()
+
+
+def test_sigterm_to_the_whole_process_group_keeps_the_archive(tmp_path: Path) -> None:
+    """The workers die with the explorer's own stop signal: the rounds done are kept anyway,
+    though no periodic save has come yet."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metabonk_gym.cli.main", "explore", QUEST, "--out", str(out),
+         "--seconds", "300", "--save-every", "600"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while not (out / "tensorboard").is_dir() or not list((out / "tensorboard").iterdir()):
+            assert proc.poll() is None, proc.communicate()[0].decode()[-3000:]
+            assert time.monotonic() < deadline, "the explorer did not start within 180 s"
+            time.sleep(0.2)
+        time.sleep(3.0)  # a few rounds, far from the first periodic save
+        os.killpg(proc.pid, signal.SIGTERM)
+        output = proc.communicate(timeout=60)[0].decode()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 143, output
+    assert "archive saved" in output, output
+    kept = Archive.load(out / "archive.npz")
+    assert kept.meta["frames"] > 0 and len(kept) > 1

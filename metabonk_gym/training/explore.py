@@ -464,7 +464,8 @@ def _loop(explorer: Explorer, path: Path, logger: Any, say: Callable[[str], None
                 break
             if _won_enough(explorer):
                 break
-            explorer.round()
+            if not _round_or_save(explorer, path, stop):
+                break
             a.meta["rounds"] = int(a.meta.get("rounds", 0)) + 1
             _record(explorer, logger)
             now = time.monotonic()
@@ -493,6 +494,21 @@ def _loop(explorer: Explorer, path: Path, logger: Any, say: Callable[[str], None
     )
     atomic_write_text(path.parent / "explore.json", json.dumps(result.to_dict(), indent=2))
     return result
+
+
+def _round_or_save(explorer: Explorer, path: Path, stop: threading.Event) -> bool:
+    """One round; True when it ran. When it fails (a worker died), the archive as the last
+    whole round left it is saved first: a stop signal sent to the whole process group (a
+    terminal's, a service manager's) kills the workers too, and ends the run as a stop does."""
+    try:
+        explorer.round()
+    except Exception:
+        _save(explorer, path)
+        time.sleep(0.2)  # the same signal's handler in this process may not have run yet
+        if stop.is_set():
+            return False
+        raise
+    return True
 
 
 def _won_enough(explorer: Explorer) -> bool:
