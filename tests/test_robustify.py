@@ -415,3 +415,15 @@ def test_an_archive_that_cannot_win_is_robustified_towards_its_score(tmp_path: P
         "reference": int(archive.scores[best]),
     }
     assert goal["reference"] > 0  # the explorer lived long enough for meteors to land
+
+
+def test_a_wall_clock_budget_counts_the_time_before_ppo(hat_archive: Path, tmp_path: Path) -> None:
+    """The bench's budget stop runs from its creation: replaying and cloning the demonstration
+    are spent from it, so a budget gone by the time PPO starts trains one rollout at most."""
+    from metabonk_gym.bench.learning_spec import wall_clock_stop
+
+    stop = wall_clock_stop(0.5 / 60)
+    time.sleep(0.6)
+    settings = BackwardSettings(every=20, total_steps=4096, bc_epochs=1, overrides=dict(SMALL))
+    result = run_robustify(hat_archive, tmp_path / "robust", settings, callbacks=[stop])
+    assert result.num_timesteps <= SMALL["n_envs"] * SMALL["n_steps"]

@@ -138,13 +138,22 @@ def load_spec(env_id: str) -> tuple[GameData, LearningSpec]:
 
 
 def wall_clock_stop(minutes: float, tick: Callable[[], None] | None = None) -> Any:
-    """An SB3 callback that ends `learn` once `minutes` have passed (the model is then saved);
-    `tick` is called at every step (a cheap clock of the caller's)."""
+    """An SB3 callback that ends `learn` once `minutes` have passed since this call (the model
+    is then saved), so what comes before PPO's first step (replaying a demonstration, cloning
+    it) is spent from the budget too; `tick` is called at every step (the caller's clock).
+
+    >>> stop = wall_clock_stop(0.0)
+    >>> stop._on_step()
+    False
+    """
     from stable_baselines3.common.callbacks import BaseCallback
 
+    deadline = time.monotonic() + minutes * 60
+
     class WallClockStop(BaseCallback):
-        def _on_training_start(self) -> None:
-            self.deadline = time.monotonic() + minutes * 60
+        def __init__(self) -> None:
+            super().__init__()
+            self.deadline = deadline
 
         def _on_step(self) -> bool:
             if tick is not None:
