@@ -5,11 +5,12 @@ The explorer's archive holds a path to its best cell, as actions from the start.
 gives savestates along the way (every `every` steps): the demonstration (`backward_demo`). PPO
 (the project's training code: `make_train_venv`, `LearnLoop`) learns from pixels only (frames,
 or wrappers computed from them alone; never RAM) with sticky actions, starting every episode
-from a point of the demonstration: first the one nearest its end. An episode succeeds when it reaches what the demonstration reached (the game's
-win, or the score of its last cell); once `threshold` of the last `window` episodes from the
-current point succeed, the start moves one point back (or more: with `max_stride` above 1, each
-move decided at a success rate of `jump_rate` or more doubles the next one, up to `max_stride`
-points; a slower one sets it back to one). After the first point (the start with the
+from a point of the demonstration: first the one nearest its end. An episode succeeds when it
+reaches what the demonstration reached (the game's win, or the score of its last cell); once
+`threshold` of the last `window` episodes from the current point succeed, the start moves one
+point back (or more: with `max_stride` above 1, each move decided at a success rate of
+`jump_rate` or more doubles the next one, up to `max_stride` points; a slower one sets it back
+to one). After the first point (the start with the
 demonstration's game seed) comes the real test: the start with fresh game seeds.
 
 With `bc_epochs`, the policy first clones the demonstration (`metabonk_gym.training.backward_bc`).
