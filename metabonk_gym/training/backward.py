@@ -10,8 +10,8 @@ reaches what the demonstration reached (the game's win, or the score of its last
 `threshold` of the last `window` episodes from the current point succeed, the start moves one
 point back (or more: with `max_stride` above 1, each move decided at a success rate of
 `jump_rate` or more doubles the next one, up to `max_stride` points; a slower one sets it back
-to one). After the first point (the start with the
-demonstration's game seed) comes the real test: the start with fresh game seeds.
+to one). After the first point (the start with the demonstration's game seed) comes the real
+test: the start with fresh game seeds.
 
 With `bc_epochs`, the policy first clones the demonstration (`metabonk_gym.training.backward_bc`).
 The curriculum's position is saved in every checkpoint, so `resume=True` continues the run where
