@@ -12,6 +12,7 @@ import sys
 import textwrap
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -384,31 +385,47 @@ def test_a_corrupt_or_foreign_archive_is_refused_and_kept(tmp_path: Path) -> Non
     assert path.read_bytes() == before
 
 
-def test_ctrl_c_ends_the_round_and_keeps_the_archive(tmp_path: Path) -> None:
-    out = tmp_path / "out"
+def explore_then_signal(
+    out: Path, save_every: int, ready: Callable[[], bool], settle: float, group: bool, sig: int
+) -> tuple[int, str]:
+    """Run `metabonk explore` on BonkQuest in a session of its own until `ready()`, wait
+    `settle` seconds, send `sig` (to the whole process group with `group`); its exit code and
+    output. Every wait has a deadline, and the group is killed if it outlives the test."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "metabonk_gym.cli.main", "explore", QUEST, "--out", str(out),
-         "--seconds", "300", "--save-every", "1"],
+         "--seconds", "300", "--save-every", str(save_every)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
-    path = out / "archive.npz"
     try:
         deadline = time.monotonic() + 180
-        while not path.is_file():
+        while not ready():
             assert proc.poll() is None, proc.communicate()[0].decode()[-3000:]
-            assert time.monotonic() < deadline, "no archive saved within 180 s"
+            assert time.monotonic() < deadline, "the explorer was not ready within 180 s"
             time.sleep(0.2)
-        first = Archive.load(path)
-        time.sleep(1.5)
-        os.kill(proc.pid, signal.SIGINT)
+        time.sleep(settle)
+        (os.killpg if group else os.kill)(proc.pid, sig)
         output = proc.communicate(timeout=60)[0].decode()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 130, output
+    return proc.returncode, output
+
+
+def test_ctrl_c_ends_the_round_and_keeps_the_archive(tmp_path: Path) -> None:
+    path = tmp_path / "out" / "archive.npz"
+    saved: list[Archive] = []
+
+    def first_save() -> bool:
+        if path.is_file() and not saved:
+            saved.append(Archive.load(path))
+        return bool(saved)
+
+    code, output = explore_then_signal(tmp_path / "out", 1, first_save, 1.5, False, signal.SIGINT)
+    assert code == 130, output
     assert "stopped by SIGINT" in output and "archive saved" in output, output
     kept = Archive.load(path)  # whole, checksummed, at least what the first save had
+    first = saved[0]
     assert kept.meta["frames"] >= first.meta["frames"] and len(kept) >= len(first)
 
 
@@ -564,25 +581,13 @@ def test_sigterm_to_the_whole_process_group_keeps_the_archive(tmp_path: Path) ->
     """The workers die with the explorer's own stop signal: the rounds done are kept anyway,
     though no periodic save has come yet."""
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "metabonk_gym.cli.main", "explore", QUEST, "--out", str(out),
-         "--seconds", "300", "--save-every", "600"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 180
-        while not (out / "tensorboard").is_dir() or not list((out / "tensorboard").iterdir()):
-            assert proc.poll() is None, proc.communicate()[0].decode()[-3000:]
-            assert time.monotonic() < deadline, "the explorer did not start within 180 s"
-            time.sleep(0.2)
-        time.sleep(3.0)  # a few rounds, far from the first periodic save
-        os.killpg(proc.pid, signal.SIGTERM)
-        output = proc.communicate(timeout=60)[0].decode()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 143, output
+
+    def started() -> bool:
+        return (out / "tensorboard").is_dir() and any((out / "tensorboard").iterdir())
+
+    # a few rounds, far from the first periodic save
+    code, output = explore_then_signal(out, 600, started, 3.0, True, signal.SIGTERM)
+    assert code == 143, output
     assert "archive saved" in output, output
     kept = Archive.load(out / "archive.npz")
     assert kept.meta["frames"] > 0 and len(kept) > 1
